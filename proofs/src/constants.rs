@@ -1,0 +1,1 @@
+//! constants (in progress)

@@ -1,0 +1,1 @@
+//! jcs (in progress)

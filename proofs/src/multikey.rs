@@ -1,0 +1,1 @@
+//! multikey (in progress)

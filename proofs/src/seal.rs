@@ -1,0 +1,1 @@
+//! seal (in progress)
