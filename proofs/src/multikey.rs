@@ -1,1 +1,200 @@
-//! multikey (in progress)
+//! Multikeys and `did:key`, decoded before any other check.
+//!
+//! §11 ("Schema validity is not acceptance") and Identity §7a.4: a carrier
+//! decodes the base58btc identifiers first and refuses unless
+//! - an Ed25519 `did:key` is `did:key:z` over `0xed 0x01` ‖ exactly 32 bytes;
+//! - an X25519 Multikey (`rkid`) is `z` over `0xec 0x01` ‖ exactly 32 bytes.
+//!
+//! The text leads `z6Mk` / `z6LS` are consequences of those bytes, never a
+//! check on them (base58btc is not positional).
+
+use crate::encoding::{EncodingError, check_prefix, multibase_z, multibase_z_decode};
+use std::fmt;
+
+/// Multicodec prefix of an Ed25519 public key (`ed25519-pub`, varint 0xed).
+pub const ED25519_PREFIX: [u8; 2] = [0xed, 0x01];
+/// Multicodec prefix of an X25519 public key (`x25519-pub`, varint 0xec).
+pub const X25519_PREFIX: [u8; 2] = [0xec, 0x01];
+/// The `did:key` scheme prefix.
+pub const DID_KEY_PREFIX: &str = "did:key:";
+
+fn decode_multikey(s: &str, prefix: [u8; 2]) -> Result<[u8; 32], EncodingError> {
+    let bytes = multibase_z_decode(s)?;
+    if bytes.len() != 34 {
+        return Err(EncodingError::Length {
+            expected: 34,
+            actual: bytes.len(),
+        });
+    }
+    check_prefix(&bytes, prefix)?;
+    let mut key = [0u8; 32];
+    key.copy_from_slice(&bytes[2..]);
+    Ok(key)
+}
+
+fn encode_multikey(key: &[u8; 32], prefix: [u8; 2]) -> String {
+    let mut bytes = [0u8; 34];
+    bytes[..2].copy_from_slice(&prefix);
+    bytes[2..].copy_from_slice(key);
+    multibase_z(&bytes)
+}
+
+/// Decodes a bare Ed25519 Multikey (`z6Mk…`) to its 32 key bytes.
+///
+/// # Errors
+/// Encoding, [`EncodingError::Length`] (decoded ≠ 34 bytes) or
+/// [`EncodingError::Prefix`] (not `0xed 0x01`).
+pub fn ed25519_multikey_decode(s: &str) -> Result<[u8; 32], EncodingError> {
+    decode_multikey(s, ED25519_PREFIX)
+}
+
+/// An `rkid`: the recipient's X25519 key-agreement public key (§5, §5a.1),
+/// 32 bytes, written as the Multikey `z` + base58btc(`0xec 0x01` ‖ key).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Rkid([u8; 32]);
+
+impl Rkid {
+    /// Decodes an `rkid` Multikey (§11: decoded prefix and length checked).
+    ///
+    /// # Errors
+    /// Encoding, length (decoded ≠ 34 bytes) or prefix (not `0xec 0x01`).
+    pub fn parse(s: &str) -> Result<Rkid, EncodingError> {
+        decode_multikey(s, X25519_PREFIX).map(Rkid)
+    }
+
+    /// An `rkid` from raw X25519 public key bytes.
+    pub fn from_bytes(bytes: [u8; 32]) -> Rkid {
+        Rkid(bytes)
+    }
+
+    /// The raw 32 key bytes (the eviction order of §5a.3 sorts on these).
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
+    /// The Multikey spelling (`z6LS…`, 48 characters).
+    pub fn to_multikey(&self) -> String {
+        encode_multikey(&self.0, X25519_PREFIX)
+    }
+}
+
+impl fmt::Display for Rkid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_multikey())
+    }
+}
+
+impl fmt::Debug for Rkid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Rkid({})", self.to_multikey())
+    }
+}
+
+/// An Ed25519 public key as a `did:key` (control principals, Identity §7a;
+/// declaration issuers, §4.4): `did:key:z` + base58btc(`0xed 0x01` ‖ key).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DidKey([u8; 32]);
+
+impl DidKey {
+    /// Decodes a `did:key` (§11, Identity §7a.4: decoded prefix and length).
+    ///
+    /// # Errors
+    /// [`EncodingError::NotDidKey`] without the `did:key:` prefix; otherwise
+    /// as [`ed25519_multikey_decode`].
+    pub fn parse(s: &str) -> Result<DidKey, EncodingError> {
+        let multikey = s
+            .strip_prefix(DID_KEY_PREFIX)
+            .ok_or(EncodingError::NotDidKey)?;
+        ed25519_multikey_decode(multikey).map(DidKey)
+    }
+
+    /// A `did:key` from raw Ed25519 public key bytes.
+    pub fn from_bytes(bytes: [u8; 32]) -> DidKey {
+        DidKey(bytes)
+    }
+
+    /// The `did:key` of an Ed25519 verifying key.
+    pub fn from_verifying_key(key: &ed25519_dalek::VerifyingKey) -> DidKey {
+        DidKey(key.to_bytes())
+    }
+
+    /// The raw 32 key bytes.
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
+    /// The Multikey spelling without the scheme (`z6Mk…`).
+    pub fn multikey(&self) -> String {
+        encode_multikey(&self.0, ED25519_PREFIX)
+    }
+
+    /// The full `did:key:z6Mk…` spelling.
+    pub fn to_did_key(&self) -> String {
+        format!("{DID_KEY_PREFIX}{}", self.multikey())
+    }
+
+    /// The Ed25519 verifying key.
+    ///
+    /// # Errors
+    /// [`EncodingError::InvalidEd25519Key`] if the bytes are not a point.
+    pub fn verifying_key(&self) -> Result<ed25519_dalek::VerifyingKey, EncodingError> {
+        ed25519_dalek::VerifyingKey::from_bytes(&self.0)
+            .map_err(|_| EncodingError::InvalidEd25519Key)
+    }
+}
+
+impl fmt::Display for DidKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_did_key())
+    }
+}
+
+impl fmt::Debug for DidKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "DidKey({})", self.to_did_key())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_shipped_identifiers() {
+        let rkid = "z6LStLK2kxribiLHz6U4vpGfzMtmgc4q5WjR4mvhS6KG1W16";
+        assert_eq!(Rkid::parse(rkid).unwrap().to_multikey(), rkid);
+        let did = "did:key:z6MksbsC5mWfC3yPwQCayCqtQFGFkxge8FBqdXYgbxxWMqPF";
+        let parsed = DidKey::parse(did).unwrap();
+        assert_eq!(parsed.to_did_key(), did);
+        assert!(parsed.verifying_key().is_ok());
+    }
+
+    #[test]
+    fn decodes_before_trusting_text_leads() {
+        assert_eq!(
+            Rkid::parse("z6LS11111111111111111111111111111111111111111111"),
+            Err(EncodingError::Prefix {
+                expected: X25519_PREFIX,
+                actual: [0xeb, 0xfe]
+            })
+        );
+        assert_eq!(
+            DidKey::parse("did:key:z6Mkzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz"),
+            Err(EncodingError::Prefix {
+                expected: ED25519_PREFIX,
+                actual: [0xed, 0x02]
+            })
+        );
+        // An Ed25519 key is not an rkid and vice versa.
+        let ed = DidKey::parse("did:key:z6MksbsC5mWfC3yPwQCayCqtQFGFkxge8FBqdXYgbxxWMqPF").unwrap();
+        assert!(Rkid::parse(&ed.multikey()).is_err());
+        assert_eq!(DidKey::parse(&ed.multikey()), Err(EncodingError::NotDidKey));
+        assert!(matches!(
+            Rkid::parse(&multibase_z(&[0xec, 0x01, 1, 2])),
+            Err(EncodingError::Length {
+                expected: 34,
+                actual: 4
+            })
+        ));
+    }
+}
