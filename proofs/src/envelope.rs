@@ -1,1 +1,305 @@
-//! envelope (in progress)
+//! §5a.5 s2: the shape-and-size check a carrier runs on submitted bytes
+//! without any key ([`check_shape`]).
+//!
+//! A carrier may consider an envelope's shape and size against §5 (§5a.5,
+//! item 2) and nothing else about it; it never decrypts. Every
+//! [`ShapeError`] is the carrier verdict `refused(bounds)` (§5a.5 s2), which
+//! the sender sees as `failed(oversize)` (§5a.5).
+
+use crate::encoding::{EncodingError, b64url_decode};
+use crate::json::{self, JsonError, Object};
+use crate::multikey::Rkid;
+use crate::seal::{
+    EPK_BYTES, MAX_CIPHERTEXT_BYTES, MIN_CIPHERTEXT_BYTES, NONCE_BYTES, SealedEnvelope,
+};
+
+/// Length of unpadded base64url text for `n` bytes, in characters.
+const fn b64url_chars(n: usize) -> usize {
+    n / 3 * 4
+        + match n % 3 {
+            0 => 0,
+            1 => 2,
+            _ => 3,
+        }
+}
+
+/// Length of an X25519 Multikey (`z` + base58btc of `0xec 0x01` ‖ 32 bytes),
+/// in characters: always 48 (`z6LS` + 44).
+const RKID_CHARS: usize = 48;
+
+/// Bytes of the JCS envelope that are not member values: `{` `}` (2), three
+/// `,` (3), four `:` (4), sixteen `"` (16), and the member names
+/// `ciphertext` `epk` `nonce` `rkid` (10 + 3 + 5 + 4 = 22): 47 bytes.
+const JCS_ENVELOPE_OVERHEAD: usize = 2 + 3 + 4 + 16 + (10 + 3 + 5 + 4);
+
+/// §5 / §5a.5 s2: the largest JCS sealed envelope, in bytes: 87 557, the one
+/// a 65 536-byte plaintext produces
+/// (`{"ciphertext":"<87403>","epk":"<43>","nonce":"<16>","rkid":"<48>"}`).
+///
+/// Arithmetic: ciphertext 65 536 + 16 = 65 552 bytes → 21 850 × 4 + 3 =
+/// 87 403 base64url chars; `epk` 32 bytes → 43 chars; `nonce` 12 bytes → 16
+/// chars; `rkid` 48 chars; values 87 403 + 43 + 16 + 48 = 87 510, plus the 47
+/// bytes of JSON punctuation and member names = **87 557**.
+pub const MAX_ENVELOPE_BYTES: usize = JCS_ENVELOPE_OVERHEAD
+    + b64url_chars(MAX_CIPHERTEXT_BYTES)
+    + b64url_chars(EPK_BYTES)
+    + b64url_chars(NONCE_BYTES)
+    + RKID_CHARS;
+
+/// The four §5 members, in the order [`check_shape`] checks them.
+const MEMBERS: [&str; 4] = ["rkid", "epk", "nonce", "ciphertext"];
+
+/// Why submitted bytes fail the §5a.5 s2 shape-and-size check.
+///
+/// **Every variant is the carrier verdict `refused(bounds)`** (§5a.5 s2;
+/// the sender's status `failed(oversize)`). The variants exist so that logs
+/// and tests can name the failing rule; they never change the verdict.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ShapeError {
+    /// The submission is larger than the bound in force; checked before any
+    /// parsing.
+    #[error("envelope of {len} bytes exceeds the bound of {max} bytes")]
+    TooLarge {
+        /// Submission length, in bytes.
+        len: usize,
+        /// The bound in force, in bytes.
+        max: usize,
+    },
+    /// The bytes are not strict JSON (invalid UTF-8, duplicate key, syntax,
+    /// structural limit).
+    #[error("envelope is not strict json: {0}")]
+    Json(#[from] JsonError),
+    /// The top-level value is not an object.
+    #[error("envelope is a json {kind}, not an object")]
+    NotAnObject {
+        /// The JSON type found.
+        kind: &'static str,
+    },
+    /// A member other than `rkid`, `epk`, `nonce`, `ciphertext`.
+    #[error("envelope has unknown member {member:?}")]
+    UnknownMember {
+        /// The member name, as decoded.
+        member: String,
+    },
+    /// One of the four §5 members is absent.
+    #[error("envelope lacks member {member:?}")]
+    MissingMember {
+        /// The absent member.
+        member: &'static str,
+    },
+    /// One of the four §5 members is not a JSON string.
+    #[error("envelope member {member:?} is a json {kind}, not a string")]
+    NotAString {
+        /// The member.
+        member: &'static str,
+        /// The JSON type found.
+        kind: &'static str,
+    },
+    /// `rkid` is not an X25519 Multikey (`z6LS…`).
+    #[error("rkid is not an x25519 multikey: {0}")]
+    Rkid(EncodingError),
+    /// `rkid` is a valid Multikey but not the queue the bytes were
+    /// submitted to.
+    #[error("rkid {rkid} does not name queue {queue}")]
+    WrongQueue {
+        /// The envelope's `rkid`.
+        rkid: String,
+        /// The queue's `rkid`.
+        queue: String,
+    },
+    /// `epk` is not canonical unpadded base64url.
+    #[error("epk is not canonical base64url: {0}")]
+    EpkEncoding(EncodingError),
+    /// `epk` does not decode to exactly 32 bytes.
+    #[error("epk is {len} bytes, not 32")]
+    EpkLength {
+        /// Decoded length, in bytes.
+        len: usize,
+    },
+    /// `nonce` is not canonical unpadded base64url.
+    #[error("nonce is not canonical base64url: {0}")]
+    NonceEncoding(EncodingError),
+    /// `nonce` does not decode to exactly 12 bytes.
+    #[error("nonce is {len} bytes, not 12")]
+    NonceLength {
+        /// Decoded length, in bytes.
+        len: usize,
+    },
+    /// `ciphertext` is not canonical unpadded base64url.
+    #[error("ciphertext is not canonical base64url: {0}")]
+    CiphertextEncoding(EncodingError),
+    /// `ciphertext` is below 17 bytes: tag-only (16 bytes, a zero-length
+    /// plaintext, invalid per §5) or shorter.
+    #[error("ciphertext is {len} bytes, below the minimum of 17")]
+    CiphertextTooShort {
+        /// Decoded length, in bytes.
+        len: usize,
+    },
+    /// `ciphertext` is above 65 552 bytes (a plaintext above 65 536 bytes).
+    /// Unreachable under [`MAX_ENVELOPE_BYTES`]; reachable with a larger
+    /// `max_envelope_bytes`.
+    #[error("ciphertext is {len} bytes, above the maximum of 65552")]
+    CiphertextTooLarge {
+        /// Decoded length, in bytes.
+        len: usize,
+    },
+}
+
+/// §5a.5 s2: checks submitted `bytes` against §5 for the queue `queue`,
+/// without any key, and returns the decoded envelope.
+///
+/// Order (the first failure is returned):
+/// 1. `bytes.len() <= max_envelope_bytes` (bytes), before parsing — pass
+///    [`MAX_ENVELOPE_BYTES`] or a tighter carrier bound (above it, the strict
+///    reader's frozen limits of step 2 still apply);
+/// 2. strict JSON ([`crate::json::parse`]);
+/// 3. a top-level object whose members are exactly `rkid`, `epk`, `nonce`,
+///    `ciphertext`, all strings;
+/// 4. `rkid` decodes as an X25519 Multikey and equals `queue`;
+/// 5. `epk`: canonical unpadded base64url of exactly 32 bytes;
+/// 6. `nonce`: canonical unpadded base64url of exactly 12 bytes;
+/// 7. `ciphertext`: canonical unpadded base64url of 17..=65 552 bytes.
+///
+/// Canonical base64url means: no `=` padding, no standard-alphabet `+` `/`,
+/// length mod 4 ≠ 1, zero trailing bits. The bytes need not be in JCS form;
+/// byte-identity (§5a.5 s3) is the caller's comparison on `bytes`.
+///
+/// # Errors
+/// One [`ShapeError`] per rule above; every one is `refused(bounds)`.
+pub fn check_shape(
+    bytes: &[u8],
+    queue: &Rkid,
+    max_envelope_bytes: usize,
+) -> Result<SealedEnvelope, ShapeError> {
+    if bytes.len() > max_envelope_bytes {
+        return Err(ShapeError::TooLarge {
+            len: bytes.len(),
+            max: max_envelope_bytes,
+        });
+    }
+    let value = json::parse(bytes)?;
+    let object = value
+        .as_object()
+        .ok_or(ShapeError::NotAnObject { kind: value.kind() })?;
+    if let Some(member) = object.keys().find(|key| !MEMBERS.contains(key)) {
+        return Err(ShapeError::UnknownMember {
+            member: member.to_owned(),
+        });
+    }
+    let [rkid, epk, nonce, ciphertext] = [
+        string_member(object, "rkid")?,
+        string_member(object, "epk")?,
+        string_member(object, "nonce")?,
+        string_member(object, "ciphertext")?,
+    ];
+
+    let rkid = Rkid::parse(rkid).map_err(ShapeError::Rkid)?;
+    if &rkid != queue {
+        return Err(ShapeError::WrongQueue {
+            rkid: rkid.to_multikey(),
+            queue: queue.to_multikey(),
+        });
+    }
+    let epk = fixed_bytes(epk, ShapeError::EpkEncoding, |len| ShapeError::EpkLength {
+        len,
+    })?;
+    let nonce = fixed_bytes(nonce, ShapeError::NonceEncoding, |len| {
+        ShapeError::NonceLength { len }
+    })?;
+    let ciphertext = b64url_decode(ciphertext).map_err(ShapeError::CiphertextEncoding)?;
+    let len = ciphertext.len();
+    if len < MIN_CIPHERTEXT_BYTES {
+        return Err(ShapeError::CiphertextTooShort { len });
+    }
+    if len > MAX_CIPHERTEXT_BYTES {
+        return Err(ShapeError::CiphertextTooLarge { len });
+    }
+    Ok(SealedEnvelope {
+        rkid,
+        epk,
+        nonce,
+        ciphertext,
+    })
+}
+
+/// The string value of a required §5 member.
+fn string_member<'a>(object: &'a Object, member: &'static str) -> Result<&'a str, ShapeError> {
+    let value = object
+        .get(member)
+        .ok_or(ShapeError::MissingMember { member })?;
+    value.as_str().ok_or(ShapeError::NotAString {
+        member,
+        kind: value.kind(),
+    })
+}
+
+/// Canonical base64url of exactly `N` bytes.
+fn fixed_bytes<const N: usize>(
+    text: &str,
+    encoding: fn(EncodingError) -> ShapeError,
+    length: fn(usize) -> ShapeError,
+) -> Result<[u8; N], ShapeError> {
+    let bytes = b64url_decode(text).map_err(encoding)?;
+    <[u8; N]>::try_from(bytes.as_slice()).map_err(|_| length(bytes.len()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn b64url_chars_matches_unpadded_lengths() {
+        for (n, chars) in [(0, 0), (1, 2), (2, 3), (3, 4), (12, 16), (16, 22), (17, 23)] {
+            assert_eq!(b64url_chars(n), chars, "{n} bytes");
+        }
+        assert_eq!(b64url_chars(EPK_BYTES), 43);
+        assert_eq!(b64url_chars(NONCE_BYTES), 16);
+        assert_eq!(b64url_chars(MAX_CIPHERTEXT_BYTES), 87_403);
+        for n in 0..300 {
+            assert_eq!(
+                b64url_chars(n),
+                crate::encoding::b64url_encode(&vec![0; n]).len()
+            );
+        }
+    }
+
+    #[test]
+    fn max_envelope_bytes_is_87557() {
+        assert_eq!(JCS_ENVELOPE_OVERHEAD, 47);
+        assert_eq!(MAX_ENVELOPE_BYTES, 87_557);
+    }
+
+    #[test]
+    fn error_display_is_lowercase() {
+        let samples = [
+            ShapeError::TooLarge {
+                len: 87_558,
+                max: 87_557,
+            },
+            ShapeError::NotAnObject { kind: "array" },
+            ShapeError::UnknownMember { member: "x".into() },
+            ShapeError::MissingMember { member: "epk" },
+            ShapeError::NotAString {
+                member: "nonce",
+                kind: "number",
+            },
+            ShapeError::EpkLength { len: 31 },
+            ShapeError::NonceLength { len: 11 },
+            ShapeError::CiphertextTooShort { len: 16 },
+            ShapeError::CiphertextTooLarge { len: 65_553 },
+        ];
+        for e in samples {
+            let text = e.to_string();
+            assert_eq!(text, text.to_lowercase(), "{text}");
+        }
+        assert_eq!(
+            ShapeError::TooLarge {
+                len: 87_558,
+                max: 87_557
+            }
+            .to_string(),
+            "envelope of 87558 bytes exceeds the bound of 87557 bytes"
+        );
+    }
+}
