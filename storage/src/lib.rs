@@ -1,0 +1,199 @@
+//! # rltp-storage: the carrier's durable state behind one `Store` trait
+//!
+//! What a carrier must never lose (§4.4, §5a.3, §5a.8, §5a.9): bindings,
+//! binding tombstones with their eviction order, per-queue deposits in
+//! admission order, the byte-identity index of held deposits, the due-time
+//! index that drives the horizons, departure records for the sender status
+//! path, byte occupancy, and declaration revisions.
+//!
+//! The trait is free of storage-engine types so that a second, distributed
+//! backend can implement it. The embedded default is [`redb_store`].
+//!
+//! ## Transactions and durability
+//! A [`WriteTxn`] is one atomic unit: the engine runs its whole decision
+//! (a check-and-commit, §4.4 "every decision … is atomic") inside one, so
+//! every mutation it makes is linearizable. [`Store::commit`] makes a write
+//! transaction durable (fsync) before it returns; nothing is answered to a
+//! caller before that. Group commit — many operations in one write
+//! transaction, one fsync — is done by [`committer::Committer`].
+//!
+//! ## Live challenges
+//! Challenges (§5a.3) are held by the store too ([`Store::issue_challenge`],
+//! [`Store::take_challenge`]), because a distributed backend must share them
+//! between nodes. The embedded store keeps them in memory only: a restart
+//! forgets every live challenge, which is indistinguishable from all of
+//! them expiring, and can never let a consumed challenge be accepted twice.
+
+pub mod committer;
+pub mod mem;
+pub mod model;
+
+pub use model::*;
+use rltp_proofs::multikey::Rkid;
+
+/// Why the store could not complete an operation. Every variant is a
+/// resource condition of the carrier itself: the engine answers the
+/// retriable verdict of the operation (`refused(capacity)`,
+/// `registration-refused(capacity)`) and changes nothing.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// An I/O error from the file system (disk full included).
+    #[error("storage i/o error: {0}")]
+    Io(#[from] std::io::Error),
+    /// The storage engine reported an error.
+    #[error("storage engine error: {0}")]
+    Engine(String),
+    /// Stored bytes failed an integrity check (never silently repaired).
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+    /// The store is shutting down or its writer has stopped.
+    #[error("store is closed")]
+    Closed,
+}
+
+/// Result alias for store operations.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// A live challenge (§5a.3): 32 random bytes bound to an `rkid` and a
+/// purpose, valid until `expires_at`. For `register`/`rebind` it also holds
+/// the address challenge that was sealed to the `rkid`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Challenge {
+    /// The queue the challenge was issued for.
+    pub rkid: Rkid,
+    /// The purpose it was issued for.
+    pub purpose: rltp_proofs::proof::Purpose,
+    /// The principal challenge (the lookup key).
+    pub principal_challenge: [u8; 32],
+    /// The address challenge sealed to `rkid` (register/rebind only).
+    pub address_challenge: Option<[u8; 32]>,
+    /// Expiry instant: issue time + `challenge-lifetime` (ms).
+    pub expires_at: Ms,
+}
+
+/// Read access to the carrier state (a consistent snapshot, or the
+/// current state inside a write transaction).
+pub trait ReadTxn {
+    /// The held binding of `rkid`, if `live` or `closing`.
+    fn binding(&self, rkid: &Rkid) -> StoreResult<Option<Binding>>;
+    /// The tombstone of `rkid`, if `released`.
+    fn tombstone(&self, rkid: &Rkid) -> StoreResult<Option<Tombstone>>;
+    /// The first tombstone in eviction order (longest-released, ties by
+    /// ascending key bytes).
+    fn oldest_tombstone(&self) -> StoreResult<Option<(Rkid, Tombstone)>>;
+    /// Up to `limit` held deposits of `rkid` with `seq > after`, in
+    /// admission order.
+    fn deposits(&self, rkid: &Rkid, after: Option<u64>, limit: usize) -> StoreResult<Vec<Deposit>>;
+    /// The held deposit of `rkid` with this id (the byte-identity index).
+    fn deposit_by_id(&self, rkid: &Rkid, id: &DepositId) -> StoreResult<Option<Deposit>>;
+    /// The envelope bytes of a held deposit.
+    fn deposit_bytes(&self, rkid: &Rkid, deposit: &Deposit) -> StoreResult<Vec<u8>>;
+    /// Bytes held by the queue of `rkid`.
+    fn queue_bytes(&self, rkid: &Rkid) -> StoreResult<u64>;
+    /// The global counters.
+    fn occupancy(&self) -> StoreResult<Occupancy>;
+    /// The departure record of a deposit that left `rkid`'s queue.
+    fn departure(&self, rkid: &Rkid, id: &DepositId) -> StoreResult<Option<DepartureRecord>>;
+    /// Up to `limit` due entries with instant ≤ `upto`, earliest first.
+    fn due(&self, upto: Ms, limit: usize) -> StoreResult<Vec<(Ms, Due)>>;
+    /// The earliest due instant, if any (for the sweeper's next wake-up).
+    fn next_due(&self) -> StoreResult<Option<Ms>>;
+    /// The current declaration revision.
+    fn declaration(&self) -> StoreResult<Option<DeclarationRecord>>;
+}
+
+/// A write transaction: everything it does becomes durable together at
+/// [`Store::commit`], or not at all.
+pub trait WriteTxn: ReadTxn {
+    /// Installs or replaces the binding of `rkid`.
+    fn put_binding(&mut self, rkid: &Rkid, binding: &Binding) -> StoreResult<()>;
+    /// Removes the binding of `rkid`.
+    fn remove_binding(&mut self, rkid: &Rkid) -> StoreResult<Option<Binding>>;
+    /// Installs the tombstone of `rkid`.
+    fn put_tombstone(&mut self, rkid: &Rkid, tombstone: &Tombstone) -> StoreResult<()>;
+    /// Removes the tombstone of `rkid` (consumption or eviction).
+    fn remove_tombstone(&mut self, rkid: &Rkid) -> StoreResult<Option<Tombstone>>;
+    /// Appends `bytes` to the queue of `rkid` in admission order and
+    /// indexes its identity; returns the stored metadata. Occupancy grows by
+    /// `bytes.len()`.
+    fn append_deposit(
+        &mut self,
+        rkid: &Rkid,
+        bytes: &[u8],
+        admitted_at: Ms,
+        give_up_at: Ms,
+    ) -> StoreResult<Deposit>;
+    /// Removes a held deposit (conclusion or give-up only) and its identity
+    /// entry; occupancy shrinks by its length.
+    fn remove_deposit(&mut self, rkid: &Rkid, seq: u64) -> StoreResult<Option<Deposit>>;
+    /// Records how a deposit left its queue, for the status path.
+    fn put_departure(
+        &mut self,
+        rkid: &Rkid,
+        id: &DepositId,
+        record: &DepartureRecord,
+    ) -> StoreResult<()>;
+    /// Drops a departure record.
+    fn remove_departure(&mut self, rkid: &Rkid, id: &DepositId) -> StoreResult<()>;
+    /// Adds an entry to the due-time index.
+    fn schedule(&mut self, at: Ms, due: &Due) -> StoreResult<()>;
+    /// Removes an entry from the due-time index (no-op if absent).
+    fn unschedule(&mut self, at: Ms, due: &Due) -> StoreResult<()>;
+    /// Adjusts the engine-maintained elastic occupancy (guarantee 5).
+    fn add_elastic_bytes(&mut self, delta: i64) -> StoreResult<()>;
+    /// Stores a declaration revision.
+    fn put_declaration(&mut self, record: &DeclarationRecord) -> StoreResult<()>;
+}
+
+/// A carrier store. Implementations are shared between threads; write
+/// transactions are serialized by the caller (one writer, see
+/// [`committer::Committer`]).
+pub trait Store: Send + Sync + 'static {
+    /// The read snapshot type.
+    type Read<'a>: ReadTxn
+    where
+        Self: 'a;
+    /// The write transaction type.
+    type Write<'a>: WriteTxn
+    where
+        Self: 'a;
+
+    /// A consistent read snapshot.
+    ///
+    /// # Errors
+    /// [`StoreError`] if the snapshot cannot be opened.
+    fn read(&self) -> StoreResult<Self::Read<'_>>;
+    /// Begins a write transaction. Only one may be open at a time.
+    ///
+    /// # Errors
+    /// [`StoreError`] if it cannot be opened.
+    fn begin_write(&self) -> StoreResult<Self::Write<'_>>;
+    /// Makes `txn` durable: envelope bytes first, then the metadata that
+    /// references them, each fsync'd, before returning.
+    ///
+    /// # Errors
+    /// [`StoreError`]; on error nothing of `txn` may be assumed durable,
+    /// and nothing of it is visible.
+    fn commit(&self, txn: Self::Write<'_>) -> StoreResult<()>;
+
+    /// Stores a live challenge (§5a.3).
+    ///
+    /// # Errors
+    /// [`StoreError`] if it cannot be recorded.
+    fn issue_challenge(&self, challenge: Challenge) -> StoreResult<()>;
+    /// Removes and returns the challenge keyed by `principal_challenge`,
+    /// expired or not (the first response consumes it, before any
+    /// verification, and nothing restores it).
+    ///
+    /// # Errors
+    /// [`StoreError`] if the lookup fails.
+    fn take_challenge(&self, principal_challenge: &[u8; 32]) -> StoreResult<Option<Challenge>>;
+    /// Drops challenges that expired at or before `now`; returns how many.
+    ///
+    /// # Errors
+    /// [`StoreError`] if the sweep fails.
+    fn purge_challenges(&self, now: Ms) -> StoreResult<usize>;
+    /// Live challenges held (for the no-leak checks of issue 6).
+    fn challenge_count(&self) -> usize;
+}
