@@ -1,0 +1,8 @@
+//! # rltp-carrier
+//!
+//! The RLTP carrier (Delivery Contract 0.80, §4.4 carrier role, §5a).
+//!
+//! - [`engine`]: the sans-IO rules — the binding state table, r1–r5,
+//!   s1–s6, metering and horizons — over a store and a clock.
+
+pub mod engine;
