@@ -310,7 +310,9 @@ pub fn parse_canonical_integer(s: &str) -> Result<u64, ConstantError> {
     })
 }
 
-fn canonical_integer(s: &str) -> Result<u64, IntegerFault> {
+/// The one home of the canonical-decimal rule in `[1, 2^53-1]` (§4.4 integer
+/// constants; Identity §7a.3 `generation` reads through it too).
+pub(crate) fn canonical_integer(s: &str) -> Result<u64, IntegerFault> {
     let bytes = s.as_bytes();
     match bytes.first() {
         None => return Err(IntegerFault::Empty),

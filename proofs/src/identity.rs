@@ -40,7 +40,7 @@ pub const GENERATION_MIN: u64 = 1;
 
 /// Identity §7a.3: the largest valid carrier-nonce `generation`,
 /// `2^53 − 1` (9 007 199 254 740 991).
-pub const GENERATION_MAX: u64 = (1 << 53) - 1;
+pub const GENERATION_MAX: u64 = crate::constants::MAX_SAFE_INTEGER;
 
 /// Identity §7a.2 step 4: the Unicode 15.0 property ranges, pinned as
 /// data (copied from `identity-derivation.json`
@@ -456,24 +456,15 @@ pub enum GenerationError {
 /// [`GenerationError::OutOfDomain`] for a canonical one outside the domain
 /// (including `0` and every value of 2^53 or more).
 pub fn parse_generation_lexeme(lexeme: &str) -> Result<u64, GenerationError> {
-    let bytes = lexeme.as_bytes();
-    let canonical = match bytes {
-        [] | [b'0', _, ..] => false,
-        _ => bytes.iter().all(u8::is_ascii_digit),
-    };
-    if !canonical {
-        return Err(GenerationError::NotCanonical {
+    // One home for the rule: §4.4's integer constants use the same reading.
+    crate::constants::canonical_integer(lexeme).map_err(|fault| match fault {
+        crate::constants::IntegerFault::OutOfRange => GenerationError::OutOfDomain {
             lexeme: lexeme.to_owned(),
-        });
-    }
-    // All ASCII digits: the only possible parse failure is overflow,
-    // which is outside the domain too.
-    match lexeme.parse::<u64>() {
-        Ok(n) if (GENERATION_MIN..=GENERATION_MAX).contains(&n) => Ok(n),
-        _ => Err(GenerationError::OutOfDomain {
+        },
+        _ => GenerationError::NotCanonical {
             lexeme: lexeme.to_owned(),
-        }),
-    }
+        },
+    })
 }
 
 #[cfg(test)]
