@@ -105,9 +105,8 @@ impl SealedEnvelope {
 /// (`vectors/seal.json`, `intermediate`) can be checked byte for byte.
 ///
 /// **Holds secrets.** `Debug` prints `[redacted]`; the bytes are overwritten
-/// with zeros when the value is dropped (best effort: without the `zeroize`
-/// crate as a direct dependency the wipe is a plain write kept alive by
-/// [`std::hint::black_box`]).
+/// with zeros when the value is dropped (`zeroize`, which the optimizer
+/// cannot elide).
 pub struct SealTrace {
     /// X25519(ephemeral secret, recipient public), 32 bytes; never all-zero.
     pub shared_secret: [u8; 32],
@@ -305,8 +304,7 @@ fn empty_aad(msg: &[u8]) -> Payload<'_, 'static> {
 
 /// Best-effort wipe of a secret buffer this module owns.
 fn wipe(bytes: &mut [u8]) {
-    bytes.fill(0);
-    std::hint::black_box(bytes);
+    zeroize::Zeroize::zeroize(bytes);
 }
 
 #[cfg(test)]

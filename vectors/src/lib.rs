@@ -199,7 +199,7 @@ pub fn array_at<'a>(
 /// # Errors
 /// A message if `s` is not even-length lowercase/uppercase hex.
 pub fn hex(s: &str) -> Result<Vec<u8>, String> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return Err(format!("odd-length hex {s:?}"));
     }
     (0..s.len())
