@@ -5,6 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
 use ed25519_dalek::SigningKey;
 use rltp_proofs::constants::{
     CARRIER_ROLE, CONSTANT_NAMES, CarrierConstantLexemes, CarrierConstants, ConstantError,
@@ -27,19 +28,9 @@ use std::path::PathBuf;
 // Fixtures
 // ---------------------------------------------------------------------------
 
-fn vectors_dir() -> PathBuf {
-    match std::env::var_os("RLTP_SPEC_VECTORS") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/vectors")),
-    }
-}
-
 /// A shipped vector file; a missing file is a failure, never a skip.
 fn shipped(name: &str) -> serde_json::Value {
-    let path = vectors_dir().join(name);
-    let bytes = std::fs::read(&path)
-        .unwrap_or_else(|e| panic!("shipped vector {} missing: {e}", path.display()));
-    serde_json::from_slice(&bytes).expect("shipped vector is JSON")
+    common::shipped(name)
 }
 
 fn w3c_file(name: &str) -> Vec<u8> {

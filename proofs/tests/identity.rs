@@ -5,7 +5,7 @@
 // In tests a panic is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::PathBuf;
+mod common;
 use std::str::FromStr;
 
 use rltp_proofs::encoding::digest_multibase;
@@ -18,19 +18,8 @@ use rltp_proofs::identity::{
 use rltp_proofs::json;
 use serde_json::Value;
 
-fn vectors_dir() -> PathBuf {
-    std::env::var_os("RLTP_SPEC_VECTORS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/vectors"))
-        })
-}
-
 fn vectors() -> Value {
-    let path = vectors_dir().join("identity-derivation.json");
-    let bytes = std::fs::read(&path)
-        .unwrap_or_else(|e| panic!("vector file {} is missing: {e}", path.display()));
-    serde_json::from_slice(&bytes).expect("identity-derivation.json is JSON")
+    common::shipped("identity-derivation.json")
 }
 
 fn hex(s: &str) -> Vec<u8> {

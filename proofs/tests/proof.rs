@@ -6,7 +6,7 @@
 // In tests a panic is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::PathBuf;
+mod common;
 
 use ed25519_dalek::{Signature, SigningKey};
 use rltp_proofs::encoding::{
@@ -24,19 +24,8 @@ use rltp_proofs::proof::{
 
 // ---------------------------------------------------------------- loading
 
-fn vectors_dir() -> PathBuf {
-    std::env::var_os("RLTP_SPEC_VECTORS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/vectors"))
-        })
-}
-
 fn load(name: &str) -> serde_json::Value {
-    let path = vectors_dir().join(name);
-    let bytes = std::fs::read(&path)
-        .unwrap_or_else(|e| panic!("vector file {} is missing: {e}", path.display()));
-    serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"))
+    common::shipped(name)
 }
 
 fn vectors() -> serde_json::Value {

@@ -1,7 +1,7 @@
 //! §5 sealed envelope and §5a.5 s2 shape check, against the shipped
 //! `vectors/seal.json` and the low-order X25519 points.
 
-use std::path::PathBuf;
+mod common;
 
 use aes_gcm::aead::{Aead, KeyInit, Payload};
 use aes_gcm::{Aes256Gcm, Key, Nonce};
@@ -26,15 +26,7 @@ use x25519_dalek::{PublicKey, StaticSecret, x25519};
 /// `vectors/seal.json`, from `RLTP_SPEC_VECTORS` or `../shared/vectors`.
 /// A missing or unreadable file fails the test.
 fn seal_vector() -> serde_json::Value {
-    let dir = std::env::var_os("RLTP_SPEC_VECTORS").map_or_else(
-        || PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/vectors")),
-        PathBuf::from,
-    );
-    let path = dir.join("seal.json");
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))
-        .expect("the shipped seal vector is readable");
-    serde_json::from_str(&text).expect("seal.json is JSON")
+    common::shipped("seal.json")
 }
 
 /// A string at a JSON pointer in the vector.
