@@ -242,6 +242,32 @@ pub fn eddsa_jcs_2022_verify(secured: &Object) -> Result<DidKey, CryptosuiteErro
         .get("proof")
         .and_then(Value::as_object)
         .ok_or(CryptosuiteError::NoProof)?;
+    let (signer, signature) = proof_form(proof)?;
+
+    let mut config = proof.clone();
+    config.remove("proofValue");
+    let mut unsecured = secured.clone();
+    unsecured.remove("proof");
+    if let Some(proof_context) = config.get("@context") {
+        let document_context = unsecured.get("@context").ok_or(CryptosuiteError::Context)?;
+        if !context_is_prefix(proof_context, document_context) {
+            return Err(CryptosuiteError::Context);
+        }
+        unsecured.insert("@context", proof_context.clone());
+    }
+    let hash_data = eddsa_jcs_2022_hash_data(&config, &unsecured)?;
+    let key = signer.verifying_key().map_err(CryptosuiteError::Key)?;
+    key.verify_strict(&hash_data, &Signature::from_bytes(&signature))
+        .map_err(|_| CryptosuiteError::BadSignature)?;
+    Ok(signer)
+}
+
+/// The one home of the `DataIntegrityProof` form this profile accepts:
+/// member set within [`PROOF_MEMBERS`], `type` / `cryptosuite` /
+/// `proofPurpose` constants, `created` a string, a `did:key:<mk>#<mk>`
+/// verification method and a `z` base58btc 64-byte `proofValue`. Returns
+/// the verification method's key and the signature bytes.
+fn proof_form(proof: &Object) -> Result<(DidKey, [u8; 64]), CryptosuiteError> {
     if let Some(member) = proof.keys().find(|k| !PROOF_MEMBERS.contains(k)) {
         return Err(CryptosuiteError::UnknownProofMember {
             member: member.to_owned(),
@@ -274,23 +300,7 @@ pub fn eddsa_jcs_2022_verify(secured: &Object) -> Result<DidKey, CryptosuiteErro
             value: method.to_owned(),
         })?;
     let signature = signature_from_z(text("proofValue")?).map_err(CryptosuiteError::ProofValue)?;
-
-    let mut config = proof.clone();
-    config.remove("proofValue");
-    let mut unsecured = secured.clone();
-    unsecured.remove("proof");
-    if let Some(proof_context) = config.get("@context") {
-        let document_context = unsecured.get("@context").ok_or(CryptosuiteError::Context)?;
-        if !context_is_prefix(proof_context, document_context) {
-            return Err(CryptosuiteError::Context);
-        }
-        unsecured.insert("@context", proof_context.clone());
-    }
-    let hash_data = eddsa_jcs_2022_hash_data(&config, &unsecured)?;
-    let key = signer.verifying_key().map_err(CryptosuiteError::Key)?;
-    key.verify_strict(&hash_data, &Signature::from_bytes(&signature))
-        .map_err(|_| CryptosuiteError::BadSignature)?;
-    Ok(signer)
+    Ok((signer, signature))
 }
 
 /// `did:key:<mk>#<mk>` with both halves equal → the key; anything else → `None`.
@@ -809,38 +819,14 @@ fn check_constants_shape(constants: &Object) -> Result<(), DeclarationParseError
 /// timestamp, `did:key` verification method, decodable `proofValue`.
 /// Returns the verification method's key.
 fn parse_proof_shape(proof: &Object) -> Result<DidKey, DeclarationParseError> {
-    let text = |member: &'static str| string_at(proof, "proof", member);
-    for (member, expected) in [
-        ("type", DATA_INTEGRITY_PROOF),
-        ("cryptosuite", EDDSA_JCS_2022),
-        ("proofPurpose", ASSERTION_METHOD),
-    ] {
-        let found = text(member)?;
-        if found != expected {
-            return Err(DeclarationParseError::Proof(
-                CryptosuiteError::ProofConstant {
-                    member,
-                    found: found.to_owned(),
-                    expected,
-                },
-            ));
-        }
-    }
-    let created = text("created")?;
+    let (key, _) = proof_form(proof).map_err(DeclarationParseError::Proof)?;
+    let created = string_at(proof, "proof", "created")?;
     if !is_rfc3339_utc(created) {
         return Err(DeclarationParseError::Timestamp {
             member: "created",
             value: created.to_owned(),
         });
     }
-    let method = text("verificationMethod")?;
-    let key = parse_verification_method(method).ok_or_else(|| {
-        DeclarationParseError::Proof(CryptosuiteError::VerificationMethod {
-            value: method.to_owned(),
-        })
-    })?;
-    signature_from_z(text("proofValue")?)
-        .map_err(|e| DeclarationParseError::Proof(CryptosuiteError::ProofValue(e)))?;
     Ok(key)
 }
 
