@@ -6,7 +6,7 @@
 //! in its crate's directory). Without it: `<workspace>/../shared/vectors`.
 //! A missing file is a test failure, never a skip.
 
-#![allow(dead_code)]
+#![allow(dead_code, clippy::panic)]
 
 use std::path::{Path, PathBuf};
 
