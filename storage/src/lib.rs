@@ -27,6 +27,8 @@
 pub mod committer;
 pub mod mem;
 pub mod model;
+pub mod redb_store;
+mod segment;
 
 pub use model::*;
 use rltp_proofs::multikey::Rkid;

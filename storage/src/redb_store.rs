@@ -1,0 +1,1657 @@
+//! The embedded durable [`Store`]: redb for bindings, indexes and small
+//! metadata; append-only segment files for envelope bytes (key–value
+//! separation, chosen by measurement: see `storage/README.md`).
+//!
+//! ## On-disk layout
+//! ```text
+//! <dir>/carrier.redb              redb database (tables below)
+//! <dir>/segments/<id:016x>.seg    append-only envelope bytes (crate::segment)
+//! ```
+//!
+//! ## Tables and their encodings
+//! Every key and value is a byte string written big-endian, so that redb's
+//! lexicographic key order is the numeric order the store needs.
+//! `rkid` is the 32 raw X25519 key bytes, `id` the 32 SHA-256 bytes of the
+//! envelope, `seq`/instants/counters are u64 BE, `len` is u32 BE.
+//!
+//! | table | key | value |
+//! |---|---|---|
+//! | `bindings` | rkid | phase u8 (0 live, 1 closing) ‖ deadline u64 (0 when live) ‖ generation u64 ‖ principal \[32\] ‖ last_collection_at u64 (57 B) |
+//! | `tombstones` | rkid | generation u64 ‖ released_at u64 (16 B) |
+//! | `eviction` | released_at u64 ‖ rkid (40 B) | empty — eviction order (§5a.3) |
+//! | `deposits` | rkid ‖ seq u64 (40 B) | segment u64 ‖ offset u64 ‖ len u32 ‖ id \[32\] ‖ admitted_at u64 ‖ give_up_at u64 (68 B) \[‖ envelope bytes when inline\] |
+//! | `identity` | rkid ‖ id (64 B) | seq u64 |
+//! | `queues` | rkid | next_seq u64 (last seq handed out) ‖ bytes u64 |
+//! | `departures` | rkid ‖ id (64 B) | kind u8 (0 concluded, 1 given-up) ‖ forget_at u64 |
+//! | `due` | at u64 ‖ tag u8 ‖ rkid ‖ extra | empty; tag 0 `OrphanExpiry`, 1 `Deadline`, 2 `GiveUp` (extra = seq u64), 3 `Forget` (extra = id) |
+//! | `segments` | segment u64 | live_count u64 ‖ live_bytes u64 ‖ end u64 (committed extent) |
+//! | `segment_gc` | segment u64 | empty — segments to unlink (pending deletions) |
+//! | `meta` | ASCII name | `format` u32 = 1; `occupancy` total_bytes ‖ bindings ‖ deposits ‖ tombstones ‖ elastic_bytes (5×u64); `declaration` revision u64 ‖ document; `active_segment` u64; `next_segment` u64 |
+//!
+//! The `due` key order equals the order of `(Ms, Due)` (variant order, then
+//! fields), and the `eviction` key order equals `(released_at, rkid)`, so
+//! both indexes are read front to back. A deposit stored inline (the
+//! benchmark's comparison design, [`Placement::Inline`]) has segment
+//! `u64::MAX` and offset 0.
+//!
+//! ## Commit order
+//! A write transaction appends envelope bytes to the active segment through
+//! a buffer and records their location in redb. [`Store::commit`] then:
+//! 1. writes the buffered bytes and `fdatasync`s the segment file — every
+//!    byte the transaction references is durable;
+//! 2. writes the transaction's counters (occupancy, queue bytes, per-segment
+//!    live counts) and moves every sealed segment whose live count reached 0
+//!    to `segment_gc`;
+//! 3. commits redb with `Durability::Immediate` (fsync);
+//! 4. only then unlinks the drained segment files (once no older read
+//!    snapshot can still reference them), and the next write transaction
+//!    drops their `segment_gc` rows.
+//!
+//! ## Recovery (what opening does)
+//! Nothing proportional to the data: redb's own recovery (with quick-repair
+//! on by default, so a crash does not force redb to walk the whole file),
+//! then one small transaction that starts a **new** active segment
+//! (`next_segment`), moves the previous active segment to `segment_gc` if
+//! it holds nothing, and unlinks whatever `segment_gc` lists. Bytes past a
+//! segment's committed extent (a batch that never committed) are never
+//! referenced and never read; they are reclaimed with their segment. No
+//! segment or table is scanned. The segment file for a new id is created
+//! (truncated) *before* the transaction that records it, so an orphan file
+//! can only exist at `next_segment` and is overwritten when that id is used.
+//!
+//! ## Reclaiming space
+//! A segment is deleted whole once every deposit in it has left (live count
+//! 0) and it is no longer active. [`RedbStore::compact_step`] copies the
+//! live deposits of sparse sealed segments into the active one in bounded
+//! chunks (one short write transaction each), so stragglers never pin a
+//! segment and never cause a pause.
+//!
+//! Live challenges are held in memory (see the crate docs).
+
+use crate::segment::{self, ActiveSegment};
+use crate::{
+    Binding, Challenge, DeclarationRecord, Departure, DepartureRecord, Deposit, DepositId, Due, Ms,
+    Occupancy, Phase, ReadTxn, Store, StoreError, StoreResult, Tombstone, WriteTxn,
+};
+use redb::{
+    Database, Durability, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition,
+    WriteTransaction,
+};
+use rltp_proofs::multikey::Rkid;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fs::File;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+type Def = TableDefinition<'static, &'static [u8], &'static [u8]>;
+
+const BINDINGS: Def = TableDefinition::new("bindings");
+const TOMBSTONES: Def = TableDefinition::new("tombstones");
+const EVICTION: Def = TableDefinition::new("eviction");
+const DEPOSITS: Def = TableDefinition::new("deposits");
+const IDENTITY: Def = TableDefinition::new("identity");
+const QUEUES: Def = TableDefinition::new("queues");
+const DEPARTURES: Def = TableDefinition::new("departures");
+const DUE: Def = TableDefinition::new("due");
+const SEGMENTS: Def = TableDefinition::new("segments");
+const SEGMENT_GC: Def = TableDefinition::new("segment_gc");
+const META: Def = TableDefinition::new("meta");
+const ALL_TABLES: [Def; 11] = [
+    BINDINGS, TOMBSTONES, EVICTION, DEPOSITS, IDENTITY, QUEUES, DEPARTURES, DUE, SEGMENTS,
+    SEGMENT_GC, META,
+];
+
+const META_FORMAT: &[u8] = b"format";
+const META_OCCUPANCY: &[u8] = b"occupancy";
+const META_DECLARATION: &[u8] = b"declaration";
+const META_ACTIVE: &[u8] = b"active_segment";
+const META_NEXT_SEGMENT: &[u8] = b"next_segment";
+const FORMAT_VERSION: u32 = 1;
+
+/// The segment number that marks a deposit stored inline in redb.
+const INLINE: u64 = u64::MAX;
+/// Length of the fixed part of a `deposits` value.
+const DEPOSIT_HEADER: usize = 68;
+
+/// Where envelope bytes are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Placement {
+    /// Append-only segment files, fsync'd before the redb commit that
+    /// references them (the default).
+    Segments,
+    /// Inside the redb `deposits` value (the comparison design measured by
+    /// the store benchmark; readable by either placement).
+    Inline,
+}
+
+/// Tuning of a [`RedbStore`].
+#[derive(Debug, Clone)]
+pub struct RedbOptions {
+    /// Where envelope bytes go.
+    pub placement: Placement,
+    /// The active segment is sealed and a new one started once it reaches
+    /// this many bytes (checked between transactions). Default 64 MiB.
+    pub segment_bytes: u64,
+    /// redb quick-repair: recovery after a crash reads the saved allocator
+    /// state instead of walking the whole file (start-up does not grow with
+    /// the data), at the price of a two-phase commit. Default `true`.
+    pub quick_repair: bool,
+    /// A sealed segment is compacted when its live bytes are below this
+    /// percentage of its written bytes. Default 25.
+    pub compact_below_percent: u8,
+}
+
+impl Default for RedbOptions {
+    fn default() -> Self {
+        RedbOptions {
+            placement: Placement::Segments,
+            segment_bytes: 64 << 20,
+            quick_repair: true,
+            compact_below_percent: 25,
+        }
+    }
+}
+
+/// What [`RedbStore::integrity_check`] counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IntegrityReport {
+    /// Held bindings.
+    pub bindings: u64,
+    /// Binding tombstones.
+    pub tombstones: u64,
+    /// Held deposits (each read back and its SHA-256 verified).
+    pub deposits: u64,
+    /// Σ deposit lengths (bytes), equal to the occupancy counter.
+    pub bytes: u64,
+    /// Recorded segments (including the active one).
+    pub segments: u64,
+    /// rkids holding both a binding and a tombstone (the engine must keep
+    /// this 0; the store itself does not forbid it).
+    pub binding_and_tombstone: u64,
+}
+
+/// The outcome of one [`RedbStore::compact_step`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CompactionStep {
+    /// Deposit index entries examined.
+    pub scanned: usize,
+    /// Deposits copied into the active segment.
+    pub moved: usize,
+    /// Their bytes.
+    pub moved_bytes: u64,
+    /// The pass over the index finished (or there was nothing sparse); the
+    /// next step starts a new pass.
+    pub pass_complete: bool,
+}
+
+/// The redb + segments store. See the module docs for layout and rules.
+pub struct RedbStore {
+    db: Database,
+    segments_dir: PathBuf,
+    options: RedbOptions,
+    writer: Mutex<WriterState>,
+    files: Mutex<HashMap<u64, Arc<File>>>,
+    readers: Mutex<Readers>,
+    challenges: Mutex<HashMap<[u8; 32], Challenge>>,
+}
+
+impl std::fmt::Debug for RedbStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedbStore")
+            .field("segments_dir", &self.segments_dir)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug)]
+struct WriterState {
+    active: ActiveSegment,
+    /// Segments dropped by commit `gen`, waiting for older readers.
+    deferred: Vec<(u64, u64)>,
+    /// Unlinked segments whose `segment_gc` rows the next transaction drops.
+    unlinked: Vec<u64>,
+    /// Where the compaction pass resumes (a `deposits` key).
+    compaction_cursor: Option<Vec<u8>>,
+}
+
+/// Live read snapshots by the commit generation they started at.
+#[derive(Debug, Default)]
+struct Readers {
+    committed: u64,
+    live: BTreeMap<u64, usize>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn engine<E: std::fmt::Display>(error: E) -> StoreError {
+    StoreError::Engine(error.to_string())
+}
+
+fn corrupt(what: impl Into<String>) -> StoreError {
+    StoreError::Corrupt(what.into())
+}
+
+// ---------------------------------------------------------------------------
+// Encodings
+// ---------------------------------------------------------------------------
+
+fn u64_at(bytes: &[u8], at: usize) -> StoreResult<u64> {
+    bytes
+        .get(at..at + 8)
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        .map(u64::from_be_bytes)
+        .ok_or_else(|| corrupt(format!("short record: {} bytes", bytes.len())))
+}
+
+fn arr32_at(bytes: &[u8], at: usize) -> StoreResult<[u8; 32]> {
+    bytes
+        .get(at..at + 32)
+        .and_then(|b| <[u8; 32]>::try_from(b).ok())
+        .ok_or_else(|| corrupt(format!("short record: {} bytes", bytes.len())))
+}
+
+fn cat(parts: &[&[u8]]) -> Vec<u8> {
+    parts.concat()
+}
+
+fn key_seq(rkid: &Rkid, seq: u64) -> Vec<u8> {
+    cat(&[rkid.as_bytes(), &seq.to_be_bytes()])
+}
+
+fn key_id(rkid: &Rkid, id: &DepositId) -> Vec<u8> {
+    cat(&[rkid.as_bytes(), &id.0])
+}
+
+fn encode_binding(b: &Binding) -> Vec<u8> {
+    let (phase, deadline) = match b.phase {
+        Phase::Live => (0u8, 0u64),
+        Phase::Closing { deadline } => (1, deadline),
+    };
+    cat(&[
+        &[phase],
+        &deadline.to_be_bytes(),
+        &b.generation.to_be_bytes(),
+        &b.principal,
+        &b.last_collection_at.to_be_bytes(),
+    ])
+}
+
+fn decode_binding(v: &[u8]) -> StoreResult<Binding> {
+    let phase = match v.first() {
+        Some(0) => Phase::Live,
+        Some(1) => Phase::Closing {
+            deadline: u64_at(v, 1)?,
+        },
+        other => return Err(corrupt(format!("binding phase {other:?}"))),
+    };
+    Ok(Binding {
+        phase,
+        generation: u64_at(v, 9)?,
+        principal: arr32_at(v, 17)?,
+        last_collection_at: u64_at(v, 49)?,
+    })
+}
+
+fn encode_tombstone(t: &Tombstone) -> Vec<u8> {
+    cat(&[&t.generation.to_be_bytes(), &t.released_at.to_be_bytes()])
+}
+
+fn decode_tombstone(v: &[u8]) -> StoreResult<Tombstone> {
+    Ok(Tombstone {
+        generation: u64_at(v, 0)?,
+        released_at: u64_at(v, 8)?,
+    })
+}
+
+fn eviction_key(released_at: Ms, rkid: &Rkid) -> Vec<u8> {
+    cat(&[&released_at.to_be_bytes(), rkid.as_bytes()])
+}
+
+/// A `deposits` value: metadata plus where the bytes are.
+struct Stored {
+    deposit: Deposit,
+    segment: u64,
+    offset: u64,
+}
+
+fn encode_deposit(d: &Deposit, segment: u64, offset: u64, inline: &[u8]) -> Vec<u8> {
+    cat(&[
+        &segment.to_be_bytes(),
+        &offset.to_be_bytes(),
+        &d.len.to_be_bytes(),
+        &d.id.0,
+        &d.admitted_at.to_be_bytes(),
+        &d.give_up_at.to_be_bytes(),
+        inline,
+    ])
+}
+
+fn decode_deposit(seq: u64, v: &[u8]) -> StoreResult<Stored> {
+    let len = v
+        .get(16..20)
+        .and_then(|b| <[u8; 4]>::try_from(b).ok())
+        .map(u32::from_be_bytes)
+        .ok_or_else(|| corrupt("short deposit record"))?;
+    Ok(Stored {
+        deposit: Deposit {
+            seq,
+            id: DepositId(arr32_at(v, 20)?),
+            len,
+            admitted_at: u64_at(v, 52)?,
+            give_up_at: u64_at(v, 60)?,
+        },
+        segment: u64_at(v, 0)?,
+        offset: u64_at(v, 8)?,
+    })
+}
+
+fn seq_of_key(k: &[u8]) -> StoreResult<u64> {
+    u64_at(k, 32)
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct QueueMeta {
+    next_seq: u64,
+    bytes: u64,
+}
+
+fn encode_queue(q: &QueueMeta) -> Vec<u8> {
+    cat(&[&q.next_seq.to_be_bytes(), &q.bytes.to_be_bytes()])
+}
+
+fn decode_queue(v: &[u8]) -> StoreResult<QueueMeta> {
+    Ok(QueueMeta {
+        next_seq: u64_at(v, 0)?,
+        bytes: u64_at(v, 8)?,
+    })
+}
+
+fn encode_departure(r: &DepartureRecord) -> Vec<u8> {
+    let kind = match r.departure {
+        Departure::Concluded => 0u8,
+        Departure::GivenUp => 1,
+    };
+    cat(&[&[kind], &r.forget_at.to_be_bytes()])
+}
+
+fn decode_departure(v: &[u8]) -> StoreResult<DepartureRecord> {
+    let departure = match v.first() {
+        Some(0) => Departure::Concluded,
+        Some(1) => Departure::GivenUp,
+        other => return Err(corrupt(format!("departure kind {other:?}"))),
+    };
+    Ok(DepartureRecord {
+        departure,
+        forget_at: u64_at(v, 1)?,
+    })
+}
+
+fn due_key(at: Ms, due: &Due) -> Vec<u8> {
+    let at = at.to_be_bytes();
+    match due {
+        Due::OrphanExpiry(rkid) => cat(&[&at, &[0], rkid.as_bytes()]),
+        Due::Deadline(rkid) => cat(&[&at, &[1], rkid.as_bytes()]),
+        Due::GiveUp(rkid, seq) => cat(&[&at, &[2], rkid.as_bytes(), &seq.to_be_bytes()]),
+        Due::Forget(rkid, id) => cat(&[&at, &[3], rkid.as_bytes(), &id.0]),
+    }
+}
+
+fn decode_due(k: &[u8]) -> StoreResult<(Ms, Due)> {
+    let at = u64_at(k, 0)?;
+    let rkid = Rkid::from_bytes(arr32_at(k, 9)?);
+    let due = match (k.get(8), k.len()) {
+        (Some(0), 41) => Due::OrphanExpiry(rkid),
+        (Some(1), 41) => Due::Deadline(rkid),
+        (Some(2), 49) => Due::GiveUp(rkid, u64_at(k, 41)?),
+        (Some(3), 73) => Due::Forget(rkid, DepositId(arr32_at(k, 41)?)),
+        (tag, len) => return Err(corrupt(format!("due entry tag {tag:?}, {len} bytes"))),
+    };
+    Ok((at, due))
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct SegStat {
+    live: u64,
+    bytes: u64,
+    end: u64,
+}
+
+fn encode_seg(s: &SegStat) -> Vec<u8> {
+    cat(&[
+        &s.live.to_be_bytes(),
+        &s.bytes.to_be_bytes(),
+        &s.end.to_be_bytes(),
+    ])
+}
+
+fn decode_seg(v: &[u8]) -> StoreResult<SegStat> {
+    Ok(SegStat {
+        live: u64_at(v, 0)?,
+        bytes: u64_at(v, 8)?,
+        end: u64_at(v, 16)?,
+    })
+}
+
+fn encode_occupancy(o: &Occupancy) -> Vec<u8> {
+    cat(&[
+        &o.total_bytes.to_be_bytes(),
+        &o.bindings.to_be_bytes(),
+        &o.deposits.to_be_bytes(),
+        &o.tombstones.to_be_bytes(),
+        &o.elastic_bytes.to_be_bytes(),
+    ])
+}
+
+fn decode_occupancy(v: &[u8]) -> StoreResult<Occupancy> {
+    Ok(Occupancy {
+        total_bytes: u64_at(v, 0)?,
+        bindings: u64_at(v, 8)?,
+        deposits: u64_at(v, 16)?,
+        tombstones: u64_at(v, 24)?,
+        elastic_bytes: u64_at(v, 32)?,
+    })
+}
+
+// ---------------------------------------------------------------------------
+// Table access, shared by read snapshots and write transactions
+// ---------------------------------------------------------------------------
+
+type Range<'k> = (Bound<&'k [u8]>, Bound<&'k [u8]>);
+
+/// Read access to the tables of a redb transaction (read or write).
+trait Tables {
+    /// Applies `f` to the value under `key`.
+    fn get_with<R>(
+        &self,
+        def: Def,
+        key: &[u8],
+        f: impl FnOnce(&[u8]) -> StoreResult<R>,
+    ) -> StoreResult<Option<R>>;
+    /// Calls `f` on each entry of `range` in key order until it returns
+    /// `false`.
+    fn scan(
+        &self,
+        def: Def,
+        range: Range<'_>,
+        f: impl FnMut(&[u8], &[u8]) -> StoreResult<bool>,
+    ) -> StoreResult<()>;
+}
+
+fn get_in<T, R>(
+    table: &T,
+    key: &[u8],
+    f: impl FnOnce(&[u8]) -> StoreResult<R>,
+) -> StoreResult<Option<R>>
+where
+    T: ReadableTable<&'static [u8], &'static [u8]>,
+{
+    match table.get(key).map_err(engine)? {
+        Some(guard) => f(guard.value()).map(Some),
+        None => Ok(None),
+    }
+}
+
+fn scan_in<T>(
+    table: &T,
+    range: Range<'_>,
+    mut f: impl FnMut(&[u8], &[u8]) -> StoreResult<bool>,
+) -> StoreResult<()>
+where
+    T: ReadableTable<&'static [u8], &'static [u8]>,
+{
+    for item in table.range::<&[u8]>(range).map_err(engine)? {
+        let (k, v) = item.map_err(engine)?;
+        if !f(k.value(), v.value())? {
+            break;
+        }
+    }
+    Ok(())
+}
+
+impl Tables for ReadTransaction {
+    fn get_with<R>(
+        &self,
+        def: Def,
+        key: &[u8],
+        f: impl FnOnce(&[u8]) -> StoreResult<R>,
+    ) -> StoreResult<Option<R>> {
+        get_in(&self.open_table(def).map_err(engine)?, key, f)
+    }
+    fn scan(
+        &self,
+        def: Def,
+        range: Range<'_>,
+        f: impl FnMut(&[u8], &[u8]) -> StoreResult<bool>,
+    ) -> StoreResult<()> {
+        scan_in(&self.open_table(def).map_err(engine)?, range, f)
+    }
+}
+
+impl Tables for WriteTransaction {
+    fn get_with<R>(
+        &self,
+        def: Def,
+        key: &[u8],
+        f: impl FnOnce(&[u8]) -> StoreResult<R>,
+    ) -> StoreResult<Option<R>> {
+        get_in(&self.open_table(def).map_err(engine)?, key, f)
+    }
+    fn scan(
+        &self,
+        def: Def,
+        range: Range<'_>,
+        f: impl FnMut(&[u8], &[u8]) -> StoreResult<bool>,
+    ) -> StoreResult<()> {
+        scan_in(&self.open_table(def).map_err(engine)?, range, f)
+    }
+}
+
+fn put(txn: &WriteTransaction, def: Def, key: &[u8], value: &[u8]) -> StoreResult<Option<Vec<u8>>> {
+    let mut table = txn.open_table(def).map_err(engine)?;
+    let old = table.insert(key, value).map_err(engine)?;
+    Ok(old.map(|g| g.value().to_vec()))
+}
+
+fn del(txn: &WriteTransaction, def: Def, key: &[u8]) -> StoreResult<Option<Vec<u8>>> {
+    let mut table = txn.open_table(def).map_err(engine)?;
+    let old = table.remove(key).map_err(engine)?;
+    Ok(old.map(|g| g.value().to_vec()))
+}
+
+fn get_u64(t: &impl Tables, def: Def, key: &[u8]) -> StoreResult<Option<u64>> {
+    t.get_with(def, key, |v| u64_at(v, 0))
+}
+
+fn first_key(t: &impl Tables, def: Def, range: Range<'_>) -> StoreResult<Option<Vec<u8>>> {
+    let mut found = None;
+    t.scan(def, range, |k, _| {
+        found = Some(k.to_vec());
+        Ok(false)
+    })?;
+    Ok(found)
+}
+
+/// The queries of [`ReadTxn`] over stored tables.
+mod query {
+    use super::*;
+
+    pub(super) fn binding(t: &impl Tables, rkid: &Rkid) -> StoreResult<Option<Binding>> {
+        t.get_with(BINDINGS, rkid.as_bytes(), decode_binding)
+    }
+    pub(super) fn tombstone(t: &impl Tables, rkid: &Rkid) -> StoreResult<Option<Tombstone>> {
+        t.get_with(TOMBSTONES, rkid.as_bytes(), decode_tombstone)
+    }
+    pub(super) fn oldest_tombstone(t: &impl Tables) -> StoreResult<Option<(Rkid, Tombstone)>> {
+        let Some(key) = first_key(t, EVICTION, (Bound::Unbounded, Bound::Unbounded))? else {
+            return Ok(None);
+        };
+        let rkid = Rkid::from_bytes(arr32_at(&key, 8)?);
+        match tombstone(t, &rkid)? {
+            Some(found) => Ok(Some((rkid, found))),
+            None => Err(corrupt("eviction entry without tombstone")),
+        }
+    }
+    pub(super) fn stored(t: &impl Tables, rkid: &Rkid, seq: u64) -> StoreResult<Option<Stored>> {
+        t.get_with(DEPOSITS, &key_seq(rkid, seq), |v| decode_deposit(seq, v))
+    }
+    pub(super) fn deposits(
+        t: &impl Tables,
+        rkid: &Rkid,
+        after: Option<u64>,
+        limit: usize,
+    ) -> StoreResult<Vec<Deposit>> {
+        let start = key_seq(rkid, after.map_or(0, |a| a.saturating_add(1)));
+        let stop = key_seq(rkid, u64::MAX);
+        let mut out = Vec::new();
+        if limit == 0 {
+            return Ok(out);
+        }
+        t.scan(
+            DEPOSITS,
+            (Bound::Included(&start), Bound::Included(&stop)),
+            |k, v| {
+                out.push(decode_deposit(seq_of_key(k)?, v)?.deposit);
+                Ok(out.len() < limit)
+            },
+        )?;
+        Ok(out)
+    }
+    pub(super) fn deposit_by_id(
+        t: &impl Tables,
+        rkid: &Rkid,
+        id: &DepositId,
+    ) -> StoreResult<Option<Deposit>> {
+        match get_u64(t, IDENTITY, &key_id(rkid, id))? {
+            Some(seq) => Ok(stored(t, rkid, seq)?.map(|s| s.deposit)),
+            None => Ok(None),
+        }
+    }
+    pub(super) fn queue(t: &impl Tables, rkid: &Rkid) -> StoreResult<QueueMeta> {
+        Ok(t.get_with(QUEUES, rkid.as_bytes(), decode_queue)?
+            .unwrap_or_default())
+    }
+    pub(super) fn occupancy(t: &impl Tables) -> StoreResult<Occupancy> {
+        Ok(t.get_with(META, META_OCCUPANCY, decode_occupancy)?
+            .unwrap_or_default())
+    }
+    pub(super) fn departure(
+        t: &impl Tables,
+        rkid: &Rkid,
+        id: &DepositId,
+    ) -> StoreResult<Option<DepartureRecord>> {
+        t.get_with(DEPARTURES, &key_id(rkid, id), decode_departure)
+    }
+    pub(super) fn due(t: &impl Tables, upto: Ms, limit: usize) -> StoreResult<Vec<(Ms, Due)>> {
+        let mut out = Vec::new();
+        if limit == 0 {
+            return Ok(out);
+        }
+        let stop = upto.checked_add(1).map(u64::to_be_bytes);
+        let end = match &stop {
+            Some(stop) => Bound::Excluded(&stop[..]),
+            None => Bound::Unbounded,
+        };
+        t.scan(DUE, (Bound::Unbounded, end), |k, _| {
+            out.push(decode_due(k)?);
+            Ok(out.len() < limit)
+        })?;
+        Ok(out)
+    }
+    pub(super) fn next_due(t: &impl Tables) -> StoreResult<Option<Ms>> {
+        match first_key(t, DUE, (Bound::Unbounded, Bound::Unbounded))? {
+            Some(key) => u64_at(&key, 0).map(Some),
+            None => Ok(None),
+        }
+    }
+    pub(super) fn declaration(t: &impl Tables) -> StoreResult<Option<DeclarationRecord>> {
+        t.get_with(META, META_DECLARATION, |v| {
+            Ok(DeclarationRecord {
+                revision: u64_at(v, 0)?,
+                document: v.get(8..).unwrap_or_default().to_vec(),
+            })
+        })
+    }
+    pub(super) fn seg_stat(t: &impl Tables, segment: u64) -> StoreResult<Option<SegStat>> {
+        t.get_with(SEGMENTS, &segment.to_be_bytes(), decode_seg)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The store
+// ---------------------------------------------------------------------------
+
+impl RedbStore {
+    /// Opens (or creates) the store in `dir` with default options.
+    ///
+    /// # Errors
+    /// [`StoreError`] on I/O or database errors, or a database of another
+    /// format version ([`StoreError::Corrupt`]).
+    pub fn open(dir: impl AsRef<Path>) -> StoreResult<RedbStore> {
+        RedbStore::open_with(dir, RedbOptions::default())
+    }
+
+    /// Opens (or creates) the store in `dir`. Does work independent of the
+    /// amount of data held (see the module docs, "Recovery").
+    ///
+    /// # Errors
+    /// As [`RedbStore::open`].
+    pub fn open_with(dir: impl AsRef<Path>, options: RedbOptions) -> StoreResult<RedbStore> {
+        let dir = dir.as_ref();
+        let segments_dir = segment::segments_dir(dir);
+        std::fs::create_dir_all(&segments_dir)?;
+        let db = Database::builder()
+            .create(dir.join("carrier.redb"))
+            .map_err(engine)?;
+        let txn = begin(&db, &options)?;
+        for def in ALL_TABLES {
+            txn.open_table(def).map_err(engine)?;
+        }
+        match txn.get_with(META, META_FORMAT, |v| {
+            Ok(v.try_into().map(u32::from_be_bytes).ok())
+        })? {
+            None => {
+                put(&txn, META, META_FORMAT, &FORMAT_VERSION.to_be_bytes())?;
+            }
+            Some(Some(FORMAT_VERSION)) => {}
+            Some(other) => return Err(corrupt(format!("store format {other:?}, expected 1"))),
+        }
+        let mut gc = Vec::new();
+        txn.scan(SEGMENT_GC, (Bound::Unbounded, Bound::Unbounded), |k, _| {
+            gc.push(u64_at(k, 0)?);
+            Ok(true)
+        })?;
+        let next = get_u64(&txn, META, META_NEXT_SEGMENT)?.unwrap_or(1);
+        if let Some(previous) = get_u64(&txn, META, META_ACTIVE)?
+            && query::seg_stat(&txn, previous)?.is_none_or(|s| s.live == 0)
+        {
+            retire_segment(&txn, previous)?;
+            gc.push(previous);
+        }
+        // The file first: if the transaction below never commits, the
+        // orphan sits at `next`, which the next open truncates and reuses.
+        let active = ActiveSegment::create(&segments_dir, next)?;
+        record_active(&txn, next)?;
+        txn.commit().map_err(engine)?;
+        for &id in &gc {
+            segment::remove(&segments_dir, id)?;
+        }
+        segment::sync_dir(&segments_dir)?;
+        let files = HashMap::from([(active.id, Arc::clone(&active.file))]);
+        Ok(RedbStore {
+            db,
+            segments_dir,
+            options,
+            writer: Mutex::new(WriterState {
+                active,
+                deferred: Vec::new(),
+                unlinked: gc,
+                compaction_cursor: None,
+            }),
+            files: Mutex::new(files),
+            readers: Mutex::new(Readers::default()),
+            challenges: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The options the store was opened with.
+    pub fn options(&self) -> &RedbOptions {
+        &self.options
+    }
+
+    /// The directory holding the segment files.
+    pub fn segments_dir(&self) -> &Path {
+        &self.segments_dir
+    }
+
+    /// Seals the active segment and starts `next_segment` (one small
+    /// durable transaction; the file is created first).
+    fn rotate(&self, state: &mut WriterState) -> StoreResult<()> {
+        let txn = begin(&self.db, &self.options)?;
+        let next = get_u64(&txn, META, META_NEXT_SEGMENT)?.unwrap_or(1);
+        let old = state.active.id;
+        let drained = query::seg_stat(&txn, old)?.is_none_or(|s| s.live == 0);
+        if drained {
+            retire_segment(&txn, old)?;
+        }
+        let active = ActiveSegment::create(&self.segments_dir, next)?;
+        record_active(&txn, next)?;
+        txn.commit().map_err(engine)?;
+        lock(&self.files).insert(active.id, Arc::clone(&active.file));
+        state.active = active;
+        let generation = self.bump_generation();
+        if drained {
+            state.deferred.push((old, generation));
+        }
+        Ok(())
+    }
+
+    fn bump_generation(&self) -> u64 {
+        let mut readers = lock(&self.readers);
+        readers.committed += 1;
+        readers.committed
+    }
+
+    /// Unlinks deferred segments that no live read snapshot can reference.
+    fn collect_garbage(&self, state: &mut WriterState) {
+        if state.deferred.is_empty() {
+            return;
+        }
+        let oldest_reader = lock(&self.readers).live.keys().next().copied();
+        let mut removed = Vec::new();
+        state.deferred.retain(|&(id, generation)| {
+            if oldest_reader.is_some_and(|oldest| oldest < generation) {
+                return true;
+            }
+            lock(&self.files).remove(&id);
+            match segment::remove(&self.segments_dir, id) {
+                Ok(()) => {
+                    removed.push(id);
+                    false
+                }
+                Err(error) => {
+                    tracing::warn!(%error, segment = id, "segment unlink failed; will retry");
+                    true
+                }
+            }
+        });
+        if removed.is_empty() {
+            return;
+        }
+        // The `segment_gc` rows are dropped only once the unlinks are durable.
+        match segment::sync_dir(&self.segments_dir) {
+            Ok(()) => state.unlinked.extend(removed),
+            Err(error) => tracing::warn!(%error, "segment directory sync failed"),
+        }
+    }
+
+    fn file(&self, id: u64) -> StoreResult<Arc<File>> {
+        let mut files = lock(&self.files);
+        if let Some(file) = files.get(&id) {
+            return Ok(Arc::clone(file));
+        }
+        let file = Arc::new(
+            segment::open_for_read(&self.segments_dir, id)
+                .map_err(|e| corrupt(format!("segment {id:016x} cannot be opened: {e}")))?,
+        );
+        files.insert(id, Arc::clone(&file));
+        Ok(file)
+    }
+
+    /// Reads and verifies the bytes of `deposit` of `rkid`, looking in the
+    /// open write transaction's buffer first when `active` is given.
+    fn bytes_of(
+        &self,
+        t: &impl Tables,
+        rkid: &Rkid,
+        deposit: &Deposit,
+        active: Option<&ActiveSegment>,
+    ) -> StoreResult<Vec<u8>> {
+        let found = t.get_with(DEPOSITS, &key_seq(rkid, deposit.seq), |v| {
+            let stored = decode_deposit(deposit.seq, v)?;
+            let inline = (stored.segment == INLINE)
+                .then(|| v.get(DEPOSIT_HEADER..).unwrap_or_default().to_vec());
+            Ok((stored, inline))
+        })?;
+        let Some((stored, inline)) = found else {
+            return Err(corrupt(format!("no bytes for deposit {}", deposit.seq)));
+        };
+        let bytes = match inline {
+            Some(bytes) => bytes,
+            None => match active
+                .filter(|a| a.id == stored.segment)
+                .and_then(|a| a.buffered(stored.offset, stored.deposit.len))
+            {
+                Some(bytes) => bytes,
+                None => segment::read_at(
+                    &*self.file(stored.segment)?,
+                    stored.offset,
+                    stored.deposit.len,
+                )
+                .map_err(|e| {
+                    corrupt(format!(
+                        "segment {:016x} offset {}: {e}",
+                        stored.segment, stored.offset
+                    ))
+                })?,
+            },
+        };
+        if bytes.len() != stored.deposit.len as usize || DepositId::of(&bytes) != stored.deposit.id
+        {
+            return Err(corrupt(format!(
+                "deposit {} of segment {:016x} offset {}: bytes do not match their id",
+                deposit.seq, stored.segment, stored.offset
+            )));
+        }
+        Ok(bytes)
+    }
+
+    /// Runs redb's integrity check, then verifies every counter against the
+    /// data it counts: occupancy = Σ deposit lengths and counts, per-queue
+    /// bytes, per-segment live counts and bytes, the identity and eviction
+    /// indexes, every referenced segment file, and every deposit's SHA-256.
+    /// Reads everything (O(data)): for tests and the crash harness, never at
+    /// start-up. Needs exclusive access (no open transactions).
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] naming the first mismatch; other
+    /// [`StoreError`]s for I/O or engine failures.
+    pub fn integrity_check(&mut self) -> StoreResult<IntegrityReport> {
+        match self.db.check_integrity().map_err(engine)? {
+            true => {}
+            false => return Err(corrupt("redb integrity check had to repair the file")),
+        }
+        let txn = self.db.begin_read().map_err(engine)?;
+        let mut report = IntegrityReport::default();
+        let occupancy = query::occupancy(&txn)?;
+
+        let mut bound = HashSet::new();
+        txn.scan(BINDINGS, (Bound::Unbounded, Bound::Unbounded), |k, v| {
+            decode_binding(v)?;
+            bound.insert(arr32_at(k, 0)?);
+            Ok(true)
+        })?;
+        report.bindings = bound.len() as u64;
+        let mut eviction_entries = 0u64;
+        txn.scan(TOMBSTONES, (Bound::Unbounded, Bound::Unbounded), |k, v| {
+            let rkid = arr32_at(k, 0)?;
+            let t = decode_tombstone(v)?;
+            report.tombstones += 1;
+            if bound.contains(&rkid) {
+                report.binding_and_tombstone += 1;
+            }
+            let key = eviction_key(t.released_at, &Rkid::from_bytes(rkid));
+            if txn.get_with(EVICTION, &key, |_| Ok(()))?.is_none() {
+                return Err(corrupt("tombstone without eviction entry"));
+            }
+            Ok(true)
+        })?;
+        txn.scan(EVICTION, (Bound::Unbounded, Bound::Unbounded), |_, _| {
+            eviction_entries += 1;
+            Ok(true)
+        })?;
+        if eviction_entries != report.tombstones {
+            return Err(corrupt(format!(
+                "{eviction_entries} eviction entries for {} tombstones",
+                report.tombstones
+            )));
+        }
+
+        let mut per_queue: HashMap<[u8; 32], (u64, u64)> = HashMap::new();
+        let mut per_segment: HashMap<u64, SegStat> = HashMap::new();
+        let mut deposits = Vec::new();
+        txn.scan(DEPOSITS, (Bound::Unbounded, Bound::Unbounded), |k, v| {
+            let rkid = arr32_at(k, 0)?;
+            let stored = decode_deposit(seq_of_key(k)?, v)?;
+            let len = u64::from(stored.deposit.len);
+            let queue = per_queue.entry(rkid).or_default();
+            queue.0 += len;
+            queue.1 = queue.1.max(stored.deposit.seq);
+            if stored.segment != INLINE {
+                let seg = per_segment.entry(stored.segment).or_default();
+                seg.live += 1;
+                seg.bytes += len;
+                seg.end = seg.end.max(stored.offset + len);
+            }
+            deposits.push((Rkid::from_bytes(rkid), stored.deposit));
+            Ok(true)
+        })?;
+        for (rkid, deposit) in &deposits {
+            match get_u64(&txn, IDENTITY, &key_id(rkid, &deposit.id))? {
+                Some(seq) if seq == deposit.seq => {}
+                other => {
+                    return Err(corrupt(format!(
+                        "identity of deposit {} points to {other:?}",
+                        deposit.seq
+                    )));
+                }
+            }
+            self.bytes_of(&txn, rkid, deposit, None)?;
+            report.deposits += 1;
+            report.bytes += u64::from(deposit.len);
+        }
+        let mut identities = 0u64;
+        txn.scan(IDENTITY, (Bound::Unbounded, Bound::Unbounded), |_, _| {
+            identities += 1;
+            Ok(true)
+        })?;
+        if identities != report.deposits {
+            return Err(corrupt(format!(
+                "{identities} identity entries for {} deposits",
+                report.deposits
+            )));
+        }
+        txn.scan(QUEUES, (Bound::Unbounded, Bound::Unbounded), |k, v| {
+            let queue = decode_queue(v)?;
+            let (bytes, max_seq) = per_queue.remove(&arr32_at(k, 0)?).unwrap_or_default();
+            if queue.bytes != bytes || queue.next_seq < max_seq {
+                return Err(corrupt(format!(
+                    "queue counter {} bytes next {} vs held {bytes} bytes max seq {max_seq}",
+                    queue.bytes, queue.next_seq
+                )));
+            }
+            Ok(true)
+        })?;
+        if !per_queue.is_empty() {
+            return Err(corrupt("deposits of a queue without a queue record"));
+        }
+        let counted = Occupancy {
+            total_bytes: report.bytes,
+            bindings: report.bindings,
+            deposits: report.deposits,
+            tombstones: report.tombstones,
+            elastic_bytes: occupancy.elastic_bytes,
+        };
+        if counted != occupancy {
+            return Err(corrupt(format!(
+                "occupancy counters {occupancy:?} vs held {counted:?}"
+            )));
+        }
+
+        let active = get_u64(&txn, META, META_ACTIVE)?;
+        let mut gc = HashSet::new();
+        txn.scan(SEGMENT_GC, (Bound::Unbounded, Bound::Unbounded), |k, _| {
+            gc.insert(u64_at(k, 0)?);
+            Ok(true)
+        })?;
+        let mut recorded = HashSet::new();
+        txn.scan(SEGMENTS, (Bound::Unbounded, Bound::Unbounded), |k, v| {
+            let id = u64_at(k, 0)?;
+            let stat = decode_seg(v)?;
+            let held = per_segment.remove(&id).unwrap_or_default();
+            if stat.live != held.live || stat.bytes != held.bytes || stat.end < held.end {
+                return Err(corrupt(format!(
+                    "segment {id:016x} counters {stat:?} vs held {held:?}"
+                )));
+            }
+            if stat.live == 0 && Some(id) != active {
+                return Err(corrupt(format!("drained segment {id:016x} not reclaimed")));
+            }
+            let length = std::fs::metadata(segment::segment_path(&self.segments_dir, id))
+                .map_err(|e| corrupt(format!("segment {id:016x}: {e}")))?
+                .len();
+            if length < stat.end {
+                return Err(corrupt(format!(
+                    "segment {id:016x} is {length} bytes, extent {}",
+                    stat.end
+                )));
+            }
+            recorded.insert(id);
+            report.segments += 1;
+            Ok(true)
+        })?;
+        if let Some((id, _)) = per_segment.iter().next() {
+            return Err(corrupt(format!("deposits in unrecorded segment {id:016x}")));
+        }
+        for entry in std::fs::read_dir(&self.segments_dir)? {
+            let name = entry?.file_name();
+            let Some(id) = name.to_str().and_then(segment::parse_segment_name) else {
+                return Err(corrupt(format!("stray file {name:?} in segments")));
+            };
+            if !recorded.contains(&id) && !gc.contains(&id) {
+                return Err(corrupt(format!("unreferenced segment file {id:016x}")));
+            }
+        }
+        txn.scan(DUE, (Bound::Unbounded, Bound::Unbounded), |k, _| {
+            decode_due(k)?;
+            Ok(true)
+        })?;
+        Ok(report)
+    }
+
+    /// One bounded step of background compaction: examines up to
+    /// `max_scan` entries of the deposit index (resuming where the previous
+    /// step stopped) and copies the live deposits of *sparse* sealed
+    /// segments (live bytes below `compact_below_percent` of their extent)
+    /// into the active segment, re-pointing their index entries, in one
+    /// short write transaction with the usual commit order. A segment whose
+    /// last deposit moves out is reclaimed by that commit. Serialized with
+    /// the group-commit writer (it takes the same write lock), so it never
+    /// pauses the carrier for longer than one step. Call it periodically
+    /// until `pass_complete`.
+    ///
+    /// # Errors
+    /// [`StoreError`] as for a commit; a deposit whose bytes do not match
+    /// its id is never copied ([`StoreError::Corrupt`]).
+    pub fn compact_step(&self, max_scan: usize) -> StoreResult<CompactionStep> {
+        let mut w = self.begin_write()?;
+        let mut step = CompactionStep::default();
+        let active = w.state.active.id;
+        let percent = u64::from(self.options.compact_below_percent);
+        let mut sparse = HashSet::new();
+        w.txn()?
+            .scan(SEGMENTS, (Bound::Unbounded, Bound::Unbounded), |k, v| {
+                let id = u64_at(k, 0)?;
+                let stat = decode_seg(v)?;
+                let written = stat.end.saturating_sub(segment::HEADER_LEN);
+                if id != active && stat.bytes.saturating_mul(100) < written.saturating_mul(percent)
+                {
+                    sparse.insert(id);
+                }
+                Ok(true)
+            })?;
+        if sparse.is_empty() {
+            w.state.compaction_cursor = None;
+            step.pass_complete = true;
+            return Ok(step);
+        }
+        let cursor = w.state.compaction_cursor.take();
+        let start = cursor.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+        let mut to_move = Vec::new();
+        let mut last = None;
+        w.txn()?.scan(DEPOSITS, (start, Bound::Unbounded), |k, v| {
+            step.scanned += 1;
+            last = Some(k.to_vec());
+            let stored = decode_deposit(seq_of_key(k)?, v)?;
+            if sparse.contains(&stored.segment) {
+                to_move.push((Rkid::from_bytes(arr32_at(k, 0)?), stored));
+            }
+            Ok(step.scanned < max_scan.max(1))
+        })?;
+        for (rkid, stored) in to_move {
+            let bytes = self.bytes_of(w.txn()?, &rkid, &stored.deposit, None)?;
+            let offset = w.state.active.append(&bytes)?;
+            let len = u64::from(stored.deposit.len);
+            put(
+                w.txn()?,
+                DEPOSITS,
+                &key_seq(&rkid, stored.deposit.seq),
+                &encode_deposit(&stored.deposit, active, offset, &[]),
+            )?;
+            w.seg_adjust(stored.segment, -1, len)?;
+            w.seg_adjust(active, 1, len)?;
+            step.moved += 1;
+            step.moved_bytes += len;
+        }
+        step.pass_complete = step.scanned < max_scan.max(1);
+        let resume = if step.pass_complete { None } else { last };
+        self.commit(w)?;
+        lock(&self.writer).compaction_cursor = resume;
+        Ok(step)
+    }
+}
+
+fn begin(db: &Database, options: &RedbOptions) -> StoreResult<WriteTransaction> {
+    let mut txn = db.begin_write().map_err(engine)?;
+    txn.set_durability(Durability::Immediate).map_err(engine)?;
+    txn.set_quick_repair(options.quick_repair);
+    Ok(txn)
+}
+
+/// Drops a segment's row and lists it for deletion (same transaction).
+fn retire_segment(txn: &WriteTransaction, id: u64) -> StoreResult<()> {
+    del(txn, SEGMENTS, &id.to_be_bytes())?;
+    put(txn, SEGMENT_GC, &id.to_be_bytes(), &[])?;
+    Ok(())
+}
+
+/// Records `id` as the (empty) active segment and bumps `next_segment`.
+fn record_active(txn: &WriteTransaction, id: u64) -> StoreResult<()> {
+    let fresh = SegStat {
+        live: 0,
+        bytes: 0,
+        end: segment::HEADER_LEN,
+    };
+    put(txn, SEGMENTS, &id.to_be_bytes(), &encode_seg(&fresh))?;
+    put(txn, META, META_ACTIVE, &id.to_be_bytes())?;
+    put(txn, META, META_NEXT_SEGMENT, &(id + 1).to_be_bytes())?;
+    Ok(())
+}
+
+/// A read snapshot of a [`RedbStore`].
+pub struct RedbRead<'a> {
+    store: &'a RedbStore,
+    txn: ReadTransaction,
+    generation: u64,
+}
+
+impl Drop for RedbRead<'_> {
+    fn drop(&mut self) {
+        let mut readers = lock(&self.store.readers);
+        if let Some(count) = readers.live.get_mut(&self.generation) {
+            *count -= 1;
+            if *count == 0 {
+                readers.live.remove(&self.generation);
+            }
+        }
+    }
+}
+
+/// A write transaction of a [`RedbStore`]. Holds the writer lock; dropping
+/// it without [`Store::commit`] discards everything it did.
+pub struct RedbWrite<'a> {
+    store: &'a RedbStore,
+    txn: Option<WriteTransaction>,
+    state: MutexGuard<'a, WriterState>,
+    occupancy: Occupancy,
+    occupancy_dirty: bool,
+    queues: HashMap<Rkid, (QueueMeta, bool)>,
+    segments: HashMap<u64, SegStat>,
+    committed: bool,
+}
+
+impl Drop for RedbWrite<'_> {
+    fn drop(&mut self) {
+        if !self.committed {
+            self.state.active.abandon();
+        }
+    }
+}
+
+impl RedbWrite<'_> {
+    fn txn(&self) -> StoreResult<&WriteTransaction> {
+        self.txn.as_ref().ok_or(StoreError::Closed)
+    }
+
+    fn queue_mut(&mut self, rkid: &Rkid) -> StoreResult<&mut QueueMeta> {
+        if !self.queues.contains_key(rkid) {
+            let meta = query::queue(self.txn()?, rkid)?;
+            self.queues.insert(*rkid, (meta, false));
+        }
+        let (meta, dirty) = self
+            .queues
+            .get_mut(rkid)
+            .ok_or_else(|| corrupt("queue cache"))?;
+        *dirty = true;
+        Ok(meta)
+    }
+
+    fn seg_adjust(&mut self, id: u64, count: i64, bytes: u64) -> StoreResult<()> {
+        if !self.segments.contains_key(&id) {
+            let stat = query::seg_stat(self.txn()?, id)?
+                .ok_or_else(|| corrupt(format!("deposit in unrecorded segment {id:016x}")))?;
+            self.segments.insert(id, stat);
+        }
+        let stat = self
+            .segments
+            .get_mut(&id)
+            .ok_or_else(|| corrupt("segment cache"))?;
+        if count >= 0 {
+            stat.live += count.unsigned_abs();
+            stat.bytes += bytes;
+        } else {
+            stat.live = stat.live.saturating_sub(count.unsigned_abs());
+            stat.bytes = stat.bytes.saturating_sub(bytes);
+        }
+        Ok(())
+    }
+
+    /// Writes the cached counters; returns the sealed segments this
+    /// transaction drained.
+    fn flush_counters(&mut self) -> StoreResult<Vec<u64>> {
+        let txn = self.txn()?;
+        if self.occupancy_dirty {
+            put(
+                txn,
+                META,
+                META_OCCUPANCY,
+                &encode_occupancy(&self.occupancy),
+            )?;
+        }
+        for (rkid, (meta, dirty)) in &self.queues {
+            if *dirty {
+                put(txn, QUEUES, rkid.as_bytes(), &encode_queue(meta))?;
+            }
+        }
+        let active = self.state.active.id;
+        let mut drained = Vec::new();
+        for (&id, stat) in &self.segments {
+            if id == active {
+                let stat = SegStat {
+                    end: self.state.active.end(),
+                    ..*stat
+                };
+                put(txn, SEGMENTS, &id.to_be_bytes(), &encode_seg(&stat))?;
+            } else if stat.live == 0 {
+                retire_segment(txn, id)?;
+                drained.push(id);
+            } else {
+                put(txn, SEGMENTS, &id.to_be_bytes(), &encode_seg(stat))?;
+            }
+        }
+        Ok(drained)
+    }
+}
+
+macro_rules! shared_reads {
+    () => {
+        fn binding(&self, rkid: &Rkid) -> StoreResult<Option<Binding>> {
+            query::binding(self.tables()?, rkid)
+        }
+        fn tombstone(&self, rkid: &Rkid) -> StoreResult<Option<Tombstone>> {
+            query::tombstone(self.tables()?, rkid)
+        }
+        fn oldest_tombstone(&self) -> StoreResult<Option<(Rkid, Tombstone)>> {
+            query::oldest_tombstone(self.tables()?)
+        }
+        fn deposits(
+            &self,
+            rkid: &Rkid,
+            after: Option<u64>,
+            limit: usize,
+        ) -> StoreResult<Vec<Deposit>> {
+            query::deposits(self.tables()?, rkid, after, limit)
+        }
+        fn deposit_by_id(&self, rkid: &Rkid, id: &DepositId) -> StoreResult<Option<Deposit>> {
+            query::deposit_by_id(self.tables()?, rkid, id)
+        }
+        fn departure(&self, rkid: &Rkid, id: &DepositId) -> StoreResult<Option<DepartureRecord>> {
+            query::departure(self.tables()?, rkid, id)
+        }
+        fn due(&self, upto: Ms, limit: usize) -> StoreResult<Vec<(Ms, Due)>> {
+            query::due(self.tables()?, upto, limit)
+        }
+        fn next_due(&self) -> StoreResult<Option<Ms>> {
+            query::next_due(self.tables()?)
+        }
+        fn declaration(&self) -> StoreResult<Option<DeclarationRecord>> {
+            query::declaration(self.tables()?)
+        }
+    };
+}
+
+impl RedbRead<'_> {
+    fn tables(&self) -> StoreResult<&ReadTransaction> {
+        Ok(&self.txn)
+    }
+}
+
+impl RedbWrite<'_> {
+    fn tables(&self) -> StoreResult<&WriteTransaction> {
+        self.txn()
+    }
+}
+
+impl ReadTxn for RedbRead<'_> {
+    shared_reads!();
+    fn deposit_bytes(&self, rkid: &Rkid, deposit: &Deposit) -> StoreResult<Vec<u8>> {
+        self.store.bytes_of(&self.txn, rkid, deposit, None)
+    }
+    fn queue_bytes(&self, rkid: &Rkid) -> StoreResult<u64> {
+        Ok(query::queue(&self.txn, rkid)?.bytes)
+    }
+    fn occupancy(&self) -> StoreResult<Occupancy> {
+        query::occupancy(&self.txn)
+    }
+}
+
+impl ReadTxn for RedbWrite<'_> {
+    shared_reads!();
+    fn deposit_bytes(&self, rkid: &Rkid, deposit: &Deposit) -> StoreResult<Vec<u8>> {
+        self.store
+            .bytes_of(self.txn()?, rkid, deposit, Some(&self.state.active))
+    }
+    fn queue_bytes(&self, rkid: &Rkid) -> StoreResult<u64> {
+        match self.queues.get(rkid) {
+            Some((meta, _)) => Ok(meta.bytes),
+            None => Ok(query::queue(self.txn()?, rkid)?.bytes),
+        }
+    }
+    fn occupancy(&self) -> StoreResult<Occupancy> {
+        Ok(self.occupancy)
+    }
+}
+
+impl WriteTxn for RedbWrite<'_> {
+    fn put_binding(&mut self, rkid: &Rkid, binding: &Binding) -> StoreResult<()> {
+        if put(
+            self.txn()?,
+            BINDINGS,
+            rkid.as_bytes(),
+            &encode_binding(binding),
+        )?
+        .is_none()
+        {
+            self.occupancy.bindings += 1;
+            self.occupancy_dirty = true;
+        }
+        Ok(())
+    }
+    fn remove_binding(&mut self, rkid: &Rkid) -> StoreResult<Option<Binding>> {
+        let Some(old) = del(self.txn()?, BINDINGS, rkid.as_bytes())? else {
+            return Ok(None);
+        };
+        self.occupancy.bindings = self.occupancy.bindings.saturating_sub(1);
+        self.occupancy_dirty = true;
+        decode_binding(&old).map(Some)
+    }
+    fn put_tombstone(&mut self, rkid: &Rkid, tombstone: &Tombstone) -> StoreResult<()> {
+        let txn = self.txn()?;
+        match put(
+            txn,
+            TOMBSTONES,
+            rkid.as_bytes(),
+            &encode_tombstone(tombstone),
+        )? {
+            Some(old) => {
+                let old = decode_tombstone(&old)?;
+                del(txn, EVICTION, &eviction_key(old.released_at, rkid))?;
+            }
+            None => {
+                self.occupancy.tombstones += 1;
+                self.occupancy_dirty = true;
+            }
+        }
+        put(
+            self.txn()?,
+            EVICTION,
+            &eviction_key(tombstone.released_at, rkid),
+            &[],
+        )?;
+        Ok(())
+    }
+    fn remove_tombstone(&mut self, rkid: &Rkid) -> StoreResult<Option<Tombstone>> {
+        let txn = self.txn()?;
+        let Some(old) = del(txn, TOMBSTONES, rkid.as_bytes())? else {
+            return Ok(None);
+        };
+        let old = decode_tombstone(&old)?;
+        del(txn, EVICTION, &eviction_key(old.released_at, rkid))?;
+        self.occupancy.tombstones = self.occupancy.tombstones.saturating_sub(1);
+        self.occupancy_dirty = true;
+        Ok(Some(old))
+    }
+    fn append_deposit(
+        &mut self,
+        rkid: &Rkid,
+        bytes: &[u8],
+        admitted_at: Ms,
+        give_up_at: Ms,
+    ) -> StoreResult<Deposit> {
+        let len = u32::try_from(bytes.len())
+            .map_err(|_| corrupt(format!("deposit of {} bytes", bytes.len())))?;
+        let queue = self.queue_mut(rkid)?;
+        queue.next_seq += 1;
+        queue.bytes += u64::from(len);
+        let deposit = Deposit {
+            seq: queue.next_seq,
+            id: DepositId::of(bytes),
+            len,
+            admitted_at,
+            give_up_at,
+        };
+        let value = match self.store.options.placement {
+            Placement::Inline => encode_deposit(&deposit, INLINE, 0, bytes),
+            Placement::Segments => {
+                let offset = self.state.active.append(bytes)?;
+                let active = self.state.active.id;
+                self.seg_adjust(active, 1, u64::from(len))?;
+                encode_deposit(&deposit, active, offset, &[])
+            }
+        };
+        let txn = self.txn()?;
+        put(txn, DEPOSITS, &key_seq(rkid, deposit.seq), &value)?;
+        put(
+            txn,
+            IDENTITY,
+            &key_id(rkid, &deposit.id),
+            &deposit.seq.to_be_bytes(),
+        )?;
+        self.occupancy.total_bytes += u64::from(len);
+        self.occupancy.deposits += 1;
+        self.occupancy_dirty = true;
+        Ok(deposit)
+    }
+    fn remove_deposit(&mut self, rkid: &Rkid, seq: u64) -> StoreResult<Option<Deposit>> {
+        let txn = self.txn()?;
+        let Some(old) = del(txn, DEPOSITS, &key_seq(rkid, seq))? else {
+            return Ok(None);
+        };
+        let stored = decode_deposit(seq, &old)?;
+        del(txn, IDENTITY, &key_id(rkid, &stored.deposit.id))?;
+        let len = u64::from(stored.deposit.len);
+        let queue = self.queue_mut(rkid)?;
+        queue.bytes = queue.bytes.saturating_sub(len);
+        if stored.segment != INLINE {
+            self.seg_adjust(stored.segment, -1, len)?;
+        }
+        self.occupancy.total_bytes = self.occupancy.total_bytes.saturating_sub(len);
+        self.occupancy.deposits = self.occupancy.deposits.saturating_sub(1);
+        self.occupancy_dirty = true;
+        Ok(Some(stored.deposit))
+    }
+    fn put_departure(
+        &mut self,
+        rkid: &Rkid,
+        id: &DepositId,
+        record: &DepartureRecord,
+    ) -> StoreResult<()> {
+        put(
+            self.txn()?,
+            DEPARTURES,
+            &key_id(rkid, id),
+            &encode_departure(record),
+        )
+        .map(drop)
+    }
+    fn remove_departure(&mut self, rkid: &Rkid, id: &DepositId) -> StoreResult<()> {
+        del(self.txn()?, DEPARTURES, &key_id(rkid, id)).map(drop)
+    }
+    fn schedule(&mut self, at: Ms, due: &Due) -> StoreResult<()> {
+        put(self.txn()?, DUE, &due_key(at, due), &[]).map(drop)
+    }
+    fn unschedule(&mut self, at: Ms, due: &Due) -> StoreResult<()> {
+        del(self.txn()?, DUE, &due_key(at, due)).map(drop)
+    }
+    fn add_elastic_bytes(&mut self, delta: i64) -> StoreResult<()> {
+        self.occupancy.elastic_bytes = self.occupancy.elastic_bytes.saturating_add_signed(delta);
+        self.occupancy_dirty = true;
+        Ok(())
+    }
+    fn put_declaration(&mut self, record: &DeclarationRecord) -> StoreResult<()> {
+        let value = cat(&[&record.revision.to_be_bytes(), &record.document]);
+        put(self.txn()?, META, META_DECLARATION, &value).map(drop)
+    }
+}
+
+impl Store for RedbStore {
+    type Read<'a> = RedbRead<'a>;
+    type Write<'a> = RedbWrite<'a>;
+
+    fn read(&self) -> StoreResult<RedbRead<'_>> {
+        // Registering under the readers lock orders this snapshot against
+        // the generation bump that follows every commit (see
+        // `collect_garbage`).
+        let mut readers = lock(&self.readers);
+        let generation = readers.committed;
+        let txn = self.db.begin_read().map_err(engine)?;
+        *readers.live.entry(generation).or_insert(0) += 1;
+        Ok(RedbRead {
+            store: self,
+            txn,
+            generation,
+        })
+    }
+
+    fn begin_write(&self) -> StoreResult<RedbWrite<'_>> {
+        let mut state = lock(&self.writer);
+        self.collect_garbage(&mut state);
+        if self.options.placement == Placement::Segments
+            && state.active.end() >= self.options.segment_bytes
+        {
+            self.rotate(&mut state)?;
+        }
+        let txn = begin(&self.db, &self.options)?;
+        for id in &state.unlinked {
+            del(&txn, SEGMENT_GC, &id.to_be_bytes())?;
+        }
+        let occupancy = query::occupancy(&txn)?;
+        Ok(RedbWrite {
+            store: self,
+            txn: Some(txn),
+            state,
+            occupancy,
+            occupancy_dirty: false,
+            queues: HashMap::new(),
+            segments: HashMap::new(),
+            committed: false,
+        })
+    }
+
+    fn commit(&self, mut w: RedbWrite<'_>) -> StoreResult<()> {
+        let drained = w.flush_counters()?;
+        // 1. The bytes, durable before anything references them.
+        w.state.active.sync()?;
+        // 2. The metadata that references them.
+        let txn = w.txn.take().ok_or(StoreError::Closed)?;
+        txn.commit().map_err(engine)?;
+        w.committed = true;
+        let generation = self.bump_generation();
+        let state = &mut *w.state;
+        state.unlinked.clear();
+        state
+            .deferred
+            .extend(drained.into_iter().map(|id| (id, generation)));
+        // 3. Reclaim what no snapshot can reference any more.
+        self.collect_garbage(state);
+        Ok(())
+    }
+
+    fn issue_challenge(&self, challenge: Challenge) -> StoreResult<()> {
+        lock(&self.challenges).insert(challenge.principal_challenge, challenge);
+        Ok(())
+    }
+    fn take_challenge(&self, principal_challenge: &[u8; 32]) -> StoreResult<Option<Challenge>> {
+        Ok(lock(&self.challenges).remove(principal_challenge))
+    }
+    fn purge_challenges(&self, now: Ms) -> StoreResult<usize> {
+        let mut map = lock(&self.challenges);
+        let before = map.len();
+        map.retain(|_, c| c.expires_at > now);
+        Ok(before - map.len())
+    }
+    fn challenge_count(&self) -> usize {
+        lock(&self.challenges).len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rkid(n: u8) -> Rkid {
+        Rkid::from_bytes([n; 32])
+    }
+
+    #[test]
+    fn due_keys_sort_like_the_model() {
+        let dues = [
+            (5, Due::Forget(rkid(0), DepositId([9; 32]))),
+            (5, Due::OrphanExpiry(rkid(7))),
+            (5, Due::GiveUp(rkid(1), 2)),
+            (5, Due::GiveUp(rkid(1), 256)),
+            (5, Due::Deadline(rkid(0))),
+            (4, Due::Forget(rkid(255), DepositId([0; 32]))),
+            (256, Due::OrphanExpiry(rkid(0))),
+        ];
+        let mut by_model = dues.to_vec();
+        by_model.sort();
+        let mut by_key = dues.to_vec();
+        by_key.sort_by_key(|(at, due)| due_key(*at, due));
+        assert_eq!(by_model, by_key);
+        for (at, due) in dues {
+            assert_eq!(decode_due(&due_key(at, &due)).ok(), Some((at, due)));
+        }
+    }
+
+    #[test]
+    fn records_round_trip() -> StoreResult<()> {
+        let binding = Binding {
+            phase: Phase::Closing { deadline: 77 },
+            generation: (1 << 53) - 1,
+            principal: [3; 32],
+            last_collection_at: 12,
+        };
+        assert_eq!(encode_binding(&binding).len(), 57);
+        assert_eq!(decode_binding(&encode_binding(&binding))?, binding);
+        let deposit = Deposit {
+            seq: 9,
+            id: DepositId([4; 32]),
+            len: 1024,
+            admitted_at: 5,
+            give_up_at: 6,
+        };
+        let value = encode_deposit(&deposit, 3, 16, &[]);
+        assert_eq!(value.len(), DEPOSIT_HEADER);
+        let stored = decode_deposit(9, &value)?;
+        assert_eq!(
+            (stored.deposit, stored.segment, stored.offset),
+            (deposit, 3, 16)
+        );
+        assert!(matches!(
+            decode_binding(&[2; 57]),
+            Err(StoreError::Corrupt(_))
+        ));
+        assert!(matches!(
+            decode_deposit(1, &[0; 10]),
+            Err(StoreError::Corrupt(_))
+        ));
+        Ok(())
+    }
+}

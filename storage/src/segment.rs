@@ -1,0 +1,187 @@
+//! Append-only segment files: where [`crate::redb_store::RedbStore`] keeps
+//! envelope bytes (key–value separation).
+//!
+//! ## File format
+//! `<dir>/segments/<id as 16 lowercase hex digits>.seg`:
+//!
+//! | offset | bytes | content |
+//! |---|---|---|
+//! | 0 | 8 | magic `RLTPSEG1` |
+//! | 8 | 8 | segment id, u64 big-endian |
+//! | 16 | … | envelope bytes, concatenated, no framing |
+//!
+//! A deposit is located by `(segment, offset, len)` held in redb; the bytes
+//! carry no header of their own, and their integrity is the deposit id
+//! (SHA-256), verified on every read. Bytes past the extent a committed
+//! redb transaction references are garbage (an aborted or crashed batch)
+//! and are never read.
+//!
+//! ## Writing
+//! Exactly one segment is *active*: the write transaction appends into an
+//! in-memory buffer ([`ActiveSegment::append`]), spilled to the file with
+//! positional writes once it holds [`SPILL_BYTES`]; at commit the rest is
+//! written and the file is `fdatasync`ed ([`ActiveSegment::sync`]) before
+//! the redb commit that references the bytes. Offsets are assigned from
+//! [`ActiveSegment::end`]; after a transaction that is not committed the end
+//! falls back to what reached the file, so only bytes that were never written
+//! are reused, never bytes that a (possibly) durable commit references.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The first 8 bytes of every segment file.
+pub(crate) const MAGIC: [u8; 8] = *b"RLTPSEG1";
+/// Bytes before the first envelope: magic ‖ id (u64 BE).
+pub(crate) const HEADER_LEN: u64 = 16;
+/// The write buffer is spilled to the file (without sync) past this size,
+/// so a large batch does not hold all its bytes in memory.
+pub(crate) const SPILL_BYTES: usize = 1 << 20;
+
+/// The sub-directory of the store directory that holds segment files.
+pub(crate) fn segments_dir(store_dir: &Path) -> PathBuf {
+    store_dir.join("segments")
+}
+
+/// The path of segment `id`.
+pub(crate) fn segment_path(segments_dir: &Path, id: u64) -> PathBuf {
+    segments_dir.join(format!("{id:016x}.seg"))
+}
+
+/// Parses a segment file name back to its id (`None` for other files).
+pub(crate) fn parse_segment_name(name: &str) -> Option<u64> {
+    let hex = name.strip_suffix(".seg")?;
+    if hex.len() != 16 {
+        return None;
+    }
+    u64::from_str_radix(hex, 16).ok()
+}
+
+/// Makes directory entries (created or removed files) durable.
+pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Opens an existing segment for reading.
+pub(crate) fn open_for_read(segments_dir: &Path, id: u64) -> io::Result<File> {
+    File::open(segment_path(segments_dir, id))
+}
+
+/// Reads `len` bytes at `offset` (a short file is an error: the bytes a
+/// committed transaction references must be there).
+pub(crate) fn read_at(file: &File, offset: u64, len: u32) -> io::Result<Vec<u8>> {
+    let mut bytes = vec![0u8; len as usize];
+    file.read_exact_at(&mut bytes, offset)?;
+    Ok(bytes)
+}
+
+/// Deletes segment `id` (already gone is fine: deletion is idempotent so it
+/// can be retried after a crash).
+pub(crate) fn remove(segments_dir: &Path, id: u64) -> io::Result<()> {
+    match std::fs::remove_file(segment_path(segments_dir, id)) {
+        Err(error) if error.kind() != io::ErrorKind::NotFound => Err(error),
+        _ => Ok(()),
+    }
+}
+
+/// The segment appends go to, owned by the (single) writer.
+#[derive(Debug)]
+pub(crate) struct ActiveSegment {
+    /// Segment id.
+    pub(crate) id: u64,
+    /// The file, shared with readers.
+    pub(crate) file: Arc<File>,
+    /// The next offset to assign.
+    end: u64,
+    /// Bytes that reached the file (`written ≤ end`); `buffer` holds
+    /// `[written, end)`.
+    written: u64,
+    /// Bytes known durable (`synced ≤ written`).
+    synced: u64,
+    buffer: Vec<u8>,
+}
+
+impl ActiveSegment {
+    /// Creates (or truncates) segment `id`, writes its header and makes the
+    /// file and its directory entry durable.
+    pub(crate) fn create(segments_dir: &Path, id: u64) -> io::Result<ActiveSegment> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(segment_path(segments_dir, id))?;
+        let mut header = [0u8; HEADER_LEN as usize];
+        header[..8].copy_from_slice(&MAGIC);
+        header[8..].copy_from_slice(&id.to_be_bytes());
+        file.write_all_at(&header, 0)?;
+        file.sync_all()?;
+        sync_dir(segments_dir)?;
+        Ok(ActiveSegment {
+            id,
+            file: Arc::new(file),
+            end: HEADER_LEN,
+            written: HEADER_LEN,
+            synced: HEADER_LEN,
+            buffer: Vec::new(),
+        })
+    }
+
+    /// The next offset to assign (the extent once everything is synced).
+    pub(crate) fn end(&self) -> u64 {
+        self.end
+    }
+
+    /// Appends `bytes` (buffered); returns their offset.
+    pub(crate) fn append(&mut self, bytes: &[u8]) -> io::Result<u64> {
+        let offset = self.end;
+        self.buffer.extend_from_slice(bytes);
+        self.end += bytes.len() as u64;
+        if self.buffer.len() >= SPILL_BYTES {
+            self.spill()?;
+        }
+        Ok(offset)
+    }
+
+    /// Bytes at `[offset, offset+len)` that are still in the buffer, if
+    /// the range lies entirely there (appended by the open transaction).
+    pub(crate) fn buffered(&self, offset: u64, len: u32) -> Option<Vec<u8>> {
+        let start = usize::try_from(offset.checked_sub(self.written)?).ok()?;
+        let stop = start.checked_add(len as usize)?;
+        self.buffer.get(start..stop).map(<[u8]>::to_vec)
+    }
+
+    fn spill(&mut self) -> io::Result<()> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        let at = self.written;
+        // Whatever happens, the range counts as written: a failed write may
+        // have left part of it on disk, so it is never handed out again.
+        self.written = self.end;
+        let result = self.file.write_all_at(&self.buffer, at);
+        self.buffer.clear();
+        result
+    }
+
+    /// Writes the buffer and `fdatasync`s the file: every byte appended so
+    /// far is durable when this returns `Ok`. Called before the redb commit.
+    pub(crate) fn sync(&mut self) -> io::Result<()> {
+        self.spill()?;
+        if self.written > self.synced {
+            self.file.sync_data()?;
+            self.synced = self.written;
+        }
+        Ok(())
+    }
+
+    /// Forgets the buffer of a transaction that will not commit. Offsets
+    /// that never reached the file are handed out again; those that did are
+    /// dead tail bytes.
+    pub(crate) fn abandon(&mut self) {
+        self.buffer.clear();
+        self.end = self.written;
+    }
+}
