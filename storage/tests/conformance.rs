@@ -132,7 +132,10 @@ fn deposits_in_admission_order_with_paging<S: Store>(store: &S) -> StoreResult<(
     let seqs: Vec<u64> = held.iter().map(|d| d.seq).collect();
     assert_eq!(seqs, [1, 2, 3, 4]);
     let ids: Vec<DepositId> = held.iter().map(|d| d.id).collect();
-    let expected_ids: Vec<DepositId> = [0, 2, 4, 5].iter().map(|&i| DepositId::of(&bytes[i])).collect();
+    let expected_ids: Vec<DepositId> = [0, 2, 4, 5]
+        .iter()
+        .map(|&i| DepositId::of(&bytes[i]))
+        .collect();
     assert_eq!(ids, expected_ids);
     assert_eq!(
         (held[0].admitted_at, held[0].give_up_at, held[3].admitted_at),
@@ -142,7 +145,10 @@ fn deposits_in_admission_order_with_paging<S: Store>(store: &S) -> StoreResult<(
         assert_eq!(r.deposit_bytes(&a, d)?, bytes[i]);
     }
     let page = |after, limit| -> StoreResult<Vec<u64>> {
-        Ok(r.deposits(&a, after, limit)?.iter().map(|d| d.seq).collect())
+        Ok(r.deposits(&a, after, limit)?
+            .iter()
+            .map(|d| d.seq)
+            .collect())
     };
     assert_eq!(page(None, 2)?, [1, 2]);
     assert_eq!(page(Some(2), 2)?, [3, 4]);
@@ -166,10 +172,7 @@ fn deposits_in_admission_order_with_paging<S: Store>(store: &S) -> StoreResult<(
     let r = store.read()?;
     let seqs: Vec<u64> = r.deposits(&a, None, 100)?.iter().map(|d| d.seq).collect();
     assert_eq!(seqs, [1, 3, 4, 5]);
-    assert_eq!(
-        r.deposits(&a, Some(1), 1)?.first().map(|d| d.seq),
-        Some(3)
-    );
+    assert_eq!(r.deposits(&a, Some(1), 1)?.first().map(|d| d.seq), Some(3));
     Ok(())
 }
 
@@ -354,7 +357,9 @@ fn declaration<S: Store>(store: &S) -> StoreResult<()> {
 /// not consume sequence numbers).
 fn abort_discards<S: Store>(store: &S) -> StoreResult<()> {
     let a = rkid(1);
-    write(store, |t| t.append_deposit(&a, &payload(1, 64), 1, 2).map(drop))?;
+    write(store, |t| {
+        t.append_deposit(&a, &payload(1, 64), 1, 2).map(drop)
+    })?;
     let before = dump(&store.read()?, &[a], &[])?;
     {
         let mut t = store.begin_write()?;
