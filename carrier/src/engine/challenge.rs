@@ -1,0 +1,293 @@
+//! Challenges (§5a.3) and the work counters that prove guarantee 3.
+//!
+//! - [`issue`] runs **only after** the caller's admission decision (r2):
+//!   it draws 32 random bytes for the principal challenge and, for
+//!   `register`/`rebind`, 32 more for the address challenge, which it
+//!   seals to the `rkid` with the §5 construction
+//!   ([`rltp_proofs::seal::seal`]). Every random draw and every asymmetric
+//!   operation is counted in [`Counters`], so tests prove that a refused
+//!   request cost none (§4.4 guarantee 3, `g3_order`).
+//! - [`consume_and_verify`] is r3: the challenge named by the proof's
+//!   `principalChallenge` is **taken from the store first** — consumed
+//!   before verification, never restored — and only then checked (issued,
+//!   unexpired, same `rkid`, same purpose, the sealed address challenge)
+//!   and the Ed25519 signature verified (`challengeConsumption`). A replay
+//!   finds nothing and is refused at the cost of a lookup, with no
+//!   verification.
+
+use rltp_proofs::encoding::{b64url_decode_array, b64url_encode};
+use rltp_proofs::identity::CarrierId;
+use rltp_proofs::json::{Object, Value};
+use rltp_proofs::multikey::Rkid;
+use rltp_proofs::proof::{CarrierProof, Purpose};
+use rltp_proofs::seal::{self, SealedEnvelope};
+use rltp_storage::{Challenge, Ms, Store, StoreError};
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Counters of the work guarantee 3 orders (§4.4): monotonic, never reset.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// X25519 and Ed25519 operations performed for requests (sealing an
+    /// address challenge, verifying a proof signature).
+    pub asymmetric_ops: AtomicU64,
+    /// Draws from the carrier's CSPRNG (each `fill_bytes` call).
+    pub random_draws: AtomicU64,
+    /// Ed25519 proof verifications (a subset of `asymmetric_ops`).
+    pub verifications: AtomicU64,
+}
+
+/// A point-in-time copy of [`Counters`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CounterSnapshot {
+    /// See [`Counters::asymmetric_ops`].
+    pub asymmetric_ops: u64,
+    /// See [`Counters::random_draws`].
+    pub random_draws: u64,
+    /// See [`Counters::verifications`].
+    pub verifications: u64,
+}
+
+impl Counters {
+    /// The current values.
+    pub fn snapshot(&self) -> CounterSnapshot {
+        CounterSnapshot {
+            asymmetric_ops: self.asymmetric_ops.load(Ordering::SeqCst),
+            random_draws: self.random_draws.load(Ordering::SeqCst),
+            verifications: self.verifications.load(Ordering::SeqCst),
+        }
+    }
+
+    fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// The thread CSPRNG, counting every draw into `Counters::random_draws`.
+struct CountingRng<'a> {
+    inner: rand::rngs::ThreadRng,
+    draws: &'a AtomicU64,
+}
+
+impl rand::TryRng for CountingRng<'_> {
+    type Error = Infallible;
+
+    fn try_next_u32(&mut self) -> Result<u32, Infallible> {
+        Counters::bump(self.draws);
+        self.inner.try_next_u32()
+    }
+
+    fn try_next_u64(&mut self) -> Result<u64, Infallible> {
+        Counters::bump(self.draws);
+        self.inner.try_next_u64()
+    }
+
+    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Infallible> {
+        Counters::bump(self.draws);
+        self.inner.try_fill_bytes(dst)
+    }
+}
+
+impl rand::TryCryptoRng for CountingRng<'_> {}
+
+/// `PROTOCOL.md` §8: the domain tag `v` of the sealed address-challenge
+/// plaintext. The object has no `type`, so it never passes as a delivery
+/// document, and no document carries `v`.
+pub const ADDRESS_CHALLENGE_V: &str = "rltp-carrier-address-challenge/1";
+
+/// `PROTOCOL.md` §8: the plaintext sealed to the `rkid` for a
+/// `register`/`rebind` challenge — the JCS of
+/// `{"addressChallenge": <43 base64url chars>, "carrier": C, "purpose": p,
+/// "rkid": <Multikey>, "v": ADDRESS_CHALLENGE_V}` (about 260 bytes).
+///
+/// # Errors
+/// [`rltp_proofs::jcs::JcsError`], not reachable for these values.
+pub fn address_challenge_plaintext(
+    carrier: &CarrierId,
+    rkid: &Rkid,
+    purpose: Purpose,
+    address_challenge: &[u8; 32],
+) -> Result<Vec<u8>, rltp_proofs::jcs::JcsError> {
+    let mut object = Object::new();
+    object.insert("addressChallenge", b64url_encode(address_challenge));
+    object.insert("carrier", carrier.as_str());
+    object.insert("purpose", purpose.as_str());
+    object.insert("rkid", rkid.to_multikey());
+    object.insert("v", ADDRESS_CHALLENGE_V);
+    rltp_proofs::jcs::canonicalize(&Value::Object(object))
+}
+
+/// Why a registrant refuses to use a sealed address challenge
+/// (`PROTOCOL.md` §8).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AddressChallengeError {
+    /// §5 open failed (wrong key, altered envelope).
+    #[error("sealed address challenge does not open: {0}")]
+    Open(#[from] rltp_proofs::seal::SealError),
+    /// The plaintext is not the §8 object.
+    #[error("sealed address challenge plaintext is not the protocol object")]
+    Shape,
+    /// `v`, `carrier`, `rkid` or `purpose` differ from what was asked
+    /// (named by the member).
+    #[error("sealed address challenge member {0} differs from the request")]
+    Mismatch(&'static str),
+}
+
+/// The registrant side of `PROTOCOL.md` §8: opens `sealed` with the
+/// `rkid`'s 32-byte X25519 secret, checks `v`, `carrier` (byte-equal),
+/// `rkid` and `purpose` against the request, and returns the 32-byte
+/// address challenge to copy into the proof.
+///
+/// # Errors
+/// [`AddressChallengeError`].
+pub fn open_address_challenge(
+    sealed: &SealedEnvelope,
+    rkid_secret: &[u8; 32],
+    carrier: &CarrierId,
+    rkid: &Rkid,
+    purpose: Purpose,
+) -> Result<[u8; 32], AddressChallengeError> {
+    let plaintext = seal::open(sealed, rkid_secret)?;
+    let value = rltp_proofs::json::parse(&plaintext).map_err(|_| AddressChallengeError::Shape)?;
+    let object = value.as_object().ok_or(AddressChallengeError::Shape)?;
+    let member = |name: &'static str| {
+        object
+            .get(name)
+            .and_then(Value::as_str)
+            .ok_or(AddressChallengeError::Shape)
+    };
+    if object.len() != 5 {
+        return Err(AddressChallengeError::Shape);
+    }
+    for (name, expected) in [
+        ("v", ADDRESS_CHALLENGE_V.to_owned()),
+        ("carrier", carrier.as_str().to_owned()),
+        ("rkid", rkid.to_multikey()),
+        ("purpose", purpose.as_str().to_owned()),
+    ] {
+        if member(name)? != expected {
+            return Err(AddressChallengeError::Mismatch(name));
+        }
+    }
+    b64url_decode_array::<32>(member("addressChallenge")?).map_err(|_| AddressChallengeError::Shape)
+}
+
+/// What a requester receives for a challenge request (§5a.3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IssuedChallenge {
+    /// The purpose it is good for.
+    pub purpose: Purpose,
+    /// The queue it is good for.
+    pub rkid: Rkid,
+    /// The principal challenge, 32 bytes: signed over in the proof's
+    /// `principalChallenge` (canonical base64url, 43 characters).
+    pub principal_challenge: [u8; 32],
+    /// For `register`/`rebind`: the `PROTOCOL.md` §8 plaintext carrying
+    /// the 32-byte address challenge, sealed to `rkid` (§5); the registrant
+    /// opens it ([`open_address_challenge`]) and returns the value as
+    /// `addressChallenge`. `None` for `collect`/`conclude`.
+    pub sealed_address_challenge: Option<SealedEnvelope>,
+    /// The last instant it is accepted is `expires_at − 1` (ms): issue
+    /// instant + `challenge-lifetime`.
+    pub expires_at: Ms,
+}
+
+/// Why a challenge could not be issued after the admission decision.
+#[derive(Debug)]
+pub(crate) enum IssueError {
+    /// The `rkid` is a low-order X25519 point: nothing can be sealed to
+    /// it, so nobody can ever prove possession of it.
+    Unsealable,
+    /// The plaintext could not be encoded (not reachable).
+    Encoding,
+    /// The store could not record the challenge.
+    Store(StoreError),
+}
+
+/// Draws and records a challenge for `(rkid, purpose)` at `now`, valid
+/// for `lifetime_ms`. Call only after the admission decision (r2).
+pub(crate) fn issue<S: Store>(
+    store: &S,
+    counters: &Counters,
+    carrier: &CarrierId,
+    rkid: Rkid,
+    purpose: Purpose,
+    now: Ms,
+    lifetime_ms: Ms,
+) -> Result<IssuedChallenge, IssueError> {
+    let mut rng = CountingRng {
+        inner: rand::rng(),
+        draws: &counters.random_draws,
+    };
+    let mut principal_challenge = [0u8; 32];
+    rand::Rng::fill_bytes(&mut rng, &mut principal_challenge);
+    let (address_challenge, sealed_address_challenge) = if purpose.changes_succession() {
+        let mut address = [0u8; 32];
+        rand::Rng::fill_bytes(&mut rng, &mut address);
+        let plaintext = address_challenge_plaintext(carrier, &rkid, purpose, &address)
+            .map_err(|_| IssueError::Encoding)?;
+        Counters::bump(&counters.asymmetric_ops);
+        let sealed = seal::seal(&plaintext, &rkid, &mut rng).map_err(|_| IssueError::Unsealable)?;
+        (Some(address), Some(sealed))
+    } else {
+        (None, None)
+    };
+    let expires_at = now.saturating_add(lifetime_ms);
+    store
+        .issue_challenge(Challenge {
+            rkid,
+            purpose,
+            principal_challenge,
+            address_challenge,
+            expires_at,
+        })
+        .map_err(IssueError::Store)?;
+    Ok(IssuedChallenge {
+        purpose,
+        rkid,
+        principal_challenge,
+        sealed_address_challenge,
+        expires_at,
+    })
+}
+
+/// The outcome of r3.
+#[derive(Debug)]
+pub(crate) enum Possession {
+    /// Both proofs the purpose requires hold.
+    Proven,
+    /// `refused(possession-failed)`.
+    Failed,
+}
+
+/// r3 (§5a.3): consume the challenge the proof names, then check it, then
+/// verify the signature. Consumption happens first and is never undone.
+///
+/// # Errors
+/// [`StoreError`] if the challenge lookup fails (the caller answers its
+/// retriable resource verdict).
+pub(crate) fn consume_and_verify<S: Store>(
+    store: &S,
+    counters: &Counters,
+    proof: &CarrierProof,
+    now: Ms,
+) -> Result<Possession, StoreError> {
+    let Some(challenge) = store.take_challenge(proof.principal_challenge())? else {
+        // Not issued, or already consumed: nothing live to verify against.
+        return Ok(Possession::Failed);
+    };
+    let matches = challenge.expires_at > now
+        && challenge.rkid == *proof.rkid()
+        && challenge.purpose == proof.purpose()
+        && challenge.address_challenge.as_ref() == proof.address_challenge();
+    if !matches {
+        return Ok(Possession::Failed);
+    }
+    Counters::bump(&counters.asymmetric_ops);
+    Counters::bump(&counters.verifications);
+    Ok(match proof.verify() {
+        Ok(()) => Possession::Proven,
+        Err(_) => Possession::Failed,
+    })
+}

@@ -1,0 +1,342 @@
+//! The carrier's own admission metering (§5a.3 r2, §5a.5 s4), keyed per
+//! queue and globally — **never per sender, IP or connection** (§5a.5: "at
+//! a metering scale of per submission or per queue — never per person").
+//!
+//! Which key a request is charged to is decided in one place
+//! ([`MeterKey::for_session`], [`submission_keys`]) so that guarantees 4
+//! and 5 hold by construction:
+//!
+//! - **Guarantee 4** (registration side, r2): a request naming an `rkid`
+//!   the carrier holds a `live`/`closing` binding for is charged only to
+//!   that binding's own key ([`MeterKey::HeldBinding`]); every request
+//!   naming any other `rkid` is charged to the one shared
+//!   [`MeterKey::UnknownAddress`] key. Unknown-address traffic therefore
+//!   cannot drain anything a held binding is metered by; the binding's own
+//!   traffic still can (DO-6).
+//! - **Guarantee 5** (submission side, s4): a submission is charged to its
+//!   queue's own key ([`MeterKey::Queue`]) always, and to the shared
+//!   [`MeterKey::SharedSubmission`] key only when the queue's occupancy
+//!   after the deposit is above `queue-floor` (`crossTrafficMeter`).
+//!
+//! Meters are in memory and never persisted; keyed state exists only for
+//! keys that were charged (held bindings and held queues — an unknown
+//! `rkid` never gets a key of its own), and [`Meter::retain_recent`] drops
+//! state indistinguishable from fresh, so nothing per key leaks.
+
+use rltp_proofs::multikey::Rkid;
+use std::collections::HashMap;
+use std::num::NonZeroU32;
+use std::sync::Mutex;
+
+/// What a request is metered by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MeterKey {
+    /// Registration-side requests (challenge, register, rebind, collect,
+    /// conclude) naming an `rkid` with no held binding — "unknown-address
+    /// traffic" (§4.4 guarantee 4). One shared key.
+    UnknownAddress,
+    /// Registration-side requests naming this held (`live`/`closing`)
+    /// binding: its own budget (§4.4 guarantee 4, DO-6).
+    HeldBinding(Rkid),
+    /// Submissions to this queue: the queue's own budget (§5a.5 s4, DO-6).
+    Queue(Rkid),
+    /// Submissions whose queue is above `queue-floor` after the deposit:
+    /// the honestly shared budget (§4.4 guarantee 5).
+    SharedSubmission,
+}
+
+impl MeterKey {
+    /// The key a registration-side request for `rkid` is charged to:
+    /// its own key if the carrier holds a binding for it at the decision
+    /// instant, else [`MeterKey::UnknownAddress`] (§4.4 guarantee 4).
+    pub fn for_session(rkid: Rkid, held: bool) -> MeterKey {
+        if held {
+            MeterKey::HeldBinding(rkid)
+        } else {
+            MeterKey::UnknownAddress
+        }
+    }
+}
+
+/// The keys a submission to `rkid` is charged to, in order: the queue's
+/// own key, then — only when `bytes_after` (the queue's occupancy after
+/// the deposit, bytes) is above `queue_floor` (bytes) — the shared key
+/// (§4.4 guarantee 5, `crossTrafficMeter`).
+pub fn submission_keys(rkid: Rkid, bytes_after: u64, queue_floor: u64) -> Vec<MeterKey> {
+    let mut keys = vec![MeterKey::Queue(rkid)];
+    if bytes_after > queue_floor {
+        keys.push(MeterKey::SharedSubmission);
+    }
+    keys
+}
+
+/// An admission meter. `check` charges one unit to `key` and answers
+/// whether the request may proceed (`false` is
+/// `refused(admission-resource)`, retriable). Implementations must be
+/// cheap, non-blocking and must never panic.
+pub trait Meter: Send + Sync + 'static {
+    /// Charges one unit to `key`; `true` if within budget.
+    fn check(&self, key: &MeterKey) -> bool;
+    /// Drops per-key state that is indistinguishable from fresh (called by
+    /// every sweep, so per-key state never leaks).
+    fn retain_recent(&self) {}
+    /// Keyed entries currently held (for the no-leak checks).
+    fn keyed_entries(&self) -> usize {
+        0
+    }
+}
+
+/// Charges `keys` in order, stopping at the first refusal; `true` if every
+/// key admitted the request.
+pub fn charge_all(meter: &dyn Meter, keys: &[MeterKey]) -> bool {
+    keys.iter().all(|key| meter.check(key))
+}
+
+/// A rate: `burst` units at once, refilled at `per_second` units/s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rate {
+    /// Sustained units per second (≥ 1).
+    pub per_second: NonZeroU32,
+    /// Largest burst, units (≥ 1).
+    pub burst: NonZeroU32,
+}
+
+impl Rate {
+    /// `per_second` units/s with a burst of `burst`; zeros are raised to 1.
+    pub fn new(per_second: u32, burst: u32) -> Rate {
+        Rate {
+            per_second: NonZeroU32::new(per_second).unwrap_or(NonZeroU32::MIN),
+            burst: NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN),
+        }
+    }
+
+    fn quota(self) -> governor::Quota {
+        governor::Quota::per_second(self.per_second).allow_burst(self.burst)
+    }
+}
+
+/// The private quotas of a [`GovernorMeter`] (§4.4 guarantee 2: the
+/// carrier's own budgets, never published).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MeterQuotas {
+    /// [`MeterKey::UnknownAddress`]: all unknown-address registration-side
+    /// traffic together.
+    pub unknown_address: Rate,
+    /// [`MeterKey::HeldBinding`]: per held binding.
+    pub held_binding: Rate,
+    /// [`MeterKey::Queue`]: per queue.
+    pub queue: Rate,
+    /// [`MeterKey::SharedSubmission`]: above-floor submissions together.
+    pub shared_submission: Rate,
+}
+
+impl Default for MeterQuotas {
+    /// Generous defaults sized to the calibration of this machine type
+    /// (about 7k registrations/s and 50k+ deposits/s per core).
+    fn default() -> MeterQuotas {
+        MeterQuotas {
+            unknown_address: Rate::new(2_000, 4_000),
+            held_binding: Rate::new(20, 100),
+            queue: Rate::new(2_000, 10_000),
+            shared_submission: Rate::new(50_000, 100_000),
+        }
+    }
+}
+
+type Direct = governor::DefaultDirectRateLimiter;
+type Keyed = governor::DefaultKeyedRateLimiter<Rkid>;
+
+/// The production meter: GCRA rate limiters from `governor`, two shared
+/// ([`MeterKey::UnknownAddress`], [`MeterKey::SharedSubmission`]) and two
+/// keyed by `rkid` ([`MeterKey::HeldBinding`], [`MeterKey::Queue`]).
+pub struct GovernorMeter {
+    unknown_address: Direct,
+    held_binding: Keyed,
+    queue: Keyed,
+    shared_submission: Direct,
+}
+
+impl std::fmt::Debug for GovernorMeter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GovernorMeter")
+            .field("held_binding_keys", &self.held_binding.len())
+            .field("queue_keys", &self.queue.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl GovernorMeter {
+    /// A meter with `quotas`.
+    pub fn new(quotas: MeterQuotas) -> GovernorMeter {
+        GovernorMeter {
+            unknown_address: governor::RateLimiter::direct(quotas.unknown_address.quota()),
+            held_binding: governor::RateLimiter::keyed(quotas.held_binding.quota()),
+            queue: governor::RateLimiter::keyed(quotas.queue.quota()),
+            shared_submission: governor::RateLimiter::direct(quotas.shared_submission.quota()),
+        }
+    }
+}
+
+impl Meter for GovernorMeter {
+    fn check(&self, key: &MeterKey) -> bool {
+        match key {
+            MeterKey::UnknownAddress => self.unknown_address.check().is_ok(),
+            MeterKey::HeldBinding(rkid) => self.held_binding.check_key(rkid).is_ok(),
+            MeterKey::Queue(rkid) => self.queue.check_key(rkid).is_ok(),
+            MeterKey::SharedSubmission => self.shared_submission.check().is_ok(),
+        }
+    }
+
+    fn retain_recent(&self) {
+        self.held_binding.retain_recent();
+        self.queue.retain_recent();
+        self.held_binding.shrink_to_fit();
+        self.queue.shrink_to_fit();
+    }
+
+    fn keyed_entries(&self) -> usize {
+        self.held_binding.len() + self.queue.len()
+    }
+}
+
+/// A deterministic meter with explicit budgets, for tests and for
+/// reproducing the vectors: each key has a remaining budget (unlimited
+/// unless set) that every charge decrements; at zero, charges are refused.
+/// It also counts every charge per key (`resourceCharged`).
+#[derive(Debug, Default)]
+pub struct BudgetMeter {
+    state: Mutex<BudgetState>,
+}
+
+#[derive(Debug, Default)]
+struct BudgetState {
+    remaining: HashMap<MeterKey, u64>,
+    charges: HashMap<MeterKey, u64>,
+}
+
+impl BudgetMeter {
+    /// A meter with every budget unlimited.
+    pub fn new() -> BudgetMeter {
+        BudgetMeter::default()
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, BudgetState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Sets the remaining budget of `key` to `units`.
+    pub fn set_budget(&self, key: MeterKey, units: u64) {
+        self.state().remaining.insert(key, units);
+    }
+
+    /// Makes the budget of `key` unlimited again.
+    pub fn unlimit(&self, key: &MeterKey) {
+        self.state().remaining.remove(key);
+    }
+
+    /// The remaining budget of `key` (`None` = unlimited).
+    pub fn remaining(&self, key: &MeterKey) -> Option<u64> {
+        self.state().remaining.get(key).copied()
+    }
+
+    /// How many charges `key` has received (admitted or refused).
+    pub fn charges(&self, key: &MeterKey) -> u64 {
+        self.state().charges.get(key).copied().unwrap_or(0)
+    }
+}
+
+impl Meter for BudgetMeter {
+    fn check(&self, key: &MeterKey) -> bool {
+        let mut state = self.state();
+        *state.charges.entry(*key).or_insert(0) += 1;
+        match state.remaining.get_mut(key) {
+            None => true,
+            Some(0) => false,
+            Some(units) => {
+                *units -= 1;
+                true
+            }
+        }
+    }
+
+    fn keyed_entries(&self) -> usize {
+        self.state()
+            .remaining
+            .keys()
+            .filter(|k| matches!(k, MeterKey::HeldBinding(_) | MeterKey::Queue(_)))
+            .count()
+    }
+}
+
+/// A meter that admits everything (for benchmarks of the store path).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Unmetered;
+
+impl Meter for Unmetered {
+    fn check(&self, _key: &MeterKey) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rkid(b: u8) -> Rkid {
+        Rkid::from_bytes([b; 32])
+    }
+
+    #[test]
+    fn held_and_unknown_keys_are_disjoint() {
+        assert_eq!(
+            MeterKey::for_session(rkid(1), true),
+            MeterKey::HeldBinding(rkid(1))
+        );
+        assert_eq!(
+            MeterKey::for_session(rkid(1), false),
+            MeterKey::UnknownAddress
+        );
+    }
+
+    #[test]
+    fn shared_key_only_above_the_floor() {
+        assert_eq!(
+            submission_keys(rkid(1), 100, 100),
+            [MeterKey::Queue(rkid(1))]
+        );
+        assert_eq!(
+            submission_keys(rkid(1), 101, 100),
+            [MeterKey::Queue(rkid(1)), MeterKey::SharedSubmission]
+        );
+    }
+
+    #[test]
+    fn budget_meter_drains_and_counts() {
+        let meter = BudgetMeter::new();
+        meter.set_budget(MeterKey::UnknownAddress, 1);
+        assert!(meter.check(&MeterKey::UnknownAddress));
+        assert!(!meter.check(&MeterKey::UnknownAddress));
+        assert!(meter.check(&MeterKey::HeldBinding(rkid(2))));
+        assert_eq!(meter.charges(&MeterKey::UnknownAddress), 2);
+    }
+
+    #[test]
+    fn governor_meter_refuses_past_the_burst_and_forgets_keys() {
+        let meter = GovernorMeter::new(MeterQuotas {
+            unknown_address: Rate::new(1, 2),
+            held_binding: Rate::new(1, 1),
+            queue: Rate::new(1, 1),
+            shared_submission: Rate::new(1, 1),
+        });
+        assert!(meter.check(&MeterKey::UnknownAddress));
+        assert!(meter.check(&MeterKey::UnknownAddress));
+        assert!(!meter.check(&MeterKey::UnknownAddress));
+        // A drained unknown-address door leaves a held binding untouched.
+        assert!(meter.check(&MeterKey::HeldBinding(rkid(3))));
+        assert!(!meter.check(&MeterKey::HeldBinding(rkid(3))));
+        assert!(meter.check(&MeterKey::HeldBinding(rkid(4))));
+        assert_eq!(meter.keyed_entries(), 2);
+    }
+}
