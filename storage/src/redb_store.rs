@@ -139,7 +139,7 @@ pub struct RedbOptions {
     /// the data), at the price of a two-phase commit. Default `true`.
     pub quick_repair: bool,
     /// A sealed segment is compacted when its live bytes are below this
-    /// percentage of its written bytes. Default 25.
+    /// percentage of its extent (at least `segment_bytes`). Default 25.
     pub compact_below_percent: u8,
 }
 
@@ -1068,7 +1068,8 @@ impl RedbStore {
     /// One bounded step of background compaction: examines up to
     /// `max_scan` entries of the deposit index (resuming where the previous
     /// step stopped) and copies the live deposits of *sparse* sealed
-    /// segments (live bytes below `compact_below_percent` of their extent)
+    /// segments (live bytes below `compact_below_percent` of their extent,
+    /// or of `segment_bytes` when they were sealed early by a restart)
     /// into the active segment, re-pointing their index entries, in one
     /// short write transaction with the usual commit order. A segment whose
     /// last deposit moves out is reclaimed by that commit. Serialized with
@@ -1084,14 +1085,16 @@ impl RedbStore {
         let mut step = CompactionStep::default();
         let active = w.state.active.id;
         let percent = u64::from(self.options.compact_below_percent);
+        let bound = self.options.segment_bytes;
         let mut sparse = HashSet::new();
         w.txn()?
             .scan(SEGMENTS, (Bound::Unbounded, Bound::Unbounded), |k, v| {
                 let id = u64_at(k, 0)?;
                 let stat = decode_seg(v)?;
-                let written = stat.end.saturating_sub(segment::HEADER_LEN);
-                if id != active && stat.bytes.saturating_mul(100) < written.saturating_mul(percent)
-                {
+                // Judged against the full segment size, so that the small
+                // segments sealed at each restart are merged too.
+                let size = stat.end.max(bound).saturating_sub(segment::HEADER_LEN);
+                if id != active && stat.bytes.saturating_mul(100) < size.saturating_mul(percent) {
                     sparse.insert(id);
                 }
                 Ok(true)

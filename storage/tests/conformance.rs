@@ -432,10 +432,12 @@ fn deposit_bytes_of_unknown_deposit_is_an_error<S: Store>(store: &S) -> StoreRes
     let a = rkid(1);
     let d = write(store, |t| t.append_deposit(&a, b"abc", 0, 0))?;
     write(store, |t| t.remove_deposit(&a, d.seq))?;
-    match store.read()?.deposit_bytes(&a, &d) {
-        Err(StoreError::Corrupt(_)) => Ok(()),
-        other => panic!("expected Corrupt, got {other:?}"),
-    }
+    let result = store.read()?.deposit_bytes(&a, &d);
+    assert!(
+        matches!(result, Err(StoreError::Corrupt(_))),
+        "expected Corrupt, got {result:?}"
+    );
+    Ok(())
 }
 
 fn challenges<S: Store>(store: &S) -> StoreResult<()> {

@@ -174,10 +174,11 @@ fn corrupted_bytes_are_reported_never_served() -> StoreResult<()> {
     bytes[16 + 10] ^= 1;
     std::fs::write(&file, bytes)?;
     let mut store = RedbStore::open(dir.path())?;
-    match store.read()?.deposit_bytes(&a, &d) {
-        Err(StoreError::Corrupt(m)) => assert!(m.contains("do not match their id"), "{m}"),
-        other => panic!("expected Corrupt, got {other:?}"),
-    }
+    let result = store.read()?.deposit_bytes(&a, &d);
+    assert!(
+        matches!(&result, Err(StoreError::Corrupt(m)) if m.contains("do not match their id")),
+        "expected Corrupt, got {result:?}"
+    );
     assert!(matches!(
         store.integrity_check(),
         Err(StoreError::Corrupt(_))
