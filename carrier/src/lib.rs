@@ -4,5 +4,7 @@
 //!
 //! - [`engine`]: the sans-IO rules — the binding state table, r1–r5,
 //!   s1–s6, metering and horizons — over a store and a clock.
+//! - [`wire`]: the QUIC wire profile of `PROTOCOL.md` as pure codecs.
 
 pub mod engine;
+pub mod wire;
