@@ -8,3 +8,8 @@
 
 pub mod engine;
 pub mod wire;
+pub mod config;
+pub mod tls;
+pub mod net;
+pub mod server;
+pub mod client;

@@ -1,0 +1,577 @@
+//! The async client of the wire profile (`PROTOCOL.md` §5–§9), for
+//! senders and recipients.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), rltp_carrier::client::ClientError> {
+//! use rltp_carrier::client::{Client, ConnectOptions};
+//! use rltp_carrier::tls::ServerTrust;
+//! let pin = "sha256/…".parse().map_err(rltp_carrier::client::ClientError::from)?;
+//! let client = Client::connect(&ConnectOptions::new("127.0.0.1:4433", ServerTrust::Pin(pin))).await?;
+//! let declaration = client.declaration().await?;          // fetched, verified, accepted
+//! println!("revision {}", declaration.declaration.revision());
+//! # Ok(()) }
+//! ```
+//!
+//! - **One connection, one stream per operation**: every method opens a
+//!   bidirectional stream, writes one request frame, finishes its side,
+//!   and reads the answer. Methods take `&self`; many may run at once.
+//! - **Sender**: [`Client::submit`], the pipelined [`Submitter`] /
+//!   [`Client::submit_many`], [`Client::status`], and the retrying
+//!   [`sender::send`] with §6.1 / §4.4 status reports.
+//! - **Recipient**: [`Client::challenge`], [`Client::register`],
+//!   [`Client::collect`], [`Client::watch`], [`Client::conclude`], all
+//!   driven by [`RecipientKeys`].
+//! - Refusals are values (verdicts), never `Err`: `Err` is for transport
+//!   failures, closed stream errors ([`ClientError::Server`]) and
+//!   protocol violations by the server.
+//!
+//! The connection carries no authority (§5a.5): every recipient operation
+//! is authorized by its own fresh proof over a fresh challenge.
+
+mod recipient;
+pub mod sender;
+
+pub use recipient::{CollectPage, Delivered, RecipientKeys, RegisterOutcome, Watch, WatchEvent};
+pub use sender::{AwaitingReason, Backoff, FailReason, RetryPolicy, SendEvent, SenderStatus};
+
+use crate::engine::verdict::DepositStatus;
+use crate::net::{self, ReadError};
+use crate::tls::{self, ServerTrust, TlsError};
+use crate::wire::response::{self, ChallengeAnswer, ErrorAnswer, SubmitAnswer};
+use crate::wire::{self, FrameError, Request};
+use rltp_proofs::declaration::{
+    CarrierDeclaration, accept_carrier_declaration, parse_declaration, verify_declaration,
+};
+use rltp_proofs::json::Object;
+use rltp_proofs::multikey::{DidKey, Rkid};
+use rltp_proofs::proof::Purpose;
+use rltp_storage::DepositId;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Why a client operation did not produce an answer.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// The server address could not be resolved.
+    #[error("cannot resolve {0:?}")]
+    Resolve(String),
+    /// TLS configuration (pin, CA file) failed.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    /// The connection could not be made or was lost (retriable).
+    #[error("transport: {0}")]
+    Transport(String),
+    /// No answer within the client's timeout (retriable).
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    /// The server answered with a closed stream error; `unavailable` is
+    /// retriable, the others mean this client sent a bad frame.
+    #[error("server error {}: {}", .0.code, .0.detail)]
+    Server(ErrorAnswer),
+    /// The server's answer violates the wire profile.
+    #[error("protocol violation by the server: {0}")]
+    Protocol(String),
+    /// The declaration did not parse, verify or pass the carrier role.
+    #[error("declaration refused: {0}")]
+    Declaration(String),
+    /// The sealed address challenge could not be used (`PROTOCOL.md` §8).
+    #[error(transparent)]
+    AddressChallenge(#[from] crate::engine::challenge::AddressChallengeError),
+    /// A proof could not be built.
+    #[error("proof: {0}")]
+    Proof(String),
+}
+
+impl ClientError {
+    /// Whether retrying the same request later may succeed: transport
+    /// failures, timeouts and `unavailable` (`PROTOCOL.md` §9).
+    pub fn is_retriable(&self) -> bool {
+        match self {
+            ClientError::Transport(_) | ClientError::Timeout(_) => true,
+            ClientError::Server(answer) => answer.code.retriable(),
+            _ => false,
+        }
+    }
+
+    /// Whether this is a failure to reach or keep the carrier.
+    pub fn is_transport(&self) -> bool {
+        matches!(
+            self,
+            ClientError::Transport(_) | ClientError::Timeout(_) | ClientError::Resolve(_)
+        )
+    }
+}
+
+impl From<quinn::ConnectionError> for ClientError {
+    fn from(e: quinn::ConnectionError) -> ClientError {
+        ClientError::Transport(e.to_string())
+    }
+}
+
+impl From<quinn::WriteError> for ClientError {
+    fn from(e: quinn::WriteError) -> ClientError {
+        ClientError::Transport(e.to_string())
+    }
+}
+
+impl From<ReadError> for ClientError {
+    fn from(e: ReadError) -> ClientError {
+        match e {
+            ReadError::Frame(f) => ClientError::Protocol(f.to_string()),
+            ReadError::Stream(s) => ClientError::Transport(s.to_string()),
+        }
+    }
+}
+
+impl From<FrameError> for ClientError {
+    fn from(e: FrameError) -> ClientError {
+        ClientError::Protocol(e.to_string())
+    }
+}
+
+/// Where and how to connect.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ConnectOptions {
+    /// `host:port` of the carrier.
+    pub server: String,
+    /// How the server certificate is trusted.
+    pub trust: ServerTrust,
+    /// TLS server name; default: the host part of `server` (any name
+    /// works with a pin).
+    pub server_name: Option<String>,
+    /// Longest wait for a connection or an answer.
+    pub timeout: Duration,
+}
+
+impl ConnectOptions {
+    /// Options for `server` (`host:port`) trusted by `trust`, with a 30 s
+    /// timeout.
+    pub fn new(server: impl Into<String>, trust: ServerTrust) -> ConnectOptions {
+        ConnectOptions {
+            server: server.into(),
+            trust,
+            server_name: None,
+            timeout: Duration::from_secs(30),
+        }
+    }
+
+    /// The same options with another timeout.
+    pub fn with_timeout(mut self, timeout: Duration) -> ConnectOptions {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The same options with an explicit TLS server name.
+    pub fn with_server_name(mut self, name: impl Into<String>) -> ConnectOptions {
+        self.server_name = Some(name.into());
+        self
+    }
+
+    fn host(&self) -> &str {
+        let s = self.server.as_str();
+        if let Some(rest) = s.strip_prefix('[') {
+            return rest.split(']').next().unwrap_or(rest);
+        }
+        s.rsplit_once(':').map_or(s, |(host, _)| host)
+    }
+}
+
+/// A fetched carrier declaration: the served bytes and the accepted value.
+#[derive(Debug, Clone)]
+pub struct FetchedDeclaration {
+    /// The signed document as served (JCS).
+    pub bytes: Vec<u8>,
+    /// Parsed, verified under its issuer, accepted for the carrier role.
+    pub declaration: CarrierDeclaration,
+}
+
+/// A connection to a carrier.
+#[derive(Debug, Clone)]
+pub struct Client {
+    endpoint: quinn::Endpoint,
+    connection: quinn::Connection,
+    timeout: Duration,
+}
+
+impl Client {
+    /// Connects (QUIC + TLS 1.3, ALPN `rltp-carrier/1`).
+    ///
+    /// # Errors
+    /// [`ClientError::Resolve`], [`ClientError::Tls`],
+    /// [`ClientError::Transport`] (also a pin mismatch: the handshake
+    /// fails), [`ClientError::Timeout`].
+    pub async fn connect(options: &ConnectOptions) -> Result<Client, ClientError> {
+        let addr = resolve(&options.server).await?;
+        let rustls_config = tls::rustls_client_config(&options.trust)?;
+        let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(rustls_config)
+            .map_err(|e| TlsError::Config(e.to_string()))?;
+        let mut config = quinn::ClientConfig::new(Arc::new(crypto));
+        let mut transport = quinn::TransportConfig::default();
+        transport
+            .keep_alive_interval(Some(Duration::from_secs(10)))
+            .max_concurrent_uni_streams(quinn::VarInt::from_u32(0));
+        config.transport_config(Arc::new(transport));
+        let bind: SocketAddr = if addr.is_ipv6() {
+            (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+        } else {
+            (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+        };
+        let mut endpoint = quinn::Endpoint::client(bind)
+            .map_err(|e| ClientError::Transport(format!("cannot open a udp socket: {e}")))?;
+        endpoint.set_default_client_config(config);
+        let name = options
+            .server_name
+            .as_deref()
+            .unwrap_or_else(|| options.host());
+        let connecting = endpoint
+            .connect(addr, name)
+            .map_err(|e| ClientError::Transport(e.to_string()))?;
+        let connection = tokio::time::timeout(options.timeout, connecting)
+            .await
+            .map_err(|_| ClientError::Timeout(options.timeout))??;
+        Ok(Client {
+            endpoint,
+            connection,
+            timeout: options.timeout,
+        })
+    }
+
+    /// The underlying QUIC connection, for raw frames in conformance
+    /// tests (malformed frames, oversize prefixes). Not needed otherwise.
+    pub fn connection(&self) -> &quinn::Connection {
+        &self.connection
+    }
+
+    /// The carrier's address.
+    pub fn remote_address(&self) -> SocketAddr {
+        self.connection.remote_address()
+    }
+
+    /// Closes the connection and waits until the close is sent.
+    pub async fn close(self) {
+        self.connection.close(quinn::VarInt::from_u32(0), b"done");
+        self.endpoint.wait_idle().await;
+    }
+
+    /// Opens a stream and writes one request frame (the send side stays
+    /// open only if `keep_open`).
+    async fn open(
+        &self,
+        request: &Request,
+        body: &[u8],
+        keep_open: bool,
+    ) -> Result<(quinn::SendStream, quinn::RecvStream), ClientError> {
+        let (mut send, recv) = self.connection.open_bi().await?;
+        net::write_frame(&mut send, &request.to_header(), body).await?;
+        if !keep_open {
+            let _ = send.finish();
+        }
+        Ok((send, recv))
+    }
+
+    /// Reads one answer frame within the timeout; a closed stream error
+    /// becomes [`ClientError::Server`].
+    async fn answer(
+        &self,
+        recv: &mut quinn::RecvStream,
+        max_body: usize,
+    ) -> Result<(Object, Vec<u8>), ClientError> {
+        read_answer(recv, max_body, self.timeout).await
+    }
+
+    /// One request → one answer header (no body expected).
+    async fn call(&self, request: &Request, body: &[u8]) -> Result<Object, ClientError> {
+        let (_send, mut recv) = self.open(request, body, false).await?;
+        let (header, _) = self.answer(&mut recv, 0).await?;
+        Ok(header)
+    }
+
+    /// `declaration` (§4.4): fetches the served declaration, then parses,
+    /// verifies (the proof must be by the document `issuer`) and accepts
+    /// it for the carrier role (all seven constants in their §11 domains).
+    ///
+    /// # Errors
+    /// [`ClientError::Declaration`] naming the failed step; transport errors.
+    pub async fn declaration(&self) -> Result<FetchedDeclaration, ClientError> {
+        let (_send, mut recv) = self.open(&Request::Declaration, b"", false).await?;
+        let (header, bytes) = self.answer(&mut recv, wire::MAX_BODY_BYTES).await?;
+        response::parse_declaration_header(&header)?;
+        let declaration = accept_declaration(&bytes)?;
+        Ok(FetchedDeclaration { bytes, declaration })
+    }
+
+    /// [`Client::declaration`], also requiring the issuer to be
+    /// `expected` (the declaration key bound to `C` by configuration,
+    /// `PROTOCOL.md` §3).
+    ///
+    /// # Errors
+    /// As [`Client::declaration`]; a foreign issuer is
+    /// [`ClientError::Declaration`].
+    pub async fn declaration_from(
+        &self,
+        expected: &DidKey,
+    ) -> Result<FetchedDeclaration, ClientError> {
+        let fetched = self.declaration().await?;
+        if fetched.declaration.issuer() != expected {
+            return Err(ClientError::Declaration(format!(
+                "issuer {} is not the configured {}",
+                fetched.declaration.issuer().to_did_key(),
+                expected.to_did_key()
+            )));
+        }
+        Ok(fetched)
+    }
+
+    /// `submit` (§5a.5): one sealed envelope into the queue of `rkid`.
+    /// The answer carries the verdict and, for `admitted`/`duplicate`,
+    /// the deposit id.
+    ///
+    /// # Errors
+    /// Transport errors, [`ClientError::Server`], [`ClientError::Protocol`].
+    pub async fn submit(&self, rkid: &Rkid, envelope: &[u8]) -> Result<SubmitAnswer, ClientError> {
+        let size = u32::try_from(envelope.len())
+            .map_err(|_| ClientError::Protocol("envelope longer than 4 GiB".into()))?;
+        let header = self
+            .call(&Request::Submit { rkid: *rkid, size }, envelope)
+            .await?;
+        let answer = SubmitAnswer::from_header(&header)?;
+        check_deposit(&answer, envelope)?;
+        Ok(answer)
+    }
+
+    /// Opens a pipelined `submit-stream`.
+    ///
+    /// # Errors
+    /// Transport errors.
+    pub async fn submitter(&self) -> Result<Submitter, ClientError> {
+        let (send, recv) = self.open(&Request::SubmitStream, b"", true).await?;
+        Ok(Submitter {
+            send,
+            recv,
+            timeout: self.timeout,
+        })
+    }
+
+    /// Submits every `(rkid, envelope)` on one pipelined stream, writing
+    /// and reading concurrently; answers come back in order.
+    ///
+    /// # Errors
+    /// As [`Submitter`]'s methods.
+    pub async fn submit_many(
+        &self,
+        items: &[(Rkid, Vec<u8>)],
+    ) -> Result<Vec<SubmitAnswer>, ClientError> {
+        let Submitter {
+            mut send,
+            mut recv,
+            timeout,
+        } = self.submitter().await?;
+        let writer = async {
+            for (rkid, envelope) in items {
+                write_stream_item(&mut send, rkid, envelope).await?;
+            }
+            let _ = send.finish();
+            Ok::<(), ClientError>(())
+        };
+        let reader = async {
+            let mut answers = Vec::with_capacity(items.len());
+            for (_, envelope) in items {
+                let (header, _) = read_answer(&mut recv, 0, timeout).await?;
+                let answer = SubmitAnswer::from_header(&header)?;
+                check_deposit(&answer, envelope)?;
+                answers.push(answer);
+            }
+            Ok::<_, ClientError>(answers)
+        };
+        let (written, answers) = tokio::join!(writer, reader);
+        let answers = answers?;
+        written?;
+        Ok(answers)
+    }
+
+    /// `status` (§5a.8, §6.1): `accepted`, `given-up` or `unknown`.
+    ///
+    /// # Errors
+    /// Transport errors, [`ClientError::Server`], [`ClientError::Protocol`].
+    pub async fn status(
+        &self,
+        rkid: &Rkid,
+        deposit: &DepositId,
+    ) -> Result<DepositStatus, ClientError> {
+        let header = self
+            .call(
+                &Request::Status {
+                    rkid: *rkid,
+                    deposit: *deposit,
+                },
+                b"",
+            )
+            .await?;
+        Ok(response::parse_status_header(&header)?)
+    }
+
+    /// `challenge` (§5a.3): a challenge for `(rkid, purpose)`; for
+    /// register/rebind it carries the address challenge sealed to `rkid`.
+    ///
+    /// # Errors
+    /// Transport errors, [`ClientError::Server`], [`ClientError::Protocol`].
+    pub async fn challenge(
+        &self,
+        rkid: &Rkid,
+        purpose: Purpose,
+    ) -> Result<ChallengeAnswer, ClientError> {
+        let header = self
+            .call(
+                &Request::Challenge {
+                    rkid: *rkid,
+                    purpose,
+                },
+                b"",
+            )
+            .await?;
+        let answer = ChallengeAnswer::from_header(&header, rkid)?;
+        if let ChallengeAnswer::Issued {
+            address_challenge, ..
+        } = &answer
+            && address_challenge.is_some() != purpose.changes_succession()
+        {
+            return Err(ClientError::Protocol(format!(
+                "addressChallenge presence does not fit purpose {purpose}"
+            )));
+        }
+        Ok(answer)
+    }
+}
+
+/// Parses, verifies and accepts a served declaration.
+///
+/// # Errors
+/// [`ClientError::Declaration`].
+pub fn accept_declaration(bytes: &[u8]) -> Result<CarrierDeclaration, ClientError> {
+    let parsed =
+        parse_declaration(bytes).map_err(|e| ClientError::Declaration(format!("parse: {e}")))?;
+    let verified =
+        verify_declaration(parsed).map_err(|e| ClientError::Declaration(format!("verify: {e}")))?;
+    accept_carrier_declaration(&verified)
+        .map_err(|e| ClientError::Declaration(format!("accept: {e}")))
+}
+
+async fn resolve(server: &str) -> Result<SocketAddr, ClientError> {
+    tokio::net::lookup_host(server)
+        .await
+        .map_err(|_| ClientError::Resolve(server.to_owned()))?
+        .next()
+        .ok_or_else(|| ClientError::Resolve(server.to_owned()))
+}
+
+async fn read_answer(
+    recv: &mut quinn::RecvStream,
+    max_body: usize,
+    timeout: Duration,
+) -> Result<(Object, Vec<u8>), ClientError> {
+    let read = async {
+        let Some(prefix) = net::read_prefix(recv).await? else {
+            return Err(ClientError::Protocol(
+                "the stream ended without an answer".into(),
+            ));
+        };
+        let header = net::read_header(recv, prefix).await?;
+        if let Some(error) = error_answer(&header)? {
+            return Err(ClientError::Server(error));
+        }
+        let body = net::read_body(recv, prefix, max_body).await?;
+        Ok((header, body))
+    };
+    tokio::time::timeout(timeout, read)
+        .await
+        .map_err(|_| ClientError::Timeout(timeout))?
+}
+
+/// The closed error in `header`, if it is one.
+fn error_answer(header: &Object) -> Result<Option<ErrorAnswer>, ClientError> {
+    if header.get("error").is_none() {
+        return Ok(None);
+    }
+    let bytes = wire::encode_frame(header, b"");
+    let jcs = bytes.get(wire::PREFIX_BYTES..).unwrap_or_default();
+    match response::split_error(jcs)? {
+        Err(answer) => Ok(Some(answer)),
+        Ok(_) => Ok(None),
+    }
+}
+
+fn check_deposit(answer: &SubmitAnswer, envelope: &[u8]) -> Result<(), ClientError> {
+    match answer.deposit {
+        Some(id) if id != DepositId::of(envelope) => Err(ClientError::Protocol(format!(
+            "deposit id {} is not the digest of the submitted envelope",
+            id.to_multibase()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+async fn write_stream_item(
+    send: &mut quinn::SendStream,
+    rkid: &Rkid,
+    envelope: &[u8],
+) -> Result<(), ClientError> {
+    let size = u32::try_from(envelope.len())
+        .map_err(|_| ClientError::Protocol("envelope longer than 4 GiB".into()))?;
+    net::write_frame(send, &wire::stream_item_header(rkid, size), envelope).await?;
+    Ok(())
+}
+
+/// A pipelined `submit-stream` (`PROTOCOL.md` §6): write many
+/// submissions with [`Submitter::send`], read their answers in the same
+/// order with [`Submitter::recv`]. Interleave, or use
+/// [`Client::submit_many`], so the server's pipeline never stalls on
+/// unread answers.
+#[derive(Debug)]
+pub struct Submitter {
+    send: quinn::SendStream,
+    recv: quinn::RecvStream,
+    timeout: Duration,
+}
+
+impl Submitter {
+    /// Writes one submission.
+    ///
+    /// # Errors
+    /// Transport errors.
+    pub async fn send(&mut self, rkid: &Rkid, envelope: &[u8]) -> Result<(), ClientError> {
+        write_stream_item(&mut self.send, rkid, envelope).await
+    }
+
+    /// Reads the next answer, in submission order; `Ok(None)` once the
+    /// server has answered everything after [`Submitter::finish`].
+    ///
+    /// # Errors
+    /// Transport errors, [`ClientError::Server`] (a malformed item ends
+    /// the stream), [`ClientError::Protocol`].
+    pub async fn recv(&mut self) -> Result<Option<SubmitAnswer>, ClientError> {
+        let read = async {
+            match net::read_prefix(&mut self.recv).await? {
+                None => Ok(None),
+                Some(prefix) => {
+                    let header = net::read_header(&mut self.recv, prefix).await?;
+                    if let Some(error) = error_answer(&header)? {
+                        return Err(ClientError::Server(error));
+                    }
+                    net::read_body(&mut self.recv, prefix, 0).await?;
+                    Ok(Some(SubmitAnswer::from_header(&header)?))
+                }
+            }
+        };
+        tokio::time::timeout(self.timeout, read)
+            .await
+            .map_err(|_| ClientError::Timeout(self.timeout))?
+    }
+
+    /// Says that no more submissions follow.
+    pub fn finish(&mut self) {
+        let _ = self.send.finish();
+    }
+}

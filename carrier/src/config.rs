@@ -1,0 +1,497 @@
+//! The carrier's TOML configuration (`rltp-carrier serve --config FILE`).
+//!
+//! Every key is optional and has a default; unknown keys are refused
+//! (`deny_unknown_fields`), and every value is validated before the
+//! carrier starts. A refusal names the field and, for the seven
+//! constants, the §11 domain (the constants' own errors say it).
+//!
+//! ```toml
+//! carrier = "did:web:carrier.example"   # C, Identity §7a.2
+//! listen = "127.0.0.1:4433"
+//! data-dir = "./carrier-data"
+//! log-format = "human"                  # or "json"
+//!
+//! [constants]                           # §4.4 guarantee 1, declared lexemes
+//! orphan-horizon = "P30D"               # [P7D, P365D]
+//! give-up-horizon = "P14D"              # [P1D, P90D]
+//! challenge-lifetime = "PT1M"           # [PT5S, PT5M]
+//! queue-floor = "262144"                # [65536, max-queue-bytes]
+//! max-queue-bytes = "67108864"          # [1048576, 1073741824]
+//! max-binding-tombstones = "1000000"    # [1, 2^53-1]
+//! status-horizon = "PT30S"              # [PT5S, PT5M]
+//!
+//! [limits]                              # private (§4.4 guarantee 2)
+//! capacity-bytes = 4294967296
+//! max-bindings = 16384
+//! max-connections = 1024
+//! max-streams-per-connection = 64
+//! idle-timeout-ms = 30000
+//! stream-read-timeout-ms = 10000
+//! sweep-interval-ms = 1000
+//! drain-timeout-ms = 10000
+//!
+//! [limits.meters]                       # private rate budgets, units/s and burst
+//! unknown-address = { per-second = 2000, burst = 4000 }
+//! held-binding = { per-second = 20, burst = 100 }
+//! queue = { per-second = 2000, burst = 10000 }
+//! shared-submission = { per-second = 50000, burst = 100000 }
+//!
+//! [tls]                                 # both or neither; PEM files
+//! cert = "/etc/rltp/fullchain.pem"
+//! key = "/etc/rltp/key.pem"
+//! ```
+//!
+//! Relative paths are relative to the working directory of the process.
+
+use rltp_proofs::constants::{CarrierConstantLexemes, CarrierConstants};
+use rltp_proofs::identity::CarrierId;
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// The carrier identifier used when the config names none. A real
+/// deployment names its own: recipients derive their keys from `C`.
+pub const DEFAULT_CARRIER: &str = "did:web:localhost";
+/// Default listen address.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:4433";
+/// Default data directory.
+pub const DEFAULT_DATA_DIR: &str = "./carrier-data";
+
+/// Why a configuration was refused. Display names the field.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// TOML syntax, a wrong type or an unknown key (the text names the key).
+    #[error("config: {0}")]
+    Toml(String),
+    /// A value outside its domain.
+    #[error("config field {field}: {detail}")]
+    Field {
+        /// The dotted field name, e.g. `constants.queue-floor`.
+        field: String,
+        /// What is wrong, with the domain.
+        detail: String,
+    },
+}
+
+fn field_error(field: &str, detail: impl Into<String>) -> ConfigError {
+    ConfigError::Field {
+        field: field.to_owned(),
+        detail: detail.into(),
+    }
+}
+
+/// Log output format (`log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LogFormat {
+    /// Human-readable lines (default).
+    #[default]
+    Human,
+    /// One JSON object per line.
+    Json,
+}
+
+/// A private rate budget: `burst` units at once, refilled at `per_second`
+/// units per second (both ≥ 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RateConfig {
+    /// Sustained units per second, ≥ 1.
+    pub per_second: u32,
+    /// Largest burst, units, ≥ 1.
+    pub burst: u32,
+}
+
+impl RateConfig {
+    const fn new(per_second: u32, burst: u32) -> RateConfig {
+        RateConfig { per_second, burst }
+    }
+}
+
+/// The private meter budgets (§4.4 guarantees 2–5; never published).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct MeterConfig {
+    /// All registration-side traffic naming an rkid without a held binding.
+    pub unknown_address: RateConfig,
+    /// Registration-side traffic per held binding.
+    pub held_binding: RateConfig,
+    /// Submissions per queue.
+    pub queue: RateConfig,
+    /// Submissions that land above a queue's floor, all queues together.
+    pub shared_submission: RateConfig,
+}
+
+impl Default for MeterConfig {
+    fn default() -> MeterConfig {
+        MeterConfig {
+            unknown_address: RateConfig::new(2_000, 4_000),
+            held_binding: RateConfig::new(20, 100),
+            queue: RateConfig::new(2_000, 10_000),
+            shared_submission: RateConfig::new(50_000, 100_000),
+        }
+    }
+}
+
+/// The carrier's private limits (§4.4 guarantee 2) and connection hygiene.
+/// None of them is ever an admission input except through the engine's
+/// retriable capacity verdicts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct LimitsConfig {
+    /// Global byte budget, bytes (each held binding reserves `queue-floor`).
+    pub capacity_bytes: u64,
+    /// Most held bindings, a count.
+    pub max_bindings: u64,
+    /// Most concurrent QUIC connections; further handshakes are refused.
+    pub max_connections: u32,
+    /// Most concurrent bidirectional streams per connection (QUIC flow
+    /// control: the peer cannot open more).
+    pub max_streams_per_connection: u32,
+    /// A connection with no traffic for this long is closed, ms.
+    pub idle_timeout_ms: u64,
+    /// Longest wait for the rest of a frame once a stream has started
+    /// (slowloris bound), ms.
+    pub stream_read_timeout_ms: u64,
+    /// How often the sweeper applies due horizons, ms.
+    pub sweep_interval_ms: u64,
+    /// At shutdown, longest wait for in-flight operations, ms.
+    pub drain_timeout_ms: u64,
+    /// Private meter budgets.
+    pub meters: MeterConfig,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> LimitsConfig {
+        LimitsConfig {
+            capacity_bytes: 4 << 30,
+            max_bindings: 16_384,
+            max_connections: 1_024,
+            max_streams_per_connection: 64,
+            idle_timeout_ms: 30_000,
+            stream_read_timeout_ms: 10_000,
+            sweep_interval_ms: 1_000,
+            drain_timeout_ms: 10_000,
+            meters: MeterConfig::default(),
+        }
+    }
+}
+
+/// `[tls]`: a CA-issued certificate. Absent: the self-signed certificate
+/// in `<data-dir>/tls/`, made on first start.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct TlsConfig {
+    /// PEM certificate chain, end-entity first.
+    pub cert: Option<PathBuf>,
+    /// PEM private key of that certificate.
+    pub key: Option<PathBuf>,
+}
+
+/// The seven constants as declared lexemes (`[constants]`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+struct ConstantsConfig {
+    orphan_horizon: String,
+    give_up_horizon: String,
+    challenge_lifetime: String,
+    queue_floor: String,
+    max_queue_bytes: String,
+    max_binding_tombstones: String,
+    status_horizon: String,
+}
+
+impl Default for ConstantsConfig {
+    fn default() -> ConstantsConfig {
+        ConstantsConfig {
+            orphan_horizon: "P30D".into(),
+            give_up_horizon: "P14D".into(),
+            challenge_lifetime: "PT1M".into(),
+            queue_floor: "262144".into(),
+            max_queue_bytes: "67108864".into(),
+            max_binding_tombstones: "1000000".into(),
+            status_horizon: "PT30S".into(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawConfig {
+    carrier: Option<String>,
+    listen: Option<String>,
+    data_dir: Option<PathBuf>,
+    #[serde(default)]
+    log_format: LogFormat,
+    #[serde(default)]
+    constants: ConstantsConfig,
+    #[serde(default)]
+    limits: LimitsConfig,
+    #[serde(default)]
+    tls: TlsConfig,
+}
+
+/// A validated configuration.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Config {
+    /// The carrier identifier `C` (Identity §7a.2), validated.
+    pub carrier: CarrierId,
+    /// UDP address to listen on.
+    pub listen: SocketAddr,
+    /// Where the store, the TLS material and the declaration key live.
+    pub data_dir: PathBuf,
+    /// Log output format.
+    pub log_format: LogFormat,
+    /// The seven published constants, validated against §11.
+    pub constants: CarrierConstants,
+    /// Private limits.
+    pub limits: LimitsConfig,
+    /// CA-issued certificate, if configured.
+    pub tls: TlsConfig,
+}
+
+impl Config {
+    /// Reads and validates the TOML file at `path`.
+    ///
+    /// # Errors
+    /// [`ConfigError::Read`], then as [`Config::from_toml`].
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Config::from_toml(&text)
+    }
+
+    /// Parses and validates TOML text.
+    ///
+    /// # Errors
+    /// [`ConfigError::Toml`] (syntax, types, unknown keys),
+    /// [`ConfigError::Field`] (values outside their domains).
+    pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Toml(e.to_string()))?;
+        Config::validate(raw)
+    }
+
+    /// The all-default configuration (carrier [`DEFAULT_CARRIER`]); the
+    /// same as parsing an empty file. Tests and the demo adjust its public
+    /// fields (`listen`, `data_dir`, …) afterwards.
+    ///
+    /// # Errors
+    /// None in practice (pinned by a test); as [`Config::from_toml`].
+    pub fn defaults() -> Result<Config, ConfigError> {
+        Config::validate(RawConfig::default())
+    }
+
+    fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
+        let carrier_text = raw.carrier.unwrap_or_else(|| DEFAULT_CARRIER.to_owned());
+        let carrier = CarrierId::from_bytes(carrier_text.as_bytes()).map_err(|e| {
+            field_error(
+                "carrier",
+                format!("{carrier_text:?} is not a carrier identifier (Identity §7a.2): {e}"),
+            )
+        })?;
+        let listen_text = raw.listen.unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
+        let listen = listen_text
+            .parse::<SocketAddr>()
+            .map_err(|e| field_error("listen", format!("{listen_text:?} is not ip:port: {e}")))?;
+        let c = &raw.constants;
+        let constants = CarrierConstants::from_lexemes(&CarrierConstantLexemes {
+            orphan_horizon: &c.orphan_horizon,
+            give_up_horizon: &c.give_up_horizon,
+            challenge_lifetime: &c.challenge_lifetime,
+            queue_floor: &c.queue_floor,
+            max_queue_bytes: &c.max_queue_bytes,
+            max_binding_tombstones: &c.max_binding_tombstones,
+            status_horizon: &c.status_horizon,
+        })
+        .map_err(|e| field_error("constants", e.to_string()))?;
+        validate_limits(&raw.limits)?;
+        if raw.tls.cert.is_some() != raw.tls.key.is_some() {
+            return Err(field_error("tls", "cert and key must be given together"));
+        }
+        Ok(Config {
+            carrier,
+            listen,
+            data_dir: raw
+                .data_dir
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR)),
+            log_format: raw.log_format,
+            constants,
+            limits: raw.limits,
+            tls: raw.tls,
+        })
+    }
+
+    /// The TLS directory: `<data-dir>/tls`.
+    pub fn tls_dir(&self) -> PathBuf {
+        self.data_dir.join("tls")
+    }
+}
+
+fn validate_limits(l: &LimitsConfig) -> Result<(), ConfigError> {
+    let positive = |field: &str, v: u64| {
+        if v == 0 {
+            Err(field_error(field, "must be at least 1"))
+        } else {
+            Ok(())
+        }
+    };
+    positive("limits.capacity-bytes", l.capacity_bytes)?;
+    positive("limits.max-bindings", l.max_bindings)?;
+    positive("limits.max-connections", u64::from(l.max_connections))?;
+    if !(1..=10_000).contains(&l.max_streams_per_connection) {
+        return Err(field_error(
+            "limits.max-streams-per-connection",
+            format!("{} is outside [1, 10000]", l.max_streams_per_connection),
+        ));
+    }
+    // quinn's idle timeout is a VarInt of ms; keep all timers sane.
+    for (field, v) in [
+        ("limits.idle-timeout-ms", l.idle_timeout_ms),
+        ("limits.stream-read-timeout-ms", l.stream_read_timeout_ms),
+        ("limits.sweep-interval-ms", l.sweep_interval_ms),
+        ("limits.drain-timeout-ms", l.drain_timeout_ms),
+    ] {
+        if !(1..=86_400_000).contains(&v) {
+            return Err(field_error(
+                field,
+                format!("{v} is outside [1, 86400000] ms"),
+            ));
+        }
+    }
+    for (field, rate) in [
+        ("limits.meters.unknown-address", l.meters.unknown_address),
+        ("limits.meters.held-binding", l.meters.held_binding),
+        ("limits.meters.queue", l.meters.queue),
+        (
+            "limits.meters.shared-submission",
+            l.meters.shared_submission,
+        ),
+    ] {
+        if rate.per_second == 0 || rate.burst == 0 {
+            return Err(field_error(
+                field,
+                "per-second and burst must be at least 1",
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        let config = Config::from_toml("").unwrap();
+        assert_eq!(config.carrier.as_str(), DEFAULT_CARRIER);
+        assert_eq!(config.listen.to_string(), DEFAULT_LISTEN);
+        assert_eq!(config.data_dir, PathBuf::from(DEFAULT_DATA_DIR));
+        assert_eq!(config.log_format, LogFormat::Human);
+        assert_eq!(config.constants.queue_floor_bytes(), 262_144);
+        assert_eq!(config.constants.orphan_horizon_ms(), 30 * 86_400_000);
+        assert_eq!(
+            config.constants.get("challenge-lifetime").unwrap().lexeme(),
+            "PT1M"
+        );
+        assert_eq!(config.limits, LimitsConfig::default());
+        assert_eq!(Config::defaults().unwrap().listen, config.listen);
+    }
+
+    #[test]
+    fn full_example_parses() {
+        let text = r#"
+carrier = "did:web:carrier.example"
+listen = "0.0.0.0:5000"
+data-dir = "/var/lib/rltp"
+log-format = "json"
+[constants]
+orphan-horizon = "P7D"
+give-up-horizon = "P90D"
+challenge-lifetime = "PT5S"
+queue-floor = "65536"
+max-queue-bytes = "1048576"
+max-binding-tombstones = "1"
+status-horizon = "PT5M"
+[limits]
+capacity-bytes = 1000000
+max-streams-per-connection = 8
+[limits.meters]
+queue = { per-second = 5, burst = 6 }
+[tls]
+cert = "c.pem"
+key = "k.pem"
+"#;
+        let config = Config::from_toml(text).unwrap();
+        assert_eq!(config.carrier.as_str(), "did:web:carrier.example");
+        assert_eq!(config.listen.port(), 5000);
+        assert_eq!(config.log_format, LogFormat::Json);
+        assert_eq!(config.constants.give_up_horizon_ms(), 90 * 86_400_000);
+        assert_eq!(config.limits.capacity_bytes, 1_000_000);
+        assert_eq!(config.limits.max_bindings, 16_384);
+        assert_eq!(config.limits.meters.queue, RateConfig::new(5, 6));
+        assert_eq!(config.limits.meters.held_binding, RateConfig::new(20, 100));
+        assert_eq!(config.tls.cert, Some(PathBuf::from("c.pem")));
+    }
+
+    fn refusal(text: &str) -> String {
+        Config::from_toml(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn refusals_name_the_field_and_domain() {
+        assert_eq!(
+            refusal("[constants]\nqueue-floor = \"1\""),
+            "config field constants: queue-floor \"1\" is outside its domain [65536, max-queue-bytes] (max-queue-bytes is 67108864)"
+        );
+        assert_eq!(
+            refusal("[constants]\norphan-horizon = \"P1D\""),
+            "config field constants: orphan-horizon \"P1D\" is outside its domain [P7D, P365D]"
+        );
+        assert!(
+            refusal("[constants]\nstatus-horizon = \"PT1.5S\"")
+                .starts_with("config field constants: status-horizon \"PT1.5S\" is not a duration")
+        );
+        assert!(refusal("listen = \"nowhere\"").starts_with("config field listen: \"nowhere\""));
+        assert!(refusal("carrier = \"\"").starts_with("config field carrier: \"\""));
+        assert_eq!(
+            refusal("[limits]\nmax-bindings = 0"),
+            "config field limits.max-bindings: must be at least 1"
+        );
+        assert_eq!(
+            refusal("[tls]\ncert = \"c.pem\""),
+            "config field tls: cert and key must be given together"
+        );
+        assert_eq!(
+            refusal("[limits.meters]\nqueue = { per-second = 0, burst = 1 }"),
+            "config field limits.meters.queue: per-second and burst must be at least 1"
+        );
+    }
+
+    #[test]
+    fn unknown_keys_and_wrong_types_are_refused() {
+        let unknown = refusal("colour = \"red\"");
+        assert!(unknown.contains("colour"), "{unknown}");
+        let unknown = refusal("[constants]\nmax-deposit = \"1\"");
+        assert!(unknown.contains("max-deposit"), "{unknown}");
+        let typed = refusal("[constants]\nqueue-floor = 65536");
+        assert!(
+            typed.contains("queue-floor") && typed.contains("string"),
+            "{typed}"
+        );
+        let format = refusal("log-format = \"xml\"");
+        assert!(format.contains("xml"), "{format}");
+    }
+}

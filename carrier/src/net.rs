@@ -1,0 +1,145 @@
+//! Frame I/O over QUIC streams (`PROTOCOL.md` §6), shared by the server
+//! and the client. The codec is [`crate::wire`]; this module only moves
+//! bytes, and always in this order:
+//!
+//! 1. the 8-byte prefix ([`read_prefix`]), checked by
+//!    [`wire::parse_prefix`] **before** any header byte is read;
+//! 2. the header ([`read_header`]), parsed by the strict reader;
+//! 3. the body ([`read_body`]), whose length is checked against the
+//!    operation's bound **before** any body byte is read.
+//!
+//! Deadlines are the caller's (`tokio::time::timeout` around a step).
+
+use crate::wire::{self, FrameError, PREFIX_BYTES};
+use rltp_proofs::json::Object;
+
+/// Why reading a frame stopped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReadError {
+    /// The bytes are not a valid frame (answered with a closed error).
+    #[error(transparent)]
+    Frame(#[from] FrameError),
+    /// The stream was reset or the connection was lost.
+    #[error("stream failed: {0}")]
+    Stream(#[from] quinn::ReadError),
+}
+
+/// A frame's announced lengths (bytes), already checked against
+/// [`wire::MAX_HEADER_BYTES`] and [`wire::MAX_BODY_BYTES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prefix {
+    /// Header length, bytes.
+    pub header_len: usize,
+    /// Body length, bytes.
+    pub body_len: usize,
+}
+
+/// Reads into `buf` until it is full or the stream ends; returns the bytes read.
+async fn fill(recv: &mut quinn::RecvStream, buf: &mut [u8]) -> Result<usize, quinn::ReadError> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        let Some(rest) = buf.get_mut(filled..) else {
+            break;
+        };
+        match recv.read(rest).await? {
+            Some(n) => filled += n,
+            None => break,
+        }
+    }
+    Ok(filled)
+}
+
+/// Reads a frame prefix. `Ok(None)` if the stream ended cleanly before
+/// its first byte (no more frames).
+///
+/// # Errors
+/// [`FrameError::Truncated`] inside the prefix; [`FrameError::TooLarge`]
+/// for lengths over the profile's absolute bounds (nothing more is read);
+/// [`ReadError::Stream`].
+pub async fn read_prefix(recv: &mut quinn::RecvStream) -> Result<Option<Prefix>, ReadError> {
+    let mut prefix = [0u8; PREFIX_BYTES];
+    match fill(recv, &mut prefix).await? {
+        0 => Ok(None),
+        PREFIX_BYTES => {
+            let (header_len, body_len) = wire::parse_prefix(prefix, wire::MAX_BODY_BYTES)?;
+            Ok(Some(Prefix {
+                header_len,
+                body_len,
+            }))
+        }
+        _ => Err(FrameError::Truncated.into()),
+    }
+}
+
+async fn read_exact(recv: &mut quinn::RecvStream, len: usize) -> Result<Vec<u8>, ReadError> {
+    let mut buf = vec![0u8; len];
+    if fill(recv, &mut buf).await? == len {
+        Ok(buf)
+    } else {
+        Err(FrameError::Truncated.into())
+    }
+}
+
+/// Reads and parses the header announced by `prefix`.
+///
+/// # Errors
+/// [`FrameError::Truncated`], [`FrameError::Json`], [`FrameError::Header`],
+/// [`ReadError::Stream`].
+pub async fn read_header(
+    recv: &mut quinn::RecvStream,
+    prefix: Prefix,
+) -> Result<Object, ReadError> {
+    let bytes = read_exact(recv, prefix.header_len).await?;
+    Ok(wire::parse_header(&bytes)?)
+}
+
+/// Reads the body announced by `prefix` if it is at most `max_body`
+/// bytes; a longer one is refused before any of it is read.
+///
+/// # Errors
+/// [`FrameError::TooLarge`], [`FrameError::Truncated`], [`ReadError::Stream`].
+pub async fn read_body(
+    recv: &mut quinn::RecvStream,
+    prefix: Prefix,
+    max_body: usize,
+) -> Result<Vec<u8>, ReadError> {
+    if prefix.body_len > max_body {
+        return Err(FrameError::TooLarge {
+            what: "body",
+            len: prefix.body_len,
+            max: max_body,
+        }
+        .into());
+    }
+    read_exact(recv, prefix.body_len).await
+}
+
+/// Reads one whole frame whose body may be up to `max_body` bytes.
+/// `Ok(None)` if the stream ended cleanly before it.
+///
+/// # Errors
+/// As [`read_prefix`], [`read_header`], [`read_body`].
+pub async fn read_frame(
+    recv: &mut quinn::RecvStream,
+    max_body: usize,
+) -> Result<Option<(Object, Vec<u8>)>, ReadError> {
+    let Some(prefix) = read_prefix(recv).await? else {
+        return Ok(None);
+    };
+    let header = read_header(recv, prefix).await?;
+    let body = read_body(recv, prefix, max_body).await?;
+    Ok(Some((header, body)))
+}
+
+/// Writes one frame (header as JCS, then `body`).
+///
+/// # Errors
+/// [`quinn::WriteError`] if the stream or connection failed.
+pub async fn write_frame(
+    send: &mut quinn::SendStream,
+    header: &Object,
+    body: &[u8],
+) -> Result<(), quinn::WriteError> {
+    send.write_all(&wire::encode_frame(header, body)).await
+}

@@ -1,0 +1,270 @@
+//! The carrier's published declaration (§4.4 guarantee 1, `PROTOCOL.md` §3).
+//!
+//! - The **declaration key** is a dedicated Ed25519 key kept in
+//!   `<data-dir>/declaration.key` (the 32-byte seed, mode 0600), made on
+//!   first start. Its `did:key` is the declaration's `issuer` and
+//!   `recipient` (a self-addressed publication: `C`, possibly a `did:web`,
+//!   is not a did:key anchor, and one byte string must serve every
+//!   counterpart).
+//! - At every start the configured constants are compared with the stored
+//!   revision. Identical constants under the same key: the stored bytes
+//!   are served unchanged. Anything else: a new revision (held + 1) is
+//!   signed and applied through [`crate::engine::Engine::apply_constants`],
+//!   which stores it under the generic revision rule in the same
+//!   transaction that makes the new constants govern.
+
+use crate::engine::{Engine, EngineConstants, EngineError};
+use crate::tls::{TlsError, write_private};
+use ed25519_dalek::SigningKey;
+use rltp_proofs::constants::CarrierConstants;
+use rltp_proofs::declaration::{
+    DeclarationBuildError, DeclarationHeader, accept_carrier_declaration, parse_declaration,
+    sign_carrier_declaration, verify_declaration,
+};
+use rltp_proofs::multikey::DidKey;
+use rltp_storage::{DeclarationRecord, Ms, Store, StoreError};
+use std::path::Path;
+
+/// File name of the declaration key inside the data directory.
+pub const KEY_FILE: &str = "declaration.key";
+
+/// Why the declaration could not be made or published.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DeclarationError {
+    /// The key file could not be read or written.
+    #[error("declaration key: {0}")]
+    Key(#[from] TlsError),
+    /// The key file is not a 32-byte seed.
+    #[error("declaration key {0}: not a 32-byte ed25519 seed")]
+    KeyShape(String),
+    /// Building the document failed.
+    #[error("declaration: {0}")]
+    Build(#[from] DeclarationBuildError),
+    /// The store could not be read.
+    #[error("declaration: {0}")]
+    Store(#[from] StoreError),
+    /// The engine refused the revision or the store failed.
+    #[error("declaration: {0}")]
+    Engine(#[from] EngineError),
+}
+
+/// Loads the declaration key from `<data_dir>/declaration.key`, creating
+/// it (mode 0600) on first start.
+///
+/// # Errors
+/// [`DeclarationError::Key`], [`DeclarationError::KeyShape`].
+pub fn load_or_create_key(data_dir: &Path) -> Result<SigningKey, DeclarationError> {
+    let path = data_dir.join(KEY_FILE);
+    if path.exists() {
+        let bytes = std::fs::read(&path).map_err(|source| TlsError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let seed: [u8; 32] = bytes
+            .try_into()
+            .map_err(|_| DeclarationError::KeyShape(path.display().to_string()))?;
+        return Ok(SigningKey::from_bytes(&seed));
+    }
+    let key = SigningKey::generate(&mut rand::rng());
+    write_private(&path, key.as_bytes())?;
+    Ok(key)
+}
+
+/// The constants of the stored declaration if it is a valid carrier
+/// declaration by `issuer`; `None` otherwise (absent, foreign or
+/// unreadable — the next revision supersedes it).
+fn held_constants(record: &DeclarationRecord, issuer: &DidKey) -> Option<CarrierConstants> {
+    let parsed = parse_declaration(&record.document).ok()?;
+    let verified = verify_declaration(parsed).ok()?;
+    let accepted = accept_carrier_declaration(&verified).ok()?;
+    (accepted.issuer() == issuer).then(|| accepted.constants().clone())
+}
+
+/// The constants the engine must start with: those of the stored
+/// revision (so that a changed configuration is applied as a revision,
+/// re-deriving what depends on it), else the configured ones.
+///
+/// # Errors
+/// [`DeclarationError::Store`].
+pub fn starting_constants<S: Store>(
+    store: &S,
+    key: &SigningKey,
+    configured: &CarrierConstants,
+) -> Result<CarrierConstants, DeclarationError> {
+    let issuer = DidKey::from_verifying_key(&key.verifying_key());
+    let held = {
+        use rltp_storage::ReadTxn as _;
+        store.read()?.declaration()?
+    };
+    Ok(held
+        .as_ref()
+        .and_then(|record| held_constants(record, &issuer))
+        .unwrap_or_else(|| configured.clone()))
+}
+
+/// Publishes the declaration for `constants`: reuses the stored revision
+/// if it declares exactly these constants under `key`, else signs
+/// revision held + 1 (1 on first start) and applies it through the engine.
+/// Returns the signed document bytes (JCS) to serve.
+///
+/// # Errors
+/// [`DeclarationError`].
+pub fn publish<S: Store>(
+    engine: &Engine<S>,
+    key: &SigningKey,
+    constants: &CarrierConstants,
+) -> Result<DeclarationRecord, DeclarationError> {
+    let issuer = DidKey::from_verifying_key(&key.verifying_key());
+    let held = {
+        use rltp_storage::ReadTxn as _;
+        engine.store().read()?.declaration()?
+    };
+    if let Some(record) = &held
+        && held_constants(record, &issuer).as_ref() == Some(constants)
+    {
+        return Ok(record.clone());
+    }
+    let revision = held.as_ref().map_or(1, |r| r.revision.saturating_add(1));
+    let document = sign(key, &issuer, constants, revision, engine.now())?;
+    let record = DeclarationRecord { revision, document };
+    engine.apply_constants(EngineConstants::from(constants), Some(record.clone()))?;
+    Ok(record)
+}
+
+/// Signs a carrier declaration of `revision` at `now` (ms).
+fn sign(
+    key: &SigningKey,
+    issuer: &DidKey,
+    constants: &CarrierConstants,
+    revision: u64,
+    now: Ms,
+) -> Result<Vec<u8>, DeclarationBuildError> {
+    let id = uuid_v4(&mut rand::rng());
+    let thread_id = uuid_v4(&mut rand::rng());
+    let at = rfc3339_utc(now);
+    let header = DeclarationHeader {
+        id: &id,
+        thread_id: &thread_id,
+        issued_at: &at,
+        created: &at,
+        revision,
+    };
+    sign_carrier_declaration(key, issuer, &header, constants)
+}
+
+/// A random lower-case UUID v4 (RFC 9562 §5.4).
+pub fn uuid_v4<R: rand::Rng + ?Sized>(rng: &mut R) -> String {
+    let mut b = [0u8; 16];
+    rng.fill_bytes(&mut b);
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+/// `ms` since the Unix epoch as RFC 3339 UTC with second precision
+/// (`2026-08-31T12:00:00Z`).
+pub fn rfc3339_utc(ms: Ms) -> String {
+    let secs = ms / 1000;
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian
+/// (H. Hinnant's `civil_from_days`, for non-negative day counts).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + u64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_rfc3339_utc() {
+        assert_eq!(rfc3339_utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339_utc(951_782_400_000), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339_utc(1_788_177_600_999), "2026-08-31T12:00:00Z");
+        assert_eq!(rfc3339_utc(4_102_444_799_000), "2099-12-31T23:59:59Z");
+    }
+
+    #[test]
+    fn uuids_are_v4_lowercase() {
+        let u = uuid_v4(&mut rand::rng());
+        assert_eq!(u.len(), 36);
+        assert_eq!(&u[14..15], "4");
+        assert!(matches!(&u[19..20], "8" | "9" | "a" | "b"));
+        assert!(
+            u.chars()
+                .all(|c| c == '-' || c.is_ascii_digit() || ('a'..='f').contains(&c))
+        );
+    }
+
+    #[test]
+    fn signed_declaration_verifies_and_carries_the_constants() {
+        let key = SigningKey::from_bytes(&[3u8; 32]);
+        let issuer = DidKey::from_verifying_key(&key.verifying_key());
+        let config = crate::config::Config::defaults().unwrap();
+        let bytes = sign(&key, &issuer, &config.constants, 4, 1_788_177_600_000).unwrap();
+        let record = DeclarationRecord {
+            revision: 4,
+            document: bytes,
+        };
+        assert_eq!(
+            held_constants(&record, &issuer),
+            Some(config.constants.clone())
+        );
+        let other = DidKey::from_bytes([1u8; 32]);
+        assert_eq!(held_constants(&record, &other), None);
+        let parsed = parse_declaration(&record.document).unwrap();
+        assert_eq!(parsed.revision(), 4);
+        assert_eq!(parsed.recipient(), &issuer);
+        assert_eq!(parsed.issued_at(), "2026-08-31T12:00:00Z");
+    }
+
+    #[test]
+    fn key_is_made_once_with_mode_0600() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = load_or_create_key(dir.path()).unwrap();
+        let b = load_or_create_key(dir.path()).unwrap();
+        assert_eq!(a.as_bytes(), b.as_bytes());
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(dir.path().join(KEY_FILE))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        std::fs::write(dir.path().join(KEY_FILE), b"short").unwrap();
+        assert!(matches!(
+            load_or_create_key(dir.path()),
+            Err(DeclarationError::KeyShape(_))
+        ));
+    }
+}

@@ -1,0 +1,434 @@
+//! The carrier's QUIC service (`rltp-carrier serve`, `PROTOCOL.md` §5–§9).
+//!
+//! - [`run`] is the main job: start, serve until `shutdown` resolves, then
+//!   drain and return `Ok(())`.
+//! - [`Server::start`] / [`Server::start_with_store`] start a carrier and
+//!   hand back a [`Server`] handle (bound address, certificate
+//!   fingerprint, declaration, engine) for tests and the in-process demo;
+//!   [`Server::shutdown`] drains it.
+//!
+//! ## Start-up
+//! 1. the data directory (mode 0700) and the TLS identity
+//!    ([`crate::tls::load_or_generate`] or the configured CA-issued PEM
+//!    files); the SPKI fingerprint is logged;
+//! 2. the embedded store (`<data-dir>/store`) and the declaration key
+//!    (`<data-dir>/declaration.key`), both made on first start;
+//! 3. the engine, started with the constants of the stored declaration
+//!    revision, then the configured constants are published
+//!    ([`declaration::publish`]): unchanged constants reuse the stored
+//!    revision, changed ones become revision + 1, applied prospectively;
+//! 4. the QUIC endpoint (ALPN `rltp-carrier/1`), the accept loop and the
+//!    sweeper.
+//!
+//! ## Hygiene
+//! Connections are bounded (`limits.max-connections`; more handshakes are
+//! refused), each connection's concurrent bidirectional streams are
+//! bounded by QUIC flow control (`limits.max-streams-per-connection`), an
+//! idle connection is closed after `limits.idle-timeout-ms`, and the first
+//! frame of a stream (and each later frame once its prefix has arrived)
+//! must arrive within `limits.stream-read-timeout-ms`. None of this is an
+//! admission input (§5a.5): verdicts come from the engine alone.
+//!
+//! ## Shutdown
+//! On `shutdown`: stop accepting connections and streams, end watch
+//! sessions, let in-flight operations finish (each is answered only after
+//! its commit is durable), close connections, stop the sweeper, and drop
+//! the engine, whose writer drains its queue and exits. Bounded by
+//! `limits.drain-timeout-ms`.
+
+pub mod declaration;
+mod ops;
+mod watch;
+
+use crate::config::{Config, LogFormat};
+use crate::engine::clock::SystemClock;
+use crate::engine::{
+    Engine, EngineConfig, EngineConstants, EngineError, GovernorMeter, MeterQuotas, Rate,
+};
+use crate::tls::{self, SpkiFingerprint, TlsError};
+use rltp_proofs::identity::CarrierId;
+use rltp_proofs::multikey::DidKey;
+use rltp_storage::redb_store::RedbStore;
+use rltp_storage::{Store, StoreError};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+use tokio::sync::watch as signal;
+use tokio::task::JoinSet;
+
+/// Why the server could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerError {
+    /// TLS material could not be made or loaded.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    /// The store could not be opened.
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    /// The engine could not start.
+    #[error("engine: {0}")]
+    Engine(#[from] EngineError),
+    /// The declaration could not be made or published.
+    #[error(transparent)]
+    Declaration(#[from] declaration::DeclarationError),
+    /// The data directory or the UDP socket failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+/// What every stream handler shares.
+struct Ctx<S: Store> {
+    engine: Engine<S>,
+    carrier: CarrierId,
+    declaration: RwLock<Arc<Vec<u8>>>,
+    watchers: Arc<watch::Watchers>,
+    limits: crate::config::LimitsConfig,
+    shutdown: signal::Receiver<bool>,
+}
+
+/// A running carrier. Dropping it without [`Server::shutdown`] signals
+/// shutdown but does not wait for the drain.
+pub struct Server<S: Store = RedbStore> {
+    local_addr: SocketAddr,
+    fingerprint: SpkiFingerprint,
+    issuer: DidKey,
+    ctx: Arc<Ctx<S>>,
+    shutdown: signal::Sender<bool>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl<S: Store> std::fmt::Debug for Server<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("local_addr", &self.local_addr)
+            .field("fingerprint", &self.fingerprint)
+            .field("issuer", &self.issuer)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Server<RedbStore> {
+    /// Starts a carrier on the embedded store in `<data-dir>/store`.
+    ///
+    /// # Errors
+    /// [`ServerError`].
+    pub async fn start(config: &Config) -> Result<Server<RedbStore>, ServerError> {
+        prepare_data_dir(config)?;
+        let dir = config.data_dir.join("store");
+        let store = tokio::task::spawn_blocking(move || RedbStore::open(dir))
+            .await
+            .map_err(|e| ServerError::Io {
+                what: "opening the store".into(),
+                source: std::io::Error::other(e),
+            })??;
+        Server::start_with_store(config, Arc::new(store)).await
+    }
+}
+
+fn prepare_data_dir(config: &Config) -> Result<(), ServerError> {
+    tls::create_private_dir(&config.data_dir).map_err(ServerError::Tls)
+}
+
+fn quotas(config: &Config) -> MeterQuotas {
+    let m = config.limits.meters;
+    let rate = |r: crate::config::RateConfig| Rate::new(r.per_second, r.burst);
+    MeterQuotas {
+        unknown_address: rate(m.unknown_address),
+        held_binding: rate(m.held_binding),
+        queue: rate(m.queue),
+        shared_submission: rate(m.shared_submission),
+    }
+}
+
+impl<S: Store> Server<S> {
+    /// Starts a carrier over `store` (any [`Store`]: the embedded one, or
+    /// the in-memory reference store in tests).
+    ///
+    /// # Errors
+    /// [`ServerError`].
+    pub async fn start_with_store(
+        config: &Config,
+        store: Arc<S>,
+    ) -> Result<Server<S>, ServerError> {
+        tls::install_crypto_provider();
+        prepare_data_dir(config)?;
+        let identity = match (&config.tls.cert, &config.tls.key) {
+            (Some(cert), Some(key)) => tls::load_pem(cert, key)?,
+            _ => tls::load_or_generate(&config.tls_dir())?,
+        };
+        let key = declaration::load_or_create_key(&config.data_dir)?;
+        let issuer = DidKey::from_verifying_key(&key.verifying_key());
+
+        let starting = declaration::starting_constants(&*store, &key, &config.constants)?;
+        let mut engine_config =
+            EngineConfig::new(config.limits.capacity_bytes, config.limits.max_bindings);
+        engine_config = engine_config.with_max_collect(crate::wire::MAX_COLLECT_LIMIT as usize);
+        let engine = {
+            let carrier = config.carrier.clone();
+            let meter = Arc::new(GovernorMeter::new(quotas(config)));
+            tokio::task::spawn_blocking(move || {
+                Engine::start(
+                    store,
+                    Arc::new(SystemClock),
+                    carrier,
+                    EngineConstants::from(&starting),
+                    engine_config,
+                    meter,
+                )
+            })
+            .await
+            .map_err(|e| ServerError::Io {
+                what: "starting the engine".into(),
+                source: std::io::Error::other(e),
+            })??
+        };
+        let record = {
+            let engine = engine.clone();
+            let constants = config.constants.clone();
+            tokio::task::spawn_blocking(move || declaration::publish(&engine, &key, &constants))
+                .await
+                .map_err(|e| ServerError::Io {
+                    what: "publishing the declaration".into(),
+                    source: std::io::Error::other(e),
+                })??
+        };
+
+        let endpoint = endpoint(config, &identity)?;
+        let local_addr = endpoint.local_addr().map_err(|source| ServerError::Io {
+            what: "reading the bound address".into(),
+            source,
+        })?;
+        tracing::info!(
+            listen = %local_addr,
+            carrier = config.carrier.as_str(),
+            fingerprint = %identity.fingerprint,
+            generated_certificate = identity.generated,
+            declaration_issuer = %issuer.to_did_key(),
+            revision = record.revision,
+            "carrier started"
+        );
+        let (shutdown, shutdown_rx) = signal::channel(false);
+        let ctx = Arc::new(Ctx {
+            engine,
+            carrier: config.carrier.clone(),
+            declaration: RwLock::new(Arc::new(record.document)),
+            watchers: Arc::new(watch::Watchers::default()),
+            limits: config.limits,
+            shutdown: shutdown_rx,
+        });
+        let task = tokio::spawn(serve(endpoint, Arc::clone(&ctx)));
+        Ok(Server {
+            local_addr,
+            fingerprint: identity.fingerprint,
+            issuer,
+            ctx,
+            shutdown,
+            task: Some(task),
+        })
+    }
+
+    /// The bound UDP address (useful with port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The SHA-256 SPKI fingerprint clients pin.
+    pub fn fingerprint(&self) -> SpkiFingerprint {
+        self.fingerprint
+    }
+
+    /// The declaration key's `did:key` (the declaration's issuer).
+    pub fn declaration_issuer(&self) -> &DidKey {
+        &self.issuer
+    }
+
+    /// The signed declaration being served (JCS bytes).
+    pub fn declaration(&self) -> Arc<Vec<u8>> {
+        current_declaration(&self.ctx)
+    }
+
+    /// The engine (counters, constants; tests).
+    pub fn engine(&self) -> &Engine<S> {
+        &self.ctx.engine
+    }
+
+    /// Graceful shutdown: stop accepting, drain in-flight operations,
+    /// close connections, stop the writer after its last commit.
+    pub async fn shutdown(mut self) {
+        let _ = self.shutdown.send(true);
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+        let ctx = Arc::clone(&self.ctx);
+        drop(self);
+        // The last engine handle joins the writer thread: not on a runtime thread.
+        let _ = tokio::task::spawn_blocking(move || drop(ctx)).await;
+        tracing::info!("carrier stopped");
+    }
+}
+
+impl<S: Store> Drop for Server<S> {
+    fn drop(&mut self) {
+        let _ = self.shutdown.send(true);
+    }
+}
+
+fn current_declaration<S: Store>(ctx: &Ctx<S>) -> Arc<Vec<u8>> {
+    Arc::clone(
+        &ctx.declaration
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    )
+}
+
+/// Resolves once shutdown has been signalled (at once if it already was).
+async fn until_shutdown(rx: &mut signal::Receiver<bool>) {
+    // The guard `wait_for` returns is dropped here, never held across an await.
+    let _ = rx.wait_for(|stop| *stop).await.map(|_| ());
+}
+
+/// Runs a carrier until `shutdown` resolves, then drains and returns.
+///
+/// # Errors
+/// [`ServerError`] if it cannot start.
+pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), ServerError> {
+    let server = Server::start(&config).await?;
+    shutdown.await;
+    tracing::info!("shutdown requested: draining");
+    server.shutdown().await;
+    Ok(())
+}
+
+/// Resolves on SIGINT or SIGTERM (on non-Unix: Ctrl-C).
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) {
+            (Ok(mut int), Ok(mut term)) => {
+                tokio::select! {
+                    _ = int.recv() => {},
+                    _ = term.recv() => {},
+                }
+            }
+            _ => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Installs the tracing subscriber: human lines or JSON, filtered by
+/// `RUST_LOG` (default `info`). Idempotent (a second call is ignored).
+pub fn init_tracing(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Human => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+fn endpoint(
+    config: &Config,
+    identity: &tls::ServerIdentity,
+) -> Result<quinn::Endpoint, ServerError> {
+    let rustls_config = tls::rustls_server_config(identity)?;
+    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(rustls_config)
+        .map_err(|e| TlsError::Config(e.to_string()))?;
+    let mut server_config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    let mut transport = quinn::TransportConfig::default();
+    transport
+        .max_concurrent_bidi_streams(quinn::VarInt::from_u32(
+            config.limits.max_streams_per_connection,
+        ))
+        .max_concurrent_uni_streams(quinn::VarInt::from_u32(0))
+        .max_idle_timeout(Some(
+            quinn::IdleTimeout::try_from(Duration::from_millis(config.limits.idle_timeout_ms))
+                .map_err(|e| TlsError::Config(e.to_string()))?,
+        ));
+    server_config.transport_config(Arc::new(transport));
+    quinn::Endpoint::server(server_config, config.listen).map_err(|source| ServerError::Io {
+        what: format!("binding {}", config.listen),
+        source,
+    })
+}
+
+async fn serve<S: Store>(endpoint: quinn::Endpoint, ctx: Arc<Ctx<S>>) {
+    let connection_slots = Arc::new(tokio::sync::Semaphore::new(
+        ctx.limits.max_connections as usize,
+    ));
+    let mut connections = JoinSet::new();
+    let mut shutdown = ctx.shutdown.clone();
+    let sweeper = tokio::spawn(sweeper(Arc::clone(&ctx)));
+    loop {
+        tokio::select! {
+            _ = until_shutdown(&mut shutdown) => break,
+            incoming = endpoint.accept() => {
+                let Some(incoming) = incoming else { break };
+                match Arc::clone(&connection_slots).try_acquire_owned() {
+                    Ok(slot) => {
+                        connections.spawn(ops::connection(incoming, Arc::clone(&ctx), slot));
+                    }
+                    Err(_) => {
+                        tracing::warn!("connection refused: max-connections reached");
+                        incoming.refuse();
+                    }
+                }
+            }
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    // Stop accepting; let every connection drain its in-flight operations.
+    endpoint.set_server_config(None);
+    let drain = Duration::from_millis(ctx.limits.drain_timeout_ms);
+    let drained = tokio::time::timeout(drain, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            in_flight = connections.len(),
+            "drain timeout: aborting remaining connections"
+        );
+        connections.abort_all();
+    }
+    endpoint.close(quinn::VarInt::from_u32(0), b"shutdown");
+    let _ = tokio::time::timeout(drain, endpoint.wait_idle()).await;
+    let _ = sweeper.await;
+}
+
+/// Applies due horizons every `limits.sweep-interval-ms` (§5a.9).
+async fn sweeper<S: Store>(ctx: Arc<Ctx<S>>) {
+    let interval = Duration::from_millis(ctx.limits.sweep_interval_ms);
+    let mut shutdown = ctx.shutdown.clone();
+    loop {
+        tokio::select! {
+            _ = until_shutdown(&mut shutdown) => return,
+            _ = tokio::time::sleep(interval) => {}
+        }
+        let engine = ctx.engine.clone();
+        match tokio::task::spawn_blocking(move || engine.sweep()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "sweep failed; retrying next interval"),
+            Err(e) => tracing::error!(error = %e, "sweep task failed"),
+        }
+    }
+}

@@ -1,0 +1,549 @@
+//! One connection, its streams, and the operations (`PROTOCOL.md` §6–§7).
+//!
+//! Every stream carries one operation (or one pipelined `submit-stream`).
+//! The request frame is read prefix first, header second, body last, each
+//! bound checked before the bytes it bounds are read; a malformed frame
+//! is answered with a closed `{"error", "detail"}` and the stream is
+//! finished, while the connection and its other streams go on.
+//! Blocking engine calls run on the blocking pool; a submission awaits the
+//! group commit without blocking.
+
+use super::{Ctx, current_declaration};
+use crate::engine::table::State;
+use crate::engine::verdict::{SubmitVerdict, Verdict};
+use crate::engine::{CollectedDeposit, SessionError, horizon};
+use crate::net::{self, ReadError};
+use crate::wire::response::{self, ChallengeAnswer, ErrorAnswer, ErrorCode, SubmitAnswer};
+use crate::wire::{self, FrameError, Request};
+use rltp_proofs::envelope::MAX_ENVELOPE_BYTES;
+use rltp_proofs::json::Object;
+use rltp_proofs::multikey::Rkid;
+use rltp_storage::{DepositId, ReadTxn, Store, StoreError};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::OwnedSemaphorePermit;
+use tokio::task::JoinSet;
+
+/// How many pipelined submissions may await their verdicts on one
+/// `submit-stream` before the server stops reading further items.
+const PIPELINE_DEPTH: usize = 256;
+
+/// Serves one connection until it closes or the server shuts down.
+pub(super) async fn connection<S: Store>(
+    incoming: quinn::Incoming,
+    ctx: Arc<Ctx<S>>,
+    _slot: OwnedSemaphorePermit,
+) {
+    let connection = match incoming.await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::debug!(error = %e, "handshake failed");
+            return;
+        }
+    };
+    tracing::debug!(remote = %connection.remote_address(), "connection open");
+    let mut streams = JoinSet::new();
+    let mut shutdown = ctx.shutdown.clone();
+    loop {
+        tokio::select! {
+            _ = super::until_shutdown(&mut shutdown) => break,
+            stream = connection.accept_bi() => match stream {
+                Ok((send, recv)) => {
+                    streams.spawn(stream_task(Arc::clone(&ctx), send, recv));
+                }
+                Err(e) => {
+                    tracing::debug!(reason = %e, "connection closed");
+                    break;
+                }
+            },
+            Some(_) = streams.join_next(), if !streams.is_empty() => {}
+        }
+    }
+    // In-flight operations finish (watch sessions end on shutdown).
+    while streams.join_next().await.is_some() {}
+    connection.close(quinn::VarInt::from_u32(0), b"shutdown");
+}
+
+fn deadline<S: Store>(ctx: &Ctx<S>) -> Duration {
+    Duration::from_millis(ctx.limits.stream_read_timeout_ms)
+}
+
+async fn stream_task<S: Store>(
+    ctx: Arc<Ctx<S>>,
+    mut send: quinn::SendStream,
+    mut recv: quinn::RecvStream,
+) {
+    let request = tokio::time::timeout(deadline(&ctx), read_request(&mut recv)).await;
+    match request {
+        Err(_elapsed) => {
+            let answer = ErrorAnswer {
+                code: ErrorCode::ReadTimeout,
+                detail: "the request did not arrive within the read deadline".into(),
+            };
+            refuse(&mut send, &mut recv, &answer).await;
+        }
+        Ok(Err(ReadError::Frame(e))) => {
+            tracing::debug!(error = %e, "malformed request frame");
+            refuse(&mut send, &mut recv, &ErrorAnswer::of(&e)).await;
+        }
+        Ok(Err(ReadError::Stream(e))) => tracing::debug!(error = %e, "stream failed"),
+        Ok(Ok(None)) => {
+            let _ = send.finish();
+        }
+        Ok(Ok(Some((request, body)))) => {
+            dispatch(&ctx, request, body, &mut send, &mut recv).await;
+            finish(&mut send).await;
+        }
+    }
+}
+
+/// Reads the request frame: prefix, header, then the body under the
+/// operation's own bound; a `submit` body must be `size` bytes.
+async fn read_request(
+    recv: &mut quinn::RecvStream,
+) -> Result<Option<(Request, Vec<u8>)>, ReadError> {
+    let Some(prefix) = net::read_prefix(recv).await? else {
+        return Ok(None);
+    };
+    let header = net::read_header(recv, prefix).await?;
+    let request = Request::from_header(&header)?;
+    let body = net::read_body(recv, prefix, request.max_body()).await?;
+    if let Request::Submit { size, .. } = request {
+        check_size(size, &body)?;
+    }
+    Ok(Some((request, body)))
+}
+
+fn check_size(size: u32, body: &[u8]) -> Result<(), FrameError> {
+    if size as usize == body.len() {
+        Ok(())
+    } else {
+        Err(FrameError::Header(format!(
+            "size {size} does not match the body length {}",
+            body.len()
+        )))
+    }
+}
+
+/// Answers with a closed error, finishes the stream, and asks the peer to
+/// stop sending (the rest of its frame is never read).
+async fn refuse(send: &mut quinn::SendStream, recv: &mut quinn::RecvStream, answer: &ErrorAnswer) {
+    let _ = net::write_frame(send, &answer.to_header(), b"").await;
+    let _ = recv.stop(quinn::VarInt::from_u32(0));
+    finish(send).await;
+}
+
+/// Finishes the send side and waits (bounded) until the peer has the data,
+/// so a draining shutdown never cuts an answer.
+async fn finish(send: &mut quinn::SendStream) {
+    if send.finish().is_ok() {
+        let _ = tokio::time::timeout(Duration::from_secs(5), send.stopped()).await;
+    }
+}
+
+async fn write(send: &mut quinn::SendStream, header: &Object, body: &[u8]) -> bool {
+    net::write_frame(send, header, body).await.is_ok()
+}
+
+fn unavailable(detail: impl std::fmt::Display) -> ErrorAnswer {
+    ErrorAnswer {
+        code: ErrorCode::Unavailable,
+        detail: format!("carrier storage unavailable, retry: {detail}"),
+    }
+}
+
+/// Runs `f` on the blocking pool.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(t) => Some(t),
+        Err(e) => {
+            tracing::error!(error = %e, "engine task failed");
+            None
+        }
+    }
+}
+
+async fn dispatch<S: Store>(
+    ctx: &Arc<Ctx<S>>,
+    request: Request,
+    body: Vec<u8>,
+    send: &mut quinn::SendStream,
+    recv: &mut quinn::RecvStream,
+) {
+    let op = request.op();
+    match request {
+        Request::Declaration => {
+            let document = current_declaration(ctx);
+            write(send, &response::declaration_header(), &document).await;
+            tracing::debug!(op, "served");
+        }
+        Request::Submit { rkid, .. } => {
+            let answer = submit(ctx, rkid, body).await;
+            write(send, &answer.to_header(), b"").await;
+        }
+        Request::SubmitStream => submit_stream(ctx, send, recv).await,
+        Request::Status { rkid, deposit } => {
+            let engine = ctx.engine.clone();
+            match blocking(move || engine.status(&rkid, &deposit)).await {
+                Some(Ok(status)) => {
+                    tracing::info!(op, %status, "status");
+                    write(send, &response::status_header(status), b"").await;
+                }
+                Some(Err(e)) => {
+                    write(send, &unavailable(&e).to_header(), b"").await;
+                }
+                None => {
+                    write(send, &unavailable("internal").to_header(), b"").await;
+                }
+            }
+        }
+        Request::Challenge { rkid, purpose } => {
+            let engine = ctx.engine.clone();
+            let answer = match blocking(move || engine.challenge(&rkid, purpose)).await {
+                Some(Ok(issued)) => Ok(ChallengeAnswer::Issued {
+                    principal_challenge: issued.principal_challenge,
+                    address_challenge: issued.sealed_address_challenge,
+                    expires_at: issued.expires_at,
+                }),
+                Some(Err(SessionError::Refused(v))) => Ok(ChallengeAnswer::Refused(v)),
+                Some(Err(e)) => Err(unavailable(e)),
+                None => Err(unavailable("internal")),
+            };
+            match answer {
+                Ok(answer) => {
+                    let verdict = match &answer {
+                        ChallengeAnswer::Issued { .. } => "issued",
+                        ChallengeAnswer::Refused(v) => v.as_str(),
+                    };
+                    tracing::info!(op, %purpose, verdict, "challenge");
+                    write(send, &answer.to_header(), b"").await;
+                }
+                Err(e) => {
+                    write(send, &e.to_header(), b"").await;
+                }
+            }
+        }
+        Request::Register => {
+            let engine = ctx.engine.clone();
+            let verdict = blocking(move || engine.register(&body))
+                .await
+                .unwrap_or(Verdict::RegistrationCapacity);
+            tracing::info!(op, %verdict, "register");
+            write(send, &response::verdict_header(verdict), b"").await;
+        }
+        Request::Collect {
+            after,
+            limit,
+            watch,
+        } => {
+            collect(ctx, body, after, limit, watch, send, recv).await;
+        }
+        Request::Conclude { deposits } => {
+            let engine = ctx.engine.clone();
+            let header = match blocking(move || engine.conclude(&body, &deposits)).await {
+                Some(Ok(done)) => {
+                    tracing::info!(op, verdict = "served", removed = done.removed, "conclude");
+                    response::conclude_header(Verdict::Served, Some(done.removed as u64))
+                }
+                Some(Err(SessionError::Refused(v))) => {
+                    tracing::info!(op, verdict = %v, "conclude");
+                    response::conclude_header(v, None)
+                }
+                Some(Err(e)) => unavailable(e).to_header(),
+                None => unavailable("internal").to_header(),
+            };
+            write(send, &header, b"").await;
+        }
+    }
+}
+
+/// One submission (§5a.5); wakes watch sessions of the queue on admission.
+async fn submit<S: Store>(ctx: &Ctx<S>, rkid: Rkid, body: Vec<u8>) -> SubmitAnswer {
+    let id = DepositId::of(&body);
+    let verdict = ctx.engine.submit_async(&rkid, body).await;
+    if verdict == SubmitVerdict::Admitted {
+        ctx.watchers.admitted(&rkid);
+    }
+    tracing::info!(op = "submit", %verdict, deposit = %id.to_multibase(), "submit");
+    SubmitAnswer::new(verdict, id)
+}
+
+enum Pending {
+    Verdict(tokio::task::JoinHandle<SubmitAnswer>),
+    Error(ErrorAnswer),
+}
+
+/// The pipelined `submit-stream`: items are read and submitted as they
+/// arrive (many in flight share group commits); verdicts are written in
+/// item order. A malformed item is answered with a closed error after
+/// the verdicts before it, and ends the stream.
+async fn submit_stream<S: Store>(
+    ctx: &Arc<Ctx<S>>,
+    send: &mut quinn::SendStream,
+    recv: &mut quinn::RecvStream,
+) {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Pending>(PIPELINE_DEPTH);
+    let reader = async {
+        loop {
+            let item = match net::read_prefix(recv).await {
+                Ok(None) => break,
+                Ok(Some(prefix)) => {
+                    tokio::time::timeout(deadline(ctx), read_item(recv, prefix)).await
+                }
+                Err(e) => Ok(Err(e)),
+            };
+            let pending = match item {
+                Ok(Ok((rkid, body))) => {
+                    let ctx = Arc::clone(ctx);
+                    Pending::Verdict(tokio::spawn(async move { submit(&ctx, rkid, body).await }))
+                }
+                Ok(Err(ReadError::Frame(e))) => Pending::Error(ErrorAnswer::of(&e)),
+                Ok(Err(ReadError::Stream(_))) => break,
+                Err(_elapsed) => Pending::Error(ErrorAnswer {
+                    code: ErrorCode::ReadTimeout,
+                    detail: "the item did not arrive within the read deadline".into(),
+                }),
+            };
+            let last = matches!(pending, Pending::Error(_));
+            if tx.send(pending).await.is_err() || last {
+                break;
+            }
+        }
+        drop(tx);
+    };
+    let writer = async {
+        let mut count = 0u64;
+        while let Some(pending) = rx.recv().await {
+            let (header, last) = match pending {
+                Pending::Verdict(handle) => {
+                    let answer = handle.await.unwrap_or(SubmitAnswer {
+                        verdict: SubmitVerdict::Capacity,
+                        deposit: None,
+                    });
+                    (answer.to_header(), false)
+                }
+                Pending::Error(e) => (e.to_header(), true),
+            };
+            if !write(send, &header, b"").await || last {
+                break;
+            }
+            count += 1;
+        }
+        tracing::debug!(items = count, "submit-stream ended");
+    };
+    tokio::join!(reader, writer);
+    let _ = recv.stop(quinn::VarInt::from_u32(0));
+}
+
+async fn read_item(
+    recv: &mut quinn::RecvStream,
+    prefix: net::Prefix,
+) -> Result<(Rkid, Vec<u8>), ReadError> {
+    let header = net::read_header(recv, prefix).await?;
+    let (rkid, size) = wire::parse_stream_item(&header)?;
+    let body = net::read_body(recv, prefix, MAX_ENVELOPE_BYTES).await?;
+    check_size(size, &body)?;
+    Ok((rkid, body))
+}
+
+async fn write_deposits(send: &mut quinn::SendStream, deposits: &[CollectedDeposit]) -> bool {
+    for d in deposits {
+        if !write(send, &response::deposit_header(&d.id, d.seq), &d.bytes).await {
+            return false;
+        }
+    }
+    true
+}
+
+/// `collect` (§5a.7, §5a.8): the page, then the trailer; with `watch`,
+/// the stream stays open as one authorization session (§5a.3).
+async fn collect<S: Store>(
+    ctx: &Arc<Ctx<S>>,
+    proof: Vec<u8>,
+    after: Option<u64>,
+    limit: u32,
+    watch: bool,
+    send: &mut quinn::SendStream,
+    recv: &mut quinn::RecvStream,
+) {
+    let engine = ctx.engine.clone();
+    let result = {
+        let proof = proof.clone();
+        blocking(move || engine.collect(&proof, after, limit as usize)).await
+    };
+    let collected = match result {
+        Some(Ok(c)) => c,
+        Some(Err(SessionError::Refused(v))) => {
+            tracing::info!(op = "collect", verdict = %v, "collect");
+            write(send, &response::collect_end_header(v, None), b"").await;
+            return;
+        }
+        Some(Err(e)) => {
+            write(send, &unavailable(e).to_header(), b"").await;
+            return;
+        }
+        None => {
+            write(send, &unavailable("internal").to_header(), b"").await;
+            return;
+        }
+    };
+    tracing::info!(
+        op = "collect",
+        verdict = "served",
+        deposits = collected.deposits.len(),
+        watch,
+        "collect"
+    );
+    if !write_deposits(send, &collected.deposits).await {
+        return;
+    }
+    if !write(
+        send,
+        &response::collect_end_header(Verdict::Served, Some(collected.more)),
+        b"",
+    )
+    .await
+    {
+        return;
+    }
+    if !watch {
+        return;
+    }
+    // The proof was verified by the engine; its principal scopes the session.
+    let Ok(parsed) = rltp_proofs::proof::parse(&proof, ctx.carrier.as_str()) else {
+        return;
+    };
+    let last = collected.deposits.last().map(|d| d.seq).or(after);
+    watch_session(
+        ctx,
+        *parsed.rkid(),
+        *parsed.principal().as_bytes(),
+        last,
+        limit,
+        send,
+        recv,
+    )
+    .await;
+}
+
+/// What a watch session sees of its queue.
+enum WatchRead {
+    /// New deposits (possibly none).
+    Deposits(Vec<CollectedDeposit>),
+    /// The binding is no longer held by the session's principal.
+    Gone,
+}
+
+/// Reads the deposits after `after` if `rkid` is still held (`live` or
+/// `closing` at now, §5a.9) by `principal` — the same judgement as the
+/// table's `collect` cell — from a read snapshot. Deposits past their own
+/// give-up instant are left to the sweep.
+fn watch_read<S: Store>(
+    engine: &crate::engine::Engine<S>,
+    rkid: &Rkid,
+    principal: &[u8; 32],
+    after: Option<u64>,
+    limit: usize,
+) -> Result<WatchRead, StoreError> {
+    let now = engine.now();
+    let constants = engine.constants();
+    let read = engine.store().read()?;
+    let binding = read.binding(rkid)?;
+    let held = matches!(
+        horizon::state_at(binding.as_ref(), None, now, &constants),
+        State::Live | State::Closing
+    );
+    if !held || binding.is_none_or(|b| &b.principal != principal) {
+        return Ok(WatchRead::Gone);
+    }
+    let mut deposits = Vec::new();
+    for d in read.deposits(rkid, after, limit)? {
+        if d.give_up_at > now {
+            deposits.push(CollectedDeposit {
+                seq: d.seq,
+                id: d.id,
+                bytes: read.deposit_bytes(rkid, &d)?,
+                admitted_at: d.admitted_at,
+            });
+        }
+    }
+    Ok(WatchRead::Deposits(deposits))
+}
+
+/// The rest of a watch session: push each newly admitted deposit of the
+/// queue as a deposit frame. Ends with `refused(no-such-queue)` when the
+/// binding leaves the principal, with `second-proof` if the client sends
+/// anything on the stream (one authorization session, one principal:
+/// §5a.3), or silently at shutdown or when the client goes away.
+async fn watch_session<S: Store>(
+    ctx: &Arc<Ctx<S>>,
+    rkid: Rkid,
+    principal: [u8; 32],
+    mut after: Option<u64>,
+    limit: u32,
+    send: &mut quinn::SendStream,
+    recv: &mut quinn::RecvStream,
+) {
+    let subscription = ctx.watchers.subscribe(rkid);
+    let mut shutdown = ctx.shutdown.clone();
+    let recheck = Duration::from_millis(ctx.limits.sweep_interval_ms);
+    let mut client_open = true;
+    let mut probe = [0u8; 1];
+    loop {
+        let notified = subscription.notify().notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let engine = ctx.engine.clone();
+        let read =
+            blocking(move || watch_read(&engine, &rkid, &principal, after, limit as usize)).await;
+        match read {
+            Some(Ok(WatchRead::Deposits(deposits))) => {
+                if !write_deposits(send, &deposits).await {
+                    return;
+                }
+                if let Some(last) = deposits.last() {
+                    after = Some(last.seq);
+                    tracing::debug!(pushed = deposits.len(), "watch push");
+                    continue;
+                }
+            }
+            Some(Ok(WatchRead::Gone)) => {
+                write(
+                    send,
+                    &response::collect_end_header(Verdict::NoSuchQueue, None),
+                    b"",
+                )
+                .await;
+                return;
+            }
+            Some(Err(e)) => {
+                write(send, &unavailable(e).to_header(), b"").await;
+                return;
+            }
+            None => {
+                write(send, &unavailable("internal").to_header(), b"").await;
+                return;
+            }
+        }
+        tokio::select! {
+            _ = &mut notified => {}
+            _ = tokio::time::sleep(recheck) => {}
+            _ = super::until_shutdown(&mut shutdown) => return,
+            _ = send.stopped() => return,
+            read = recv.read(&mut probe), if client_open => match read {
+                Ok(None) => client_open = false,
+                Ok(Some(_)) => {
+                    tracing::info!(op = "collect", "second proof on a watch session refused");
+                    let answer = ErrorAnswer {
+                        code: ErrorCode::SecondProof,
+                        detail: "a watch stream is one authorization session for one principal (§5a.3); \
+                                 open a new stream for another proof".into(),
+                    };
+                    refuse(send, recv, &answer).await;
+                    return;
+                }
+                Err(_) => return,
+            },
+        }
+    }
+}
