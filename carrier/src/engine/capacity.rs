@@ -39,13 +39,15 @@
 use crate::engine::config::Limits;
 use rltp_storage::Occupancy;
 
-/// `max(0, queue_bytes − floor)`, bytes.
+/// §4.4 guarantee 5: a queue's elastic bytes, `max(0, queue_bytes −
+/// floor)` (bytes).
 pub fn excess(queue_bytes: u64, floor: u64) -> u64 {
     queue_bytes.saturating_sub(floor)
 }
 
-/// The change of the global elastic bytes when a queue goes from `before`
-/// to `after` bytes under `floor` (all bytes); signed.
+/// §4.4 guarantee 5: the change of the global elastic bytes when a queue
+/// goes from `before` to `after` bytes under `floor` (all bytes); signed,
+/// saturating.
 pub fn elastic_delta(before: u64, after: u64, floor: u64) -> i64 {
     let (b, a) = (excess(before, floor), excess(after, floor));
     if a >= b {
@@ -64,7 +66,8 @@ pub fn floor_change_delta(queue_bytes: u64, old_floor: u64, new_floor: u64) -> i
     i64::try_from(delta).unwrap_or(if delta < 0 { i64::MIN } else { i64::MAX })
 }
 
-/// The carrier's usage, bytes: `bindings × floor + elastic` (saturating).
+/// §4.4 guarantees 2 and 5: the carrier's usage, bytes: `bindings × floor
+/// + elastic` (saturating).
 pub fn usage(occupancy: &Occupancy, floor: u64) -> u64 {
     occupancy
         .bindings
@@ -72,7 +75,8 @@ pub fn usage(occupancy: &Occupancy, floor: u64) -> u64 {
         .saturating_add(occupancy.elastic_bytes)
 }
 
-/// The verdict of the two occupancy checks of a submission, in s-order.
+/// §5a.5: the answer of the two occupancy checks of a submission, in
+/// s-order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Room {
     /// Both bounds hold.
@@ -83,8 +87,9 @@ pub enum Room {
     Capacity,
 }
 
-/// s5 then s6 for a deposit of `len` bytes to a queue holding
-/// `queue_bytes` bytes, judged on the occupancy **after** the deposit.
+/// §5a.5 s5 then s6 for a deposit of `len` bytes to a queue holding
+/// `queue_bytes` bytes, judged on the occupancy **after** the deposit
+/// (all sizes bytes; `limits` private, §4.4 guarantee 2). Never fails.
 pub fn submission_room(
     occupancy: &Occupancy,
     queue_bytes: u64,
@@ -110,9 +115,11 @@ pub fn submission_room(
     }
 }
 
-/// r4: whether a registration is refused `registration-refused(capacity)`.
-/// `returning` is true when the `rkid` is held `live`/`closing` (see the
-/// module doc for why a return is refused only over the limits).
+/// §5a.3 r4: whether a registration is refused
+/// `registration-refused(capacity)`. `returning` is true when the `rkid` is
+/// held `live`/`closing` (§4.4 guarantee 4, §5a.9 "a return outranks an
+/// arrival"; see the module doc for why a return is refused only over the
+/// limits). `floor` is bytes. Never fails.
 pub fn registration_refused(
     occupancy: &Occupancy,
     floor: u64,

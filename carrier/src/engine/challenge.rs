@@ -1,13 +1,13 @@
 //! Challenges (§5a.3) and the work counters that prove guarantee 3.
 //!
-//! - [`issue`] runs **only after** the caller's admission decision (r2):
+//! - `issue` runs **only after** the caller's admission decision (r2):
 //!   it draws 32 random bytes for the principal challenge and, for
 //!   `register`/`rebind`, 32 more for the address challenge, which it
 //!   seals to the `rkid` with the §5 construction
 //!   ([`rltp_proofs::seal::seal`]). Every random draw and every asymmetric
 //!   operation is counted in [`Counters`], so tests prove that a refused
 //!   request cost none (§4.4 guarantee 3, `g3_order`).
-//! - [`consume_and_verify`] is r3: the challenge named by the proof's
+//! - `consume_and_verify` is r3: the challenge named by the proof's
 //!   `principalChallenge` is **taken from the store first** — consumed
 //!   before verification, never restored — and only then checked (issued,
 //!   unexpired, same `rkid`, same purpose, the sealed address challenge)

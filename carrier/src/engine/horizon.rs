@@ -1,7 +1,7 @@
 //! Time (§5a.8, §5a.9): every transition at its **normative instant**,
 //! even when noticed late.
 //!
-//! The due-time index holds one entry per pending horizon. [`apply_due`]
+//! The due-time index holds one entry per pending horizon. `apply_due`
 //! is the committer's batch prelude (so every operation first applies what
 //! is due at its `now`) and the body of the sweeper: it takes the earliest
 //! entry with instant ≤ `now`, applies it **at its own instant** (never at
@@ -16,7 +16,7 @@
 //! | give-up | `admitted_at + give-up-horizon` | the deposit is given up (§5a.8) |
 //! | forget | end of a departure record | the sender status becomes `unknown` |
 //!
-//! Reads outside the writer ([`state_at`], [`status`]) evaluate the same
+//! Reads outside the writer ([`state_at`], `status`) evaluate the same
 //! instants against their own `now`, so a late sweep is never visible.
 
 use crate::engine::binding::{self, orphan_instant};

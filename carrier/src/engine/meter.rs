@@ -70,7 +70,7 @@ pub fn submission_keys(rkid: Rkid, bytes_after: u64, queue_floor: u64) -> Vec<Me
     keys
 }
 
-/// An admission meter. `check` charges one unit to `key` and answers
+/// §5a.3 r2 / §5a.5 s4: an admission meter. `check` charges one unit to `key` and answers
 /// whether the request may proceed (`false` is
 /// `refused(admission-resource)`, retriable). Implementations must be
 /// cheap, non-blocking and must never panic.
@@ -86,8 +86,8 @@ pub trait Meter: Send + Sync + 'static {
     }
 }
 
-/// Charges `keys` in order, stopping at the first refusal; `true` if every
-/// key admitted the request.
+/// §5a.5 s4: charges `keys` in order, stopping at the first refusal;
+/// `true` if every key admitted the request.
 pub fn charge_all(meter: &dyn Meter, keys: &[MeterKey]) -> bool {
     keys.iter().all(|key| meter.check(key))
 }

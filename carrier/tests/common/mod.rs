@@ -10,7 +10,8 @@ use rltp_carrier::engine::clock::ManualClock;
 use rltp_carrier::engine::table::State;
 use rltp_carrier::engine::verdict::{SubmitVerdict, Verdict};
 use rltp_carrier::engine::{
-    BudgetMeter, Collected, Concluded, Engine, EngineConfig, EngineConstants, Limits, SessionError,
+    BudgetMeter, Collected, Concluded, Engine, EngineConfig, EngineConstants, Limits, Meter,
+    SessionError,
 };
 use rltp_proofs::identity::{CarrierId, control_principal};
 use rltp_proofs::multikey::{DidKey, Rkid};
@@ -364,21 +365,27 @@ impl<S: Store> Harness<S> {
     }
 
     pub fn with(store: Arc<S>, constants: EngineConstants, config: EngineConfig) -> Harness<S> {
-        let clock = Arc::new(ManualClock::new(T0));
         let meter = Arc::new(BudgetMeter::new());
-        let engine = Engine::start(
-            store,
-            clock.clone(),
-            carrier_id(),
-            constants,
-            config,
-            meter.clone(),
-        )
-        .unwrap();
+        let mut h = Harness::with_meter(store, constants, config, meter.clone());
+        h.meter = meter;
+        h
+    }
+
+    /// An engine metered by `meter` (`self.meter` is then a detached
+    /// budget meter the engine does not use).
+    pub fn with_meter(
+        store: Arc<S>,
+        constants: EngineConstants,
+        config: EngineConfig,
+        meter: Arc<dyn Meter>,
+    ) -> Harness<S> {
+        let clock = Arc::new(ManualClock::new(T0));
+        let engine =
+            Engine::start(store, clock.clone(), carrier_id(), constants, config, meter).unwrap();
         Harness {
             engine,
             clock,
-            meter,
+            meter: Arc::new(BudgetMeter::new()),
         }
     }
 
