@@ -532,6 +532,72 @@ async fn the_declaration_is_revised_when_the_constants_change() {
 }
 
 #[tokio::test]
+async fn the_sender_retries_retriable_refusals_and_reports_them() {
+    use rltp_carrier::client::{AwaitingReason, RetryPolicy, SendEvent, Sender, SenderStatus};
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path());
+    // One submission per second per queue: the second is refused retriably.
+    config.limits.meters.queue = rltp_carrier::config::RateConfig {
+        per_second: 1,
+        burst: 1,
+    };
+    let server = mem_server(&config).await;
+    let client = connect(&server).await;
+    let alice = keys(&config, [13u8; 32], 1);
+    let rkid = *alice.rkid();
+    assert_eq!(
+        client
+            .register(&alice, Purpose::Register)
+            .await
+            .unwrap()
+            .verdict(),
+        Verdict::Registered
+    );
+    let first = envelope(&rkid, "{\"n\":1}");
+    assert_eq!(
+        client.submit(&rkid, &first).await.unwrap().verdict,
+        SubmitVerdict::Admitted
+    );
+
+    let second = envelope(&rkid, "{\"n\":2}");
+    let options = ConnectOptions::new(
+        server.local_addr().to_string(),
+        ServerTrust::Pin(server.fingerprint()),
+    );
+    let mut sender = Sender::with_client(options, client.clone());
+    let policy = RetryPolicy {
+        give_up_horizon: Duration::from_secs(30),
+        status_horizon: Duration::from_secs(5),
+    };
+    let mut events = Vec::new();
+    let status = sender
+        .send(&rkid, &second, policy, |e| events.push(e))
+        .await
+        .unwrap();
+    assert_eq!(
+        status,
+        SenderStatus::Accepted {
+            deposit: DepositId::of(&second)
+        }
+    );
+    assert_eq!(events[0], SendEvent::Attempt { number: 1 });
+    assert_eq!(
+        events[1],
+        SendEvent::Verdict(SubmitVerdict::AdmissionResource)
+    );
+    assert_eq!(
+        events[2],
+        SendEvent::Report(SenderStatus::AwaitingTransport(
+            AwaitingReason::CarrierRefusedRetriable
+        ))
+    );
+    assert_eq!(events.last(), Some(&SendEvent::Report(status)));
+    assert!(events.contains(&SendEvent::Verdict(SubmitVerdict::Admitted)));
+    client.close().await;
+    server.shutdown().await;
+}
+
+#[tokio::test]
 async fn shutdown_drains_and_ends_watch_sessions() {
     let dir = tempfile::tempdir().unwrap();
     let config = config(dir.path());
@@ -556,6 +622,88 @@ async fn shutdown_drains_and_ends_watch_sessions() {
         .unwrap();
     // The session ended cleanly (or with the connection close).
     assert!(!matches!(watch.next().await, Ok(Some(_))));
+}
+
+#[tokio::test]
+async fn shutdown_answers_only_durable_admissions_and_loses_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path());
+    let server = Server::start(&config).await.unwrap();
+    let client = connect(&server).await;
+    let alice = keys(&config, [14u8; 32], 1);
+    let rkid = *alice.rkid();
+    assert_eq!(
+        client
+            .register(&alice, Purpose::Register)
+            .await
+            .unwrap()
+            .verdict(),
+        Verdict::Registered
+    );
+
+    // A busy pipelined sender, interrupted by a shutdown mid-stream.
+    let (mut writer, mut reader) = client.submitter().await.unwrap().split();
+    let envelopes: Vec<Vec<u8>> = (0..3000)
+        .map(|n| envelope(&rkid, &format!("{{\"n\":{n}}}")))
+        .collect();
+    let write = {
+        let envelopes = envelopes.clone();
+        tokio::spawn(async move {
+            for e in &envelopes {
+                if writer.send(&rkid, e).await.is_err() {
+                    break;
+                }
+            }
+            writer.finish();
+        })
+    };
+    let (seen_tx, seen_rx) = tokio::sync::oneshot::channel();
+    let read = tokio::spawn(async move {
+        let mut admitted = Vec::new();
+        let mut seen_tx = Some(seen_tx);
+        while let Ok(Some(answer)) = reader.recv().await {
+            assert_eq!(answer.verdict, SubmitVerdict::Admitted);
+            admitted.push(answer.deposit.unwrap());
+            if admitted.len() == 50 {
+                let _ = seen_tx.take().map(|tx| tx.send(()));
+            }
+        }
+        admitted
+    });
+    seen_rx.await.unwrap();
+    tokio::time::timeout(Duration::from_secs(20), server.shutdown())
+        .await
+        .unwrap();
+    let admitted = read.await.unwrap();
+    write.await.unwrap();
+    assert!(
+        admitted.len() >= 50 && admitted.len() < envelopes.len(),
+        "{}",
+        admitted.len()
+    );
+
+    // Every admission answered before the shutdown is held after a restart.
+    let server = Server::start(&config).await.unwrap();
+    let client = connect(&server).await;
+    let mut held = Vec::new();
+    let mut after = None;
+    loop {
+        let page = client.collect(&alice, after, 1024).await.unwrap();
+        held.extend(page.deposits.iter().map(|d| d.id));
+        after = page.deposits.last().map(|d| d.seq);
+        if !page.more {
+            break;
+        }
+    }
+    for id in &admitted {
+        assert!(
+            held.contains(id),
+            "admitted deposit {} lost",
+            id.to_multibase()
+        );
+    }
+    client.close().await;
+    server.shutdown().await;
 }
 
 #[tokio::test]

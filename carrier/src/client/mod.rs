@@ -32,7 +32,9 @@ mod recipient;
 pub mod sender;
 
 pub use recipient::{CollectPage, Delivered, RecipientKeys, RegisterOutcome, Watch, WatchEvent};
-pub use sender::{AwaitingReason, Backoff, FailReason, RetryPolicy, SendEvent, SenderStatus};
+pub use sender::{
+    AwaitingReason, Backoff, FailReason, RetryPolicy, SendEvent, Sender, SenderStatus,
+};
 
 use crate::engine::verdict::DepositStatus;
 use crate::net::{self, ReadError};
@@ -349,9 +351,11 @@ impl Client {
     pub async fn submitter(&self) -> Result<Submitter, ClientError> {
         let (send, recv) = self.open(&Request::SubmitStream, b"", true).await?;
         Ok(Submitter {
-            send,
-            recv,
-            timeout: self.timeout,
+            writer: SubmitWriter { send },
+            reader: SubmitReader {
+                recv,
+                timeout: self.timeout,
+            },
         })
     }
 
@@ -364,29 +368,27 @@ impl Client {
         &self,
         items: &[(Rkid, Vec<u8>)],
     ) -> Result<Vec<SubmitAnswer>, ClientError> {
-        let Submitter {
-            mut send,
-            mut recv,
-            timeout,
-        } = self.submitter().await?;
-        let writer = async {
+        let (mut writer, mut reader) = self.submitter().await?.split();
+        let write = async {
             for (rkid, envelope) in items {
-                write_stream_item(&mut send, rkid, envelope).await?;
+                writer.send(rkid, envelope).await?;
             }
-            let _ = send.finish();
+            writer.finish();
             Ok::<(), ClientError>(())
         };
-        let reader = async {
+        let read = async {
             let mut answers = Vec::with_capacity(items.len());
             for (_, envelope) in items {
-                let (header, _) = read_answer(&mut recv, 0, timeout).await?;
-                let answer = SubmitAnswer::from_header(&header)?;
+                let answer = reader
+                    .recv()
+                    .await?
+                    .ok_or_else(|| ClientError::Protocol("submit-stream ended early".into()))?;
                 check_deposit(&answer, envelope)?;
                 answers.push(answer);
             }
             Ok::<_, ClientError>(answers)
         };
-        let (written, answers) = tokio::join!(writer, reader);
+        let (written, answers) = tokio::join!(write, read);
         let answers = answers?;
         written?;
         Ok(answers)
@@ -526,12 +528,24 @@ async fn write_stream_item(
 
 /// A pipelined `submit-stream` (`PROTOCOL.md` §6): write many
 /// submissions with [`Submitter::send`], read their answers in the same
-/// order with [`Submitter::recv`]. Interleave, or use
-/// [`Client::submit_many`], so the server's pipeline never stalls on
-/// unread answers.
+/// order with [`Submitter::recv`]. Interleave, [`Submitter::split`] the
+/// two halves into two tasks, or use [`Client::submit_many`], so the
+/// server's pipeline never stalls on unread answers.
 #[derive(Debug)]
 pub struct Submitter {
+    writer: SubmitWriter,
+    reader: SubmitReader,
+}
+
+/// The writing half of a [`Submitter`].
+#[derive(Debug)]
+pub struct SubmitWriter {
     send: quinn::SendStream,
+}
+
+/// The reading half of a [`Submitter`].
+#[derive(Debug)]
+pub struct SubmitReader {
     recv: quinn::RecvStream,
     timeout: Duration,
 }
@@ -542,11 +556,47 @@ impl Submitter {
     /// # Errors
     /// Transport errors.
     pub async fn send(&mut self, rkid: &Rkid, envelope: &[u8]) -> Result<(), ClientError> {
+        self.writer.send(rkid, envelope).await
+    }
+
+    /// Reads the next answer; see [`SubmitReader::recv`].
+    ///
+    /// # Errors
+    /// As [`SubmitReader::recv`].
+    pub async fn recv(&mut self) -> Result<Option<SubmitAnswer>, ClientError> {
+        self.reader.recv().await
+    }
+
+    /// Says that no more submissions follow.
+    pub fn finish(&mut self) {
+        self.writer.finish();
+    }
+
+    /// The two halves, for a writer task and a reader task.
+    pub fn split(self) -> (SubmitWriter, SubmitReader) {
+        (self.writer, self.reader)
+    }
+}
+
+impl SubmitWriter {
+    /// Writes one submission.
+    ///
+    /// # Errors
+    /// Transport errors.
+    pub async fn send(&mut self, rkid: &Rkid, envelope: &[u8]) -> Result<(), ClientError> {
         write_stream_item(&mut self.send, rkid, envelope).await
     }
 
+    /// Says that no more submissions follow.
+    pub fn finish(&mut self) {
+        let _ = self.send.finish();
+    }
+}
+
+impl SubmitReader {
     /// Reads the next answer, in submission order; `Ok(None)` once the
-    /// server has answered everything after [`Submitter::finish`].
+    /// server has answered everything (after the writer finished, or when
+    /// the carrier stops reading at shutdown).
     ///
     /// # Errors
     /// Transport errors, [`ClientError::Server`] (a malformed item ends
@@ -568,10 +618,5 @@ impl Submitter {
         tokio::time::timeout(self.timeout, read)
             .await
             .map_err(|_| ClientError::Timeout(self.timeout))?
-    }
-
-    /// Says that no more submissions follow.
-    pub fn finish(&mut self) {
-        let _ = self.send.finish();
     }
 }

@@ -284,8 +284,14 @@ async fn submit_stream<S: Store>(
 ) {
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Pending>(PIPELINE_DEPTH);
     let reader = async {
+        let mut shutdown = ctx.shutdown.clone();
         loop {
-            let item = match net::read_prefix(recv).await {
+            // At shutdown no further item is read; those read are answered.
+            let prefix = tokio::select! {
+                _ = super::until_shutdown(&mut shutdown) => break,
+                prefix = net::read_prefix(recv) => prefix,
+            };
+            let item = match prefix {
                 Ok(None) => break,
                 Ok(Some(prefix)) => {
                     tokio::time::timeout(deadline(ctx), read_item(recv, prefix)).await
