@@ -409,7 +409,7 @@ impl<S: Store> Engine<S> {
 
     /// §5a.7/§5a.8 collect: r1–r3 (principal proof only), then — under the
     /// bound principal — the held deposits with `seq > after`, in
-    /// admission order, at most `limit` (capped by the configured page
+    /// admission order, at most `limit` (at least 1, capped by the configured page
     /// size), with their ids; `last_collection_at` moves to now (a live
     /// binding's orphan horizon restarts; a closing binding stays closing).
     /// Another principal's valid proof is `refused(no-such-queue)`.
