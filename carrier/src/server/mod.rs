@@ -167,9 +167,10 @@ impl<S: Store> Server<S> {
         let issuer = DidKey::from_verifying_key(&key.verifying_key());
 
         let starting = declaration::starting_constants(&*store, &key, &config.constants)?;
-        let mut engine_config =
+        // The engine's page bound (256) caps a collect page below the wire's
+        // 1 024: a page of maximal envelopes stays near 22 MiB.
+        let engine_config =
             EngineConfig::new(config.limits.capacity_bytes, config.limits.max_bindings);
-        engine_config = engine_config.with_max_collect(crate::wire::MAX_COLLECT_LIMIT as usize);
         let engine = {
             let carrier = config.carrier.clone();
             let meter = Arc::new(GovernorMeter::new(quotas(config)));

@@ -28,6 +28,10 @@ use tokio::task::JoinSet;
 /// `submit-stream` before the server stops reading further items.
 const PIPELINE_DEPTH: usize = 256;
 
+/// Most deposits one watch push reads at once (a push of maximal
+/// envelopes stays near 5.5 MiB).
+const WATCH_PAGE: usize = 64;
+
 /// Serves one connection until it closes or the server shuts down.
 pub(super) async fn connection<S: Store>(
     incoming: quinn::Incoming,
@@ -490,6 +494,7 @@ async fn watch_session<S: Store>(
     send: &mut quinn::SendStream,
     recv: &mut quinn::RecvStream,
 ) {
+    let page = (limit as usize).min(WATCH_PAGE);
     let subscription = ctx.watchers.subscribe(rkid);
     let mut shutdown = ctx.shutdown.clone();
     let recheck = Duration::from_millis(ctx.limits.sweep_interval_ms);
@@ -500,8 +505,7 @@ async fn watch_session<S: Store>(
         tokio::pin!(notified);
         notified.as_mut().enable();
         let engine = ctx.engine.clone();
-        let read =
-            blocking(move || watch_read(&engine, &rkid, &principal, after, limit as usize)).await;
+        let read = blocking(move || watch_read(&engine, &rkid, &principal, after, page)).await;
         match read {
             Some(Ok(WatchRead::Deposits(deposits))) => {
                 if !write_deposits(send, &deposits).await {
