@@ -5,6 +5,8 @@
 //! - [`engine`]: the sans-IO rules — the binding state table, r1–r5,
 //!   s1–s6, metering and horizons — over a store and a clock.
 //! - [`wire`]: the QUIC wire profile of `PROTOCOL.md` as pure codecs.
+//! - [`server`], [`client`]: the QUIC service and its client library.
+//! - [`cli`]: the `rltp-carrier` subcommands.
 
 pub mod engine;
 pub mod wire;
@@ -13,3 +15,4 @@ pub mod tls;
 pub mod net;
 pub mod server;
 pub mod client;
+pub mod cli;

@@ -1,13 +1,12 @@
-//! `rltp-carrier`: the carrier binary. CLI parsing and dispatch only; the
-//! work is in the library ([`rltp_carrier::server`], [`rltp_carrier::client`]).
+//! `rltp-carrier`: the carrier binary. CLI parsing and dispatch only; each
+//! subcommand lives in [`rltp_carrier::cli`].
 
 use clap::{Parser, Subcommand};
-use rltp_carrier::config::{Config, LogFormat};
-use std::net::SocketAddr;
-use std::path::PathBuf;
+use rltp_carrier::cli;
 use std::process::ExitCode;
 
-/// The RLTP carrier: a key-blind relay for sealed envelopes.
+/// The RLTP carrier: a key-blind relay for sealed envelopes, and the
+/// sender and recipient commands that use one.
 #[derive(Debug, Parser)]
 #[command(name = "rltp-carrier", version, about)]
 struct Cli {
@@ -18,76 +17,33 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run a carrier: QUIC on the listen address, embedded store in the data dir.
-    Serve(ServeArgs),
-}
-
-#[derive(Debug, clap::Args)]
-struct ServeArgs {
-    /// TOML configuration file (every key optional; see the README).
-    #[arg(long, short)]
-    config: Option<PathBuf>,
-    /// Data directory (overrides `data-dir`; default ./carrier-data).
-    #[arg(long)]
-    data_dir: Option<PathBuf>,
-    /// UDP listen address (overrides `listen`; default 127.0.0.1:4433).
-    #[arg(long)]
-    listen: Option<SocketAddr>,
-    /// Log format (overrides `log-format`).
-    #[arg(long, value_parser = ["human", "json"])]
-    log_format: Option<String>,
-}
-
-fn load_config(args: &ServeArgs) -> Result<Config, String> {
-    let mut config = match &args.config {
-        Some(path) => Config::load(path),
-        None => Config::defaults(),
-    }
-    .map_err(|e| e.to_string())?;
-    if let Some(dir) = &args.data_dir {
-        config.data_dir = dir.clone();
-    }
-    if let Some(listen) = args.listen {
-        config.listen = listen;
-    }
-    match args.log_format.as_deref() {
-        Some("json") => config.log_format = LogFormat::Json,
-        Some(_) => config.log_format = LogFormat::Human,
-        None => {}
-    }
-    Ok(config)
-}
-
-async fn serve(args: ServeArgs) -> ExitCode {
-    let config = match load_config(&args) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("rltp-carrier: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    rltp_carrier::server::init_tracing(config.log_format);
-    let server = match rltp_carrier::server::Server::start(&config).await {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("rltp-carrier: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    println!("listening {}", server.local_addr());
-    println!("fingerprint {}", server.fingerprint());
-    println!(
-        "declaration-issuer {}",
-        server.declaration_issuer().to_did_key()
-    );
-    rltp_carrier::server::shutdown_signal().await;
-    server.shutdown().await;
-    ExitCode::SUCCESS
+    Serve(cli::serve::Args),
+    /// Recipient key material (control principal and rkid) for one carrier.
+    Keys(cli::keys::Args),
+    /// Fetch, verify and print the carrier's signed declaration.
+    Declaration(cli::declaration::Args),
+    /// Register (or rebind) the key file's rkid under its principal.
+    Register(cli::register::Args),
+    /// Seal a JSON document to an rkid and submit it, reporting its status.
+    Send(cli::send::Args),
+    /// Ask the carrier for a deposit's status.
+    Status(cli::status::Args),
+    /// Collect, open and store deposits; conclude the terminal ones.
+    Collect(cli::collect::Args),
+    /// The whole round trip against an in-process loopback carrier.
+    Demo(cli::demo::Args),
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match cli.command {
-        Command::Serve(args) => serve(args).await,
+    match Cli::parse().command {
+        Command::Serve(args) => cli::serve::run(args).await,
+        Command::Keys(args) => cli::keys::run(args),
+        Command::Declaration(args) => cli::declaration::run(args).await,
+        Command::Register(args) => cli::register::run(args).await,
+        Command::Send(args) => cli::send::run(args).await,
+        Command::Status(args) => cli::status::run(args).await,
+        Command::Collect(args) => cli::collect::run(args).await,
+        Command::Demo(args) => cli::demo::run(args).await,
     }
 }

@@ -1,0 +1,170 @@
+//! The `rltp-carrier` subcommands (`README.md`, `PROTOCOL.md` §5–§9). The
+//! binary's `main.rs` only parses the command line and dispatches here;
+//! every command is one module with its clap `Args` and an async `run`.
+//!
+//! | command | module | what |
+//! |---|---|---|
+//! | `serve` | [`serve`] | run a carrier |
+//! | `keys new` / `keys rotate` | [`keys`] | recipient key material (Identity §7a) |
+//! | `declaration` | [`declaration`] | fetch and verify the signed declaration (§4.4) |
+//! | `register` | [`register`] | register or rebind an `rkid` (§5a.3) |
+//! | `send` | [`send`] | seal a document and submit it, reporting §6.1 status |
+//! | `status` | [`status`] | a deposit's status by id (§5a.8) |
+//! | `collect` | [`collect`] | collect, open, write, and conclude terminal outcomes (§5a.8) |
+//! | `demo` | [`demo`] | the whole round trip against an in-process carrier |
+//!
+//! ## Exit statuses
+//! [`exit::OK`] (0) the operation reached its positive outcome;
+//! [`exit::REFUSED`] (1) the carrier answered with a refusal, the sender's
+//! status is `failed(…)`, or a deposit could not be handled;
+//! [`exit::USAGE`] (2) bad arguments, files or configuration;
+//! [`exit::TRANSPORT`] (3) the carrier could not be reached or broke the
+//! wire profile.
+//!
+//! Output is line-oriented `name value` text on stdout (and JSON lines
+//! where a command offers `--json`); diagnostics go to stderr. No command
+//! ever prints a secret or an envelope body.
+
+pub mod collect;
+pub mod declaration;
+pub mod demo;
+pub mod keys;
+pub mod register;
+pub mod send;
+pub mod serve;
+pub mod status;
+
+use crate::client::{Client, ClientError, ConnectOptions};
+use crate::tls::{ServerTrust, SpkiFingerprint};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Exit statuses of every subcommand.
+pub mod exit {
+    /// The operation reached its positive outcome.
+    pub const OK: u8 = 0;
+    /// A refusal, a `failed(…)` status, or a deposit that could not be handled.
+    pub const REFUSED: u8 = 1;
+    /// Bad arguments, files or configuration.
+    pub const USAGE: u8 = 2;
+    /// The carrier could not be reached, or it broke the wire profile.
+    pub const TRANSPORT: u8 = 3;
+}
+
+/// Why a command stopped early: an exit status and a message for stderr.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// One of [`exit`].
+    pub status: u8,
+    /// For people; never a secret.
+    pub message: String,
+}
+
+impl Failure {
+    /// A [`exit::USAGE`] failure.
+    pub fn usage(message: impl Into<String>) -> Failure {
+        Failure {
+            status: exit::USAGE,
+            message: message.into(),
+        }
+    }
+
+    /// A [`exit::REFUSED`] failure.
+    pub fn refused(message: impl Into<String>) -> Failure {
+        Failure {
+            status: exit::REFUSED,
+            message: message.into(),
+        }
+    }
+
+    /// A [`exit::TRANSPORT`] failure.
+    pub fn transport(message: impl Into<String>) -> Failure {
+        Failure {
+            status: exit::TRANSPORT,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<ClientError> for Failure {
+    fn from(e: ClientError) -> Failure {
+        match e {
+            ClientError::Tls(_) | ClientError::Proof(_) => Failure::usage(e.to_string()),
+            ClientError::AddressChallenge(_) => Failure::refused(e.to_string()),
+            _ => Failure::transport(e.to_string()),
+        }
+    }
+}
+
+/// Turns a command's result into the process exit status, printing a
+/// failure's message to stderr as `rltp-carrier COMMAND: MESSAGE`.
+pub fn finish(command: &str, result: Result<u8, Failure>) -> ExitCode {
+    match result {
+        Ok(status) => ExitCode::from(status),
+        Err(failure) => {
+            eprintln!("rltp-carrier {command}: {}", failure.message);
+            ExitCode::from(failure.status)
+        }
+    }
+}
+
+/// How a client command reaches a carrier (`PROTOCOL.md` §5).
+#[derive(Debug, Clone, clap::Args)]
+pub struct CarrierArgs {
+    /// The carrier's `host:port` (UDP).
+    #[arg(long, env = "RLTP_CARRIER_SERVER", default_value = crate::config::DEFAULT_LISTEN)]
+    pub server: String,
+    /// The carrier's SHA-256 SPKI fingerprint (`sha256/…`, printed by `serve`).
+    #[arg(long, env = "RLTP_CARRIER_PIN", required_unless_present = "ca_file")]
+    pub pin: Option<SpkiFingerprint>,
+    /// Trust a CA-issued certificate: PEM file of the CA roots (instead of `--pin`).
+    #[arg(long, conflicts_with = "pin")]
+    pub ca_file: Option<PathBuf>,
+    /// TLS server name (default: the host part of `--server`).
+    #[arg(long)]
+    pub server_name: Option<String>,
+    /// Longest wait for a connection or an answer, seconds.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub timeout: u64,
+}
+
+impl CarrierArgs {
+    /// The connect options these arguments name.
+    ///
+    /// # Errors
+    /// [`Failure::usage`] when neither a pin nor a CA file is given.
+    pub fn options(&self) -> Result<ConnectOptions, Failure> {
+        let trust = match (&self.pin, &self.ca_file) {
+            (Some(pin), _) => ServerTrust::Pin(*pin),
+            (None, Some(file)) => ServerTrust::CaFile(file.clone()),
+            (None, None) => return Err(Failure::usage("give --pin or --ca-file")),
+        };
+        let mut options = ConnectOptions::new(self.server.clone(), trust)
+            .with_timeout(Duration::from_secs(self.timeout));
+        if let Some(name) = &self.server_name {
+            options = options.with_server_name(name.clone());
+        }
+        Ok(options)
+    }
+
+    /// Connects.
+    ///
+    /// # Errors
+    /// [`Failure`] from [`CarrierArgs::options`] or the connection.
+    pub async fn connect(&self) -> Result<Client, Failure> {
+        crate::tls::install_crypto_provider();
+        let options = self.options()?;
+        Client::connect(&options).await.map_err(|e| {
+            Failure::transport(format!("cannot reach the carrier at {}: {e}", self.server))
+        })
+    }
+}
+
+/// Reads a whole file for a command.
+///
+/// # Errors
+/// [`Failure::usage`] naming the file.
+pub fn read_file(path: &std::path::Path) -> Result<Vec<u8>, Failure> {
+    std::fs::read(path).map_err(|e| Failure::usage(format!("{}: {e}", path.display())))
+}

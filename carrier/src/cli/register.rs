@@ -1,0 +1,111 @@
+//! `rltp-carrier register`: bind the key file's `rkid` to its control
+//! principal (§5a.3, `PROTOCOL.md` §8) — request a challenge, open the
+//! sealed address challenge with the rkid secret (checking `v`, `carrier`,
+//! `rkid`, `purpose`), sign both challenges with the principal at the key
+//! file's generation, present the proof, print the verdict.
+//!
+//! On `refused(stale-generation)` it prints the generation the carrier
+//! holds and the smallest one that would win (held + 1), with the
+//! `keys rotate` command that gets there.
+
+use super::keys::KeyFile;
+use super::{CarrierArgs, Failure, exit};
+use crate::client::{Client, ClientError, RegisterOutcome};
+use crate::engine::verdict::Verdict;
+use rltp_proofs::proof::Purpose;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// `register`: register or rebind.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    carrier: CarrierArgs,
+    /// The key file (`keys new`).
+    #[arg(long)]
+    key: PathBuf,
+    /// `register` or `rebind` (default: `register` at generation 1,
+    /// `rebind` above; the carrier treats both alike, §5a.3).
+    #[arg(long, value_parser = ["register", "rebind"])]
+    purpose: Option<String>,
+}
+
+/// Registers `keys` over `client` with `purpose` (default by generation).
+///
+/// # Errors
+/// [`Failure`] for transport faults or an address challenge that is not
+/// the one asked for (the carrier's `C` differs from the key file's).
+pub async fn register(
+    client: &Client,
+    keys: &KeyFile,
+    purpose: Option<Purpose>,
+) -> Result<RegisterOutcome, Failure> {
+    let purpose = purpose.unwrap_or(if keys.generation() == 1 {
+        Purpose::Register
+    } else {
+        Purpose::Rebind
+    });
+    client
+        .register(&keys.recipient_keys(), purpose)
+        .await
+        .map_err(|e| match e {
+            ClientError::AddressChallenge(inner) => Failure::refused(format!(
+                "{inner} (the key file is for carrier {:?}; is the carrier configured with that identifier?)",
+                keys.carrier().as_str()
+            )),
+            e => Failure::from(e),
+        })
+}
+
+/// Whether a registration verdict holds the binding.
+pub fn holds(verdict: Verdict) -> bool {
+    matches!(
+        verdict,
+        Verdict::Registered | Verdict::RegisteredIdempotent | Verdict::Rebound
+    )
+}
+
+async fn execute(args: &Args) -> Result<u8, Failure> {
+    let keys = KeyFile::load(&args.key)?;
+    let purpose = args.purpose.as_deref().and_then(Purpose::from_wire);
+    println!("rkid {}", keys.rkid().to_multikey());
+    println!("principal {}", keys.principal().to_did_key());
+    println!("generation {}", keys.generation());
+    let client = args.carrier.connect().await?;
+    let outcome = register(&client, &keys, purpose).await;
+    client.close().await;
+    let outcome = outcome?;
+    if let RegisterOutcome::ChallengeRefused(v) = outcome {
+        println!("challenge {v}");
+    }
+    let verdict = outcome.verdict();
+    println!("verdict {verdict}");
+    if let Verdict::StaleGeneration { held } = verdict {
+        println!("held-generation {held}");
+        match outcome.winning_generation() {
+            Some(winning) => {
+                println!("winning-generation {winning}");
+                println!(
+                    "hint: rltp-carrier keys rotate --key {} --generation {winning}, then register again",
+                    args.key.display()
+                );
+            }
+            None => {
+                println!("winning-generation none (the held generation is the top of the domain)")
+            }
+        }
+    }
+    if verdict.retriable() {
+        println!("retriable true");
+    }
+    Ok(if holds(verdict) {
+        exit::OK
+    } else {
+        exit::REFUSED
+    })
+}
+
+/// Runs `register`.
+pub async fn run(args: Args) -> ExitCode {
+    super::finish("register", execute(&args).await)
+}

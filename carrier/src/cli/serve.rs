@@ -1,0 +1,164 @@
+//! `rltp-carrier serve`: run a carrier ([`crate::server`]) until SIGINT or
+//! SIGTERM, then drain and exit 0.
+//!
+//! Once listening it prints three lines on stdout, for people and for
+//! scripts (the e2e tests read them):
+//!
+//! ```text
+//! listening 127.0.0.1:4433
+//! fingerprint sha256/…            (pin this: --pin)
+//! declaration-issuer did:key:z6Mk…
+//! ```
+//!
+//! Logs (tracing) go to stderr. A bad configuration is refused before
+//! anything starts, with exit status 2 and a message naming the field.
+
+use super::{Failure, exit};
+use crate::config::{Config, LogFormat};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// `serve`: run a carrier.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// TOML configuration file (every key optional; see the README and
+    /// `deploy/carrier.toml`).
+    #[arg(long, short)]
+    config: Option<PathBuf>,
+    /// Data directory (overrides `data-dir`; default ./carrier-data).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// UDP listen address (overrides `listen`; default 127.0.0.1:4433;
+    /// port 0 picks a free port, printed on stdout).
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// Log format (overrides `log-format`).
+    #[arg(long, value_parser = ["human", "json"])]
+    log_format: Option<String>,
+}
+
+/// The configuration `args` name: the file (or the defaults), then the
+/// command-line overrides.
+///
+/// # Errors
+/// [`Failure::usage`] with the config error (it names the field).
+pub fn load_config(args: &Args) -> Result<Config, Failure> {
+    let mut config = match &args.config {
+        Some(path) => Config::load(path),
+        None => Config::defaults(),
+    }
+    .map_err(|e| Failure::usage(e.to_string()))?;
+    if let Some(dir) = &args.data_dir {
+        config.data_dir = dir.clone();
+    }
+    if let Some(listen) = args.listen {
+        config.listen = listen;
+    }
+    match args.log_format.as_deref() {
+        Some("json") => config.log_format = LogFormat::Json,
+        Some(_) => config.log_format = LogFormat::Human,
+        None => {}
+    }
+    Ok(config)
+}
+
+async fn execute(args: &Args) -> Result<u8, Failure> {
+    let config = load_config(args)?;
+    crate::server::init_tracing(config.log_format);
+    let server = crate::server::Server::start(&config)
+        .await
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    println!("listening {}", server.local_addr());
+    println!("fingerprint {}", server.fingerprint());
+    println!(
+        "declaration-issuer {}",
+        server.declaration_issuer().to_did_key()
+    );
+    crate::server::shutdown_signal().await;
+    server.shutdown().await;
+    Ok(exit::OK)
+}
+
+/// Runs `serve`.
+pub async fn run(args: Args) -> ExitCode {
+    super::finish("serve", execute(&args).await)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLE: &str = include_str!("../../../deploy/carrier.toml");
+
+    /// `deploy/carrier.toml` loads as shipped (every option commented out:
+    /// the defaults), and with every option uncommented it loads to the
+    /// same values, so the file documents every key with its default.
+    #[test]
+    fn the_deploy_example_documents_every_key_with_its_default() {
+        let shipped = Config::from_toml(EXAMPLE).unwrap();
+        let defaults = Config::defaults().unwrap();
+        let uncommented: String = EXAMPLE
+            .lines()
+            .map(|line| match line.strip_prefix("# ") {
+                Some(rest)
+                    if rest.starts_with('[')
+                        || rest.split_once(" = ").is_some_and(|(k, _)| {
+                            !k.is_empty() && k.chars().all(|c| c.is_ascii_lowercase() || c == '-')
+                        }) =>
+                {
+                    rest
+                }
+                _ => line,
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let full = Config::from_toml(&uncommented).unwrap();
+        for config in [&shipped, &full] {
+            assert_eq!(config.carrier.as_str(), defaults.carrier.as_str());
+            assert_eq!(config.listen, defaults.listen);
+            assert_eq!(config.data_dir, defaults.data_dir);
+            assert_eq!(config.log_format, defaults.log_format);
+            assert_eq!(config.constants, defaults.constants);
+            assert_eq!(config.limits, defaults.limits);
+        }
+        // Every key of the reference appears uncommented in `full`.
+        for key in [
+            "carrier",
+            "listen",
+            "data-dir",
+            "log-format",
+            "orphan-horizon",
+            "give-up-horizon",
+            "challenge-lifetime",
+            "queue-floor",
+            "max-queue-bytes",
+            "max-binding-tombstones",
+            "status-horizon",
+            "capacity-bytes",
+            "max-bindings",
+            "max-connections",
+            "max-streams-per-connection",
+            "idle-timeout-ms",
+            "stream-read-timeout-ms",
+            "sweep-interval-ms",
+            "drain-timeout-ms",
+            "unknown-address",
+            "held-binding",
+            "queue",
+            "shared-submission",
+            "cert",
+            "key",
+        ] {
+            assert!(
+                uncommented
+                    .lines()
+                    .any(|l| l.starts_with(&format!("{key} = "))),
+                "{key} is not documented"
+            );
+        }
+        for section in ["[constants]", "[limits]", "[limits.meters]", "[tls]"] {
+            assert!(uncommented.lines().any(|l| l == section), "{section}");
+        }
+    }
+}

@@ -1,0 +1,55 @@
+//! `rltp-carrier status`: what the carrier says about one deposit (§5a.8,
+//! §6.1, `PROTOCOL.md` §7): `accepted` (held, or concluded — a carrier
+//! never reveals a conclusion), `given-up` (the sender's status becomes
+//! `failed(expired-by-adapter-policy)`), or `unknown`.
+//!
+//! Exit status 0 for `accepted`, 1 otherwise.
+
+use super::{CarrierArgs, Failure, exit};
+use crate::engine::verdict::DepositStatus;
+use rltp_proofs::multikey::Rkid;
+use rltp_storage::DepositId;
+use std::process::ExitCode;
+
+/// `status`: a deposit's status by id.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    carrier: CarrierArgs,
+    /// The queue address the deposit was sent to.
+    #[arg(long)]
+    to: String,
+    /// The deposit id `send` printed (`u…`, 47 characters).
+    #[arg(long)]
+    deposit: String,
+}
+
+async fn execute(args: &Args) -> Result<u8, Failure> {
+    let rkid = Rkid::parse(&args.to).map_err(|e| {
+        Failure::usage(format!("--to {:?} is not an x25519 multikey: {e}", args.to))
+    })?;
+    let deposit = DepositId::parse(&args.deposit).map_err(|e| {
+        Failure::usage(format!(
+            "--deposit {:?} is not a deposit id: {e}",
+            args.deposit
+        ))
+    })?;
+    let client = args.carrier.connect().await?;
+    let status = client.status(&rkid, &deposit).await;
+    client.close().await;
+    let status = status?;
+    println!("status {status}");
+    if status == DepositStatus::GivenUp {
+        println!("sender-status failed(expired-by-adapter-policy)");
+    }
+    Ok(if status == DepositStatus::Accepted {
+        exit::OK
+    } else {
+        exit::REFUSED
+    })
+}
+
+/// Runs `status`.
+pub async fn run(args: Args) -> ExitCode {
+    super::finish("status", execute(&args).await)
+}
