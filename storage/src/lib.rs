@@ -24,6 +24,7 @@
 //! forgets every live challenge, which is indistinguishable from all of
 //! them expiring, and can never let a consumed challenge be accepted twice.
 
+pub mod challenges;
 pub mod committer;
 pub mod mem;
 pub mod model;

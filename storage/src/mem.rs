@@ -10,7 +10,7 @@ use crate::{
     ReadTxn, Store, StoreResult, Tombstone, WriteTxn,
 };
 use rltp_proofs::multikey::Rkid;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The whole state, as ordered maps.
@@ -34,7 +34,7 @@ pub struct MemState {
 pub struct MemStore {
     state: Mutex<Arc<MemState>>,
     writer: Mutex<()>,
-    challenges: Mutex<HashMap<[u8; 32], Challenge>>,
+    challenges: crate::challenges::ChallengeTable,
 }
 
 impl MemStore {
@@ -356,19 +356,16 @@ impl Store for MemStore {
         Ok(())
     }
     fn issue_challenge(&self, challenge: Challenge) -> StoreResult<()> {
-        lock(&self.challenges).insert(challenge.principal_challenge, challenge);
+        self.challenges.issue(challenge);
         Ok(())
     }
     fn take_challenge(&self, principal_challenge: &[u8; 32]) -> StoreResult<Option<Challenge>> {
-        Ok(lock(&self.challenges).remove(principal_challenge))
+        Ok(self.challenges.take(principal_challenge))
     }
     fn purge_challenges(&self, now: Ms) -> StoreResult<usize> {
-        let mut map = lock(&self.challenges);
-        let before = map.len();
-        map.retain(|_, c| c.expires_at > now);
-        Ok(before - map.len())
+        Ok(self.challenges.purge(now))
     }
     fn challenge_count(&self) -> usize {
-        lock(&self.challenges).len()
+        self.challenges.len()
     }
 }

@@ -194,7 +194,7 @@ pub struct RedbStore {
     writer: Mutex<WriterState>,
     files: Mutex<HashMap<u64, Arc<File>>>,
     readers: Mutex<Readers>,
-    challenges: Mutex<HashMap<[u8; 32], Challenge>>,
+    challenges: crate::challenges::ChallengeTable,
 }
 
 impl std::fmt::Debug for RedbStore {
@@ -756,7 +756,7 @@ impl RedbStore {
             }),
             files: Mutex::new(files),
             readers: Mutex::new(Readers::default()),
-            challenges: Mutex::new(HashMap::new()),
+            challenges: crate::challenges::ChallengeTable::default(),
         })
     }
 
@@ -1577,20 +1577,17 @@ impl Store for RedbStore {
     }
 
     fn issue_challenge(&self, challenge: Challenge) -> StoreResult<()> {
-        lock(&self.challenges).insert(challenge.principal_challenge, challenge);
+        self.challenges.issue(challenge);
         Ok(())
     }
     fn take_challenge(&self, principal_challenge: &[u8; 32]) -> StoreResult<Option<Challenge>> {
-        Ok(lock(&self.challenges).remove(principal_challenge))
+        Ok(self.challenges.take(principal_challenge))
     }
     fn purge_challenges(&self, now: Ms) -> StoreResult<usize> {
-        let mut map = lock(&self.challenges);
-        let before = map.len();
-        map.retain(|_, c| c.expires_at > now);
-        Ok(before - map.len())
+        Ok(self.challenges.purge(now))
     }
     fn challenge_count(&self) -> usize {
-        lock(&self.challenges).len()
+        self.challenges.len()
     }
 }
 
