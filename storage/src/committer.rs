@@ -176,7 +176,6 @@ fn writer_loop<S: Store>(
     max_batch: usize,
     stats: &CommitStats,
 ) {
-    use std::sync::atomic::Ordering::Relaxed;
     while let Ok(first) = queue.recv() {
         let mut batch = vec![first];
         while batch.len() < max_batch {
@@ -185,16 +184,9 @@ fn writer_loop<S: Store>(
                 Err(_) => break,
             }
         }
-        let count = batch.len() as u64;
-        match run_batch(store, clock, prelude, batch) {
-            Ok(()) => {
-                stats.batches.fetch_add(1, Relaxed);
-                stats.operations.fetch_add(count, Relaxed);
-            }
-            Err(()) => {
-                stats.failed_batches.fetch_add(1, Relaxed);
-            }
-        }
+        // Statistics are recorded inside `run_batch`, before any caller is
+        // answered, so a caller that saw its answer also sees its batch counted.
+        run_batch(store, clock, prelude, batch, stats);
     }
 }
 
@@ -203,8 +195,12 @@ fn run_batch<S: Store>(
     clock: &ClockFn,
     prelude: &Prelude,
     batch: Vec<Job>,
-) -> Result<(), ()> {
+    stats: &CommitStats,
+) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let count = batch.len() as u64;
     let fail_all = |completions: Vec<Completion>, error: StoreError| {
+        stats.failed_batches.fetch_add(1, Relaxed);
         let error = Arc::new(error);
         for completion in completions {
             completion(Err(Arc::clone(&error)));
@@ -216,8 +212,9 @@ fn run_batch<S: Store>(
             // Jobs that never ran: dropping them drops their reply senders,
             // so their callers see `NotRun`.
             drop(batch);
+            stats.failed_batches.fetch_add(1, Relaxed);
             tracing::error!(%error, "write transaction could not begin");
-            return Err(());
+            return;
         }
     };
     let now = clock();
@@ -225,7 +222,8 @@ fn run_batch<S: Store>(
         tracing::error!(%error, "batch prelude failed; batch dropped");
         drop(txn);
         drop(batch);
-        return Err(());
+        stats.failed_batches.fetch_add(1, Relaxed);
+        return;
     }
     let mut completions = Vec::with_capacity(batch.len());
     let mut failure = None;
@@ -245,19 +243,19 @@ fn run_batch<S: Store>(
         drop(txn);
         tracing::error!(%error, "operation failed; batch dropped");
         fail_all(completions, error);
-        return Err(());
+        return;
     }
     match store.commit(txn) {
         Ok(()) => {
+            stats.batches.fetch_add(1, Relaxed);
+            stats.operations.fetch_add(count, Relaxed);
             for completion in completions {
                 completion(Ok(()));
             }
-            Ok(())
         }
         Err(error) => {
             tracing::error!(%error, "commit failed; batch dropped");
             fail_all(completions, error);
-            Err(())
         }
     }
 }
