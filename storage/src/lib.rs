@@ -199,4 +199,15 @@ pub trait Store: Send + Sync + 'static {
     fn purge_challenges(&self, now: Ms) -> StoreResult<usize>;
     /// Live challenges held (for the no-leak checks of issue 6).
     fn challenge_count(&self) -> usize;
+
+    /// One bounded step of background maintenance (for the embedded store:
+    /// compacting sparse segments so their space comes back), run by the
+    /// server's sweeper between batches — never a pause: a step is one
+    /// short write transaction serialized with the writer. Default: none.
+    ///
+    /// # Errors
+    /// [`StoreError`] if the step fails; nothing of it is then durable.
+    fn maintenance_step(&self) -> StoreResult<()> {
+        Ok(())
+    }
 }

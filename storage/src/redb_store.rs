@@ -186,6 +186,9 @@ pub struct CompactionStep {
     pub pass_complete: bool,
 }
 
+/// Deposit index entries one background maintenance step examines.
+const MAINTENANCE_SCAN: usize = 4_096;
+
 /// The redb + segments store. See the module docs for layout and rules.
 pub struct RedbStore {
     db: Database,
@@ -1588,6 +1591,11 @@ impl Store for RedbStore {
     }
     fn challenge_count(&self) -> usize {
         self.challenges.len()
+    }
+
+    /// Compacts sparse segments in bounded steps (see [`RedbStore::compact_step`]).
+    fn maintenance_step(&self) -> StoreResult<()> {
+        self.compact_step(MAINTENANCE_SCAN).map(|_| ())
     }
 }
 

@@ -418,7 +418,8 @@ async fn serve<S: Store>(endpoint: quinn::Endpoint, ctx: Arc<Ctx<S>>) {
     let _ = sweeper.await;
 }
 
-/// Applies due horizons every `limits.sweep-interval-ms` (§5a.9).
+/// Applies due horizons every `limits.sweep-interval-ms` (§5a.9), then one
+/// bounded store maintenance step.
 async fn sweeper<S: Store>(ctx: Arc<Ctx<S>>) {
     let interval = Duration::from_millis(ctx.limits.sweep_interval_ms);
     let mut shutdown = ctx.shutdown.clone();
@@ -428,7 +429,15 @@ async fn sweeper<S: Store>(ctx: Arc<Ctx<S>>) {
             _ = tokio::time::sleep(interval) => {}
         }
         let engine = ctx.engine.clone();
-        match tokio::task::spawn_blocking(move || engine.sweep()).await {
+        let swept = tokio::task::spawn_blocking(move || {
+            let swept = engine.sweep();
+            // Reclaim space between batches (one bounded step per interval).
+            if let Err(e) = engine.store().maintenance_step() {
+                tracing::warn!(error = %e, "store maintenance step failed");
+            }
+            swept
+        });
+        match swept.await {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => tracing::warn!(error = %e, "sweep failed; retrying next interval"),
             Err(e) => tracing::error!(error = %e, "sweep task failed"),
