@@ -232,7 +232,10 @@ async fn dispatch<S: Store>(
             let verdict = blocking(move || engine.register(&body))
                 .await
                 .unwrap_or(Verdict::RegistrationCapacity);
-            tracing::info!(op, %verdict, "register");
+            // The guarantee-3 verification count makes "a replay costs no
+            // verification" observable from outside the process.
+            let verifications = ctx.engine.counters().verifications;
+            tracing::info!(op, %verdict, verifications, "register");
             write(send, &response::verdict_header(verdict), b"").await;
         }
         Request::Collect {
