@@ -273,14 +273,21 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
         ],
         format!("policy {source} status-horizon {status_ms} ms give-up-horizon {give_up_ms} ms"),
     );
+    // A handle on the first connection, to close it when done: a process
+    // that exits without closing leaves the carrier waiting on its streams.
+    let first = client.clone();
     let mut sender = match client {
         Some(client) => Sender::with_client(options, client),
         None => Sender::new(options),
     };
     let status = sender
         .send(&rkid, &sealed.envelope, policy, |event| out.event(&event))
-        .await
-        .map_err(Failure::from)?;
+        .await;
+    drop(sender);
+    if let Some(client) = first {
+        client.close().await;
+    }
+    let status = status.map_err(Failure::from)?;
     let accepted = matches!(status, SenderStatus::Accepted { .. });
     out.emit(
         "final",
