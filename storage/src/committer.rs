@@ -24,6 +24,7 @@ use crate::{Ms, Store, StoreError, StoreResult, WriteTxn};
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 type Completion = Box<dyn FnOnce(Result<(), Arc<StoreError>>) + Send>;
@@ -57,6 +58,24 @@ pub struct CommitStats {
     /// Batches that failed.
     pub failed_batches: std::sync::atomic::AtomicU64,
 }
+
+/// What the writer reports about each batch, on its own thread, once the
+/// batch is durable (or has failed) and **before** any caller of the batch
+/// is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchReport {
+    /// Operations in the batch (a count).
+    pub operations: usize,
+    /// Whether the batch became durable.
+    pub committed: bool,
+    /// Time spent in [`Store::commit`] (its fsyncs included); zero when the
+    /// batch failed before reaching it.
+    pub commit_time: Duration,
+}
+
+/// Called with every [`BatchReport`], on the writer thread: keep it short,
+/// the next batch waits for it.
+pub type BatchObserver = Arc<dyn Fn(&BatchReport) + Send + Sync>;
 
 /// Handle to the writer thread. Dropping every handle stops the writer
 /// after it has drained the queued operations.
@@ -94,6 +113,22 @@ impl Committer {
         prelude: Prelude,
         max_batch: usize,
     ) -> StoreResult<Committer> {
+        Committer::start_observed(store, clock, prelude, max_batch, Arc::new(|_| {}))
+    }
+
+    /// [`Committer::start`] with an `observer` told about every batch
+    /// (metrics: batch size, commit latency; and whatever must follow
+    /// exactly the batches that became durable).
+    ///
+    /// # Errors
+    /// [`StoreError::Io`] if the thread cannot be spawned.
+    pub fn start_observed<S: Store>(
+        store: Arc<S>,
+        clock: ClockFn,
+        prelude: Prelude,
+        max_batch: usize,
+        observer: BatchObserver,
+    ) -> StoreResult<Committer> {
         let (jobs, queue) = mpsc::channel::<Job>();
         let stats = Arc::new(CommitStats::default());
         let thread_stats = Arc::clone(&stats);
@@ -106,7 +141,10 @@ impl Committer {
                     &prelude,
                     &queue,
                     max_batch.max(1),
-                    &thread_stats,
+                    &Observed {
+                        stats: &thread_stats,
+                        observer: &observer,
+                    },
                 )
             })?;
         Ok(Committer {
@@ -168,13 +206,42 @@ impl Committer {
     }
 }
 
+/// Where a batch's outcome is recorded: the counters and the observer.
+struct Observed<'a> {
+    stats: &'a CommitStats,
+    observer: &'a BatchObserver,
+}
+
+impl Observed<'_> {
+    fn failed(&self, operations: usize, commit_time: Duration) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.stats.failed_batches.fetch_add(1, Relaxed);
+        (self.observer)(&BatchReport {
+            operations,
+            committed: false,
+            commit_time,
+        });
+    }
+
+    fn committed(&self, operations: usize, commit_time: Duration) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.stats.batches.fetch_add(1, Relaxed);
+        self.stats.operations.fetch_add(operations as u64, Relaxed);
+        (self.observer)(&BatchReport {
+            operations,
+            committed: true,
+            commit_time,
+        });
+    }
+}
+
 fn writer_loop<S: Store>(
     store: &S,
     clock: &ClockFn,
     prelude: &Prelude,
     queue: &mpsc::Receiver<Job>,
     max_batch: usize,
-    stats: &CommitStats,
+    stats: &Observed<'_>,
 ) {
     while let Ok(first) = queue.recv() {
         let mut batch = vec![first];
@@ -195,12 +262,11 @@ fn run_batch<S: Store>(
     clock: &ClockFn,
     prelude: &Prelude,
     batch: Vec<Job>,
-    stats: &CommitStats,
+    stats: &Observed<'_>,
 ) {
-    use std::sync::atomic::Ordering::Relaxed;
-    let count = batch.len() as u64;
-    let fail_all = |completions: Vec<Completion>, error: StoreError| {
-        stats.failed_batches.fetch_add(1, Relaxed);
+    let count = batch.len();
+    let fail_all = |completions: Vec<Completion>, error: StoreError, commit_time| {
+        stats.failed(count, commit_time);
         let error = Arc::new(error);
         for completion in completions {
             completion(Err(Arc::clone(&error)));
@@ -212,7 +278,7 @@ fn run_batch<S: Store>(
             // Jobs that never ran: dropping them drops their reply senders,
             // so their callers see `NotRun`.
             drop(batch);
-            stats.failed_batches.fetch_add(1, Relaxed);
+            stats.failed(count, Duration::ZERO);
             tracing::error!(%error, "write transaction could not begin");
             return;
         }
@@ -222,7 +288,7 @@ fn run_batch<S: Store>(
         tracing::error!(%error, "batch prelude failed; batch dropped");
         drop(txn);
         drop(batch);
-        stats.failed_batches.fetch_add(1, Relaxed);
+        stats.failed(count, Duration::ZERO);
         return;
     }
     let mut completions = Vec::with_capacity(batch.len());
@@ -242,20 +308,22 @@ fn run_batch<S: Store>(
     if let Some(error) = failure {
         drop(txn);
         tracing::error!(%error, "operation failed; batch dropped");
-        fail_all(completions, error);
+        fail_all(completions, error, Duration::ZERO);
         return;
     }
-    match store.commit(txn) {
+    let started = Instant::now();
+    let committed = store.commit(txn);
+    let commit_time = started.elapsed();
+    match committed {
         Ok(()) => {
-            stats.batches.fetch_add(1, Relaxed);
-            stats.operations.fetch_add(count, Relaxed);
+            stats.committed(count, commit_time);
             for completion in completions {
                 completion(Ok(()));
             }
         }
         Err(error) => {
             tracing::error!(%error, "commit failed; batch dropped");
-            fail_all(completions, error);
+            fail_all(completions, error, commit_time);
         }
     }
 }

@@ -24,6 +24,7 @@
 //! forgets every live challenge, which is indistinguishable from all of
 //! them expiring, and can never let a consumed challenge be accepted twice.
 
+pub mod backup;
 pub mod challenges;
 pub mod committer;
 pub mod mem;
@@ -104,6 +105,43 @@ pub trait ReadTxn {
     fn next_due(&self) -> StoreResult<Option<Ms>>;
     /// The current declaration revision.
     fn declaration(&self) -> StoreResult<Option<DeclarationRecord>>;
+
+    /// Held bindings by phase, counts only (metrics and the operator page;
+    /// nothing per principal or per `rkid` leaves this call). The default
+    /// reads the due index — every held binding has an orphan-expiry
+    /// (live) or a deadline (closing) entry there — and looks each one up:
+    /// O(due entries). The embedded store overrides it with a scan of its
+    /// bindings: O(bindings).
+    ///
+    /// # Errors
+    /// [`StoreError`] if the reads fail.
+    fn binding_phases(&self) -> StoreResult<BindingPhases> {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut phases = BindingPhases::default();
+        for (_, due) in self.due(Ms::MAX, usize::MAX)? {
+            let (Due::OrphanExpiry(rkid) | Due::Deadline(rkid)) = due else {
+                continue;
+            };
+            if !seen.insert(rkid) {
+                continue;
+            }
+            match self.binding(&rkid)?.map(|b| b.phase) {
+                Some(Phase::Live) => phases.live += 1,
+                Some(Phase::Closing { .. }) => phases.closing += 1,
+                None => {}
+            }
+        }
+        Ok(phases)
+    }
+}
+
+/// Held bindings by phase (§5a.3 `live`, `closing`), counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BindingPhases {
+    /// Bindings in `live`.
+    pub live: u64,
+    /// Bindings in `closing` (wind-up begun, deadline pending).
+    pub closing: u64,
 }
 
 /// A write transaction: everything it does becomes durable together at

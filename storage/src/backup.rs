@@ -1,0 +1,644 @@
+//! Backup archives (`rltp-backup/1`): one consistent snapshot of the
+//! embedded store ([`RedbStore::snapshot`]), taken while the carrier keeps
+//! serving, plus whatever files the caller adds (the carrier adds its
+//! declaration key and TLS identity).
+//!
+//! An archive describes a carrier **data directory**: the store in
+//! `store/` (`carrier.redb` and `segments/`), other files beside it.
+//!
+//! ## What is copied
+//! - every row of every store table, as the snapshot sees it (a logical
+//!   copy: the restore writes them into a fresh redb file, so the archive
+//!   does not depend on redb's file layout);
+//! - every segment the snapshot references, from byte 0 up to its
+//!   committed extent, and nothing past it (bytes past the extent belong
+//!   to batches committed after the snapshot, or to none). Segments are
+//!   append-only and none is unlinked while the snapshot lives, so the
+//!   copied prefix is exactly what the rows reference.
+//!
+//! Taking the snapshot is one redb read transaction: the writer is never
+//! paused, it only keeps its drained segments until the backup ends.
+//!
+//! ## Format
+//! All integers big-endian.
+//!
+//! ```text
+//! magic "RLTPBAK1"
+//! record*:
+//!   0x01 manifest   len u32 ‖ UTF-8 lines "name value"         (first record, once)
+//!   0x02 row        table_len u8 ‖ table ‖ key_len u32 ‖ key ‖ value_len u32 ‖ value
+//!   0x03 file       path_len u16 ‖ path ‖ mode u32 ‖ len u64 ‖ bytes
+//!   0x04 end        rows u64 ‖ files u64 ‖ sha256 (32 B)       (last record)
+//! ```
+//!
+//! The `end` digest is the SHA-256 of every archive byte before it. A file
+//! `path` is relative, `/`-separated, without `.` or `..` components; under
+//! `store/` only `store/segments/<id:016x>.seg` may appear.
+//!
+//! ## Restoring
+//! [`unpack`] writes an archive into a new directory, checking every bound
+//! as it reads and the digest at the end; [`check_unpacked`] then opens the
+//! store there and runs [`RedbStore::integrity_check`] (every counter,
+//! index and deposit SHA-256), and compares the counts with the manifest.
+//! Only then may the caller swap the directory in.
+
+use crate::redb_store::{
+    Importer, IntegrityReport, RedbStore, parse_segment_file_name, segment_file_name,
+};
+use crate::{Ms, Occupancy, ReadTxn, StoreError};
+use sha2::{Digest as _, Sha256};
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+/// The first 8 bytes of every archive.
+pub const MAGIC: [u8; 8] = *b"RLTPBAK1";
+/// The store's directory inside a data directory (and an archive).
+pub const STORE_DIR: &str = "store";
+/// The archive format name written in the manifest.
+pub const FORMAT: &str = "rltp-backup/1";
+
+const TAG_MANIFEST: u8 = 1;
+const TAG_ROW: u8 = 2;
+const TAG_FILE: u8 = 3;
+const TAG_END: u8 = 4;
+
+/// Bounds checked while reading, before the bytes they bound are read.
+const MAX_MANIFEST: u32 = 64 << 10;
+const MAX_TABLE_NAME: u8 = 64;
+const MAX_KEY: u32 = 4 << 10;
+const MAX_VALUE: u32 = 16 << 20;
+const MAX_PATH: u16 = 1024;
+
+/// Why a backup could not be written or read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BackupError {
+    /// Reading or writing a file or stream failed.
+    #[error("backup i/o error: {0}")]
+    Io(#[from] io::Error),
+    /// The store failed (or a restored store failed its integrity check).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The input is not a complete, intact `rltp-backup/1` archive.
+    #[error("not a valid rltp-backup/1 archive: {0}")]
+    Format(String),
+    /// The restored store's counts differ from the archive's manifest.
+    #[error("the restored store does not match its manifest: {0}")]
+    Mismatch(String),
+}
+
+fn format_error(what: impl Into<String>) -> BackupError {
+    BackupError::Format(what.into())
+}
+
+/// What an archive says about itself (its first record).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Manifest {
+    /// The clock reading (ms since the Unix epoch) taken just **before**
+    /// the snapshot began: every deposit admitted before this instant is in
+    /// the archive; anything admitted after it may not be.
+    pub taken_at: Ms,
+    /// What wrote the archive (e.g. `rltp-carrier 0.1.0`).
+    pub producer: String,
+    /// The snapshot's counters (bindings, tombstones, deposits, bytes).
+    pub occupancy: Occupancy,
+    /// The declaration revision the snapshot holds, if any.
+    pub declaration_revision: Option<u64>,
+    /// Segments copied, a count.
+    pub segments: u64,
+    /// Segment bytes copied (Σ committed extents).
+    pub segment_bytes: u64,
+}
+
+impl Manifest {
+    fn render(&self) -> String {
+        let o = &self.occupancy;
+        let revision = self
+            .declaration_revision
+            .map_or_else(|| "none".to_owned(), |r| r.to_string());
+        format!(
+            "format {FORMAT}\nproducer {}\ntaken-at-ms {}\nbindings {}\ntombstones {}\n\
+             deposits {}\ndeposit-bytes {}\nelastic-bytes {}\ndeclaration-revision {revision}\n\
+             segments {}\nsegment-bytes {}\n",
+            self.producer.replace('\n', " "),
+            self.taken_at,
+            o.bindings,
+            o.tombstones,
+            o.deposits,
+            o.total_bytes,
+            o.elastic_bytes,
+            self.segments,
+            self.segment_bytes,
+        )
+    }
+
+    fn parse(text: &str) -> Result<Manifest, BackupError> {
+        let mut fields = std::collections::HashMap::new();
+        for line in text.lines() {
+            let (name, value) = line
+                .split_once(' ')
+                .ok_or_else(|| format_error(format!("manifest line {line:?}")))?;
+            if fields.insert(name, value).is_some() {
+                return Err(format_error(format!("manifest names {name} twice")));
+            }
+        }
+        let get = |name: &str| {
+            fields
+                .get(name)
+                .copied()
+                .ok_or_else(|| format_error(format!("manifest lacks {name}")))
+        };
+        let number = |name: &str| -> Result<u64, BackupError> {
+            let text = get(name)?;
+            text.parse()
+                .map_err(|_| format_error(format!("manifest {name} {text:?} is not a count")))
+        };
+        if get("format")? != FORMAT {
+            return Err(format_error(format!("format {:?}", get("format")?)));
+        }
+        let declaration_revision = match get("declaration-revision")? {
+            "none" => None,
+            _ => Some(number("declaration-revision")?),
+        };
+        Ok(Manifest {
+            taken_at: number("taken-at-ms")?,
+            producer: get("producer")?.to_owned(),
+            occupancy: Occupancy {
+                total_bytes: number("deposit-bytes")?,
+                bindings: number("bindings")?,
+                deposits: number("deposits")?,
+                tombstones: number("tombstones")?,
+                elastic_bytes: number("elastic-bytes")?,
+            },
+            declaration_revision,
+            segments: number("segments")?,
+            segment_bytes: number("segment-bytes")?,
+        })
+    }
+}
+
+/// A file the caller adds to an archive, relative to the data directory
+/// (never under `store/`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ExtraFile {
+    /// Relative `/`-separated path, e.g. `declaration.key`.
+    pub path: String,
+    /// Unix permission bits to restore it with (e.g. `0o600`).
+    pub mode: u32,
+    /// Its contents.
+    pub bytes: Vec<u8>,
+}
+
+impl std::fmt::Debug for ExtraFile {
+    // Keys travel in here: never print the bytes.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExtraFile")
+            .field("path", &self.path)
+            .field("mode", &format_args!("{:o}", self.mode))
+            .field("len", &self.bytes.len())
+            .finish()
+    }
+}
+
+/// What an archive held (written or read).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArchiveSummary {
+    /// The manifest.
+    pub manifest: Manifest,
+    /// Table rows, a count.
+    pub rows: u64,
+    /// Files (segments and extra files), a count.
+    pub files: u64,
+    /// Archive length, bytes.
+    pub archive_bytes: u64,
+    /// The extra files' paths (not under `store/`).
+    pub extra_files: Vec<String>,
+}
+
+/// Counts and hashes every byte that passes.
+struct Hashing<T> {
+    inner: T,
+    sha: Sha256,
+    bytes: u64,
+}
+
+impl<T> Hashing<T> {
+    fn new(inner: T) -> Self {
+        Hashing {
+            inner,
+            sha: Sha256::new(),
+            bytes: 0,
+        }
+    }
+}
+
+impl<W: Write> Write for Hashing<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.sha.update(&buf[..n]);
+        self.bytes += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+impl<R: Read> Read for Hashing<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.sha.update(&buf[..n]);
+        self.bytes += n as u64;
+        Ok(n)
+    }
+}
+
+fn u16_len(n: usize, what: &str) -> Result<u16, BackupError> {
+    u16::try_from(n).map_err(|_| format_error(format!("{what} of {n} bytes")))
+}
+
+fn u32_len(n: usize, what: &str) -> Result<u32, BackupError> {
+    u32::try_from(n).map_err(|_| format_error(format!("{what} of {n} bytes")))
+}
+
+/// Writes a consistent backup of `store` to `out`: reads `clock` (ms since
+/// the Unix epoch) for the manifest's `taken_at`, then takes the snapshot
+/// (so everything admitted before `taken_at` is in it), then writes the
+/// rows, the referenced segment prefixes, and `extra` files. Never pauses
+/// the store's writer.
+///
+/// # Errors
+/// [`BackupError`]; `out` then holds no `end` record and is not a valid
+/// archive.
+pub fn write_backup(
+    store: &RedbStore,
+    clock: &dyn Fn() -> Ms,
+    producer: &str,
+    extra: &[ExtraFile],
+    out: impl Write,
+) -> Result<ArchiveSummary, BackupError> {
+    for file in extra {
+        check_path(&file.path, false)?;
+    }
+    let taken_at = clock();
+    let snapshot = store.snapshot()?;
+    let segments = snapshot.segments()?;
+    let manifest = Manifest {
+        taken_at,
+        producer: producer.to_owned(),
+        occupancy: snapshot.read().occupancy()?,
+        declaration_revision: snapshot.read().declaration()?.map(|d| d.revision),
+        segments: segments.len() as u64,
+        segment_bytes: segments.iter().map(|(_, end)| end).sum(),
+    };
+    let mut w = Hashing::new(BufWriter::with_capacity(1 << 20, out));
+    w.write_all(&MAGIC)?;
+    let text = manifest.render();
+    w.write_all(&[TAG_MANIFEST])?;
+    w.write_all(&u32_len(text.len(), "manifest")?.to_be_bytes())?;
+    w.write_all(text.as_bytes())?;
+
+    let mut rows = 0u64;
+    snapshot.for_each_row(|table, key, value| {
+        let mut put = || -> Result<(), BackupError> {
+            let name = u8::try_from(table.len())
+                .map_err(|_| format_error(format!("table name {table:?}")))?;
+            w.write_all(&[TAG_ROW, name])?;
+            w.write_all(table.as_bytes())?;
+            w.write_all(&u32_len(key.len(), "key")?.to_be_bytes())?;
+            w.write_all(key)?;
+            w.write_all(&u32_len(value.len(), "value")?.to_be_bytes())?;
+            w.write_all(value)?;
+            Ok(())
+        };
+        put().map_err(|e| match e {
+            BackupError::Io(e) => StoreError::Io(e),
+            other => StoreError::Corrupt(other.to_string()),
+        })?;
+        rows += 1;
+        Ok(())
+    })?;
+
+    let mut files = 0u64;
+    for (id, extent) in &segments {
+        let path = format!("{STORE_DIR}/segments/{}", segment_file_name(*id));
+        write_file_header(&mut w, &path, 0o600, *extent)?;
+        let file = File::open(snapshot.segment_path(*id))?;
+        let copied = io::copy(&mut file.take(*extent), &mut w)?;
+        if copied != *extent {
+            return Err(BackupError::Store(StoreError::Corrupt(format!(
+                "segment {id:016x} is {copied} bytes, its committed extent is {extent}"
+            ))));
+        }
+        files += 1;
+    }
+    drop(snapshot);
+    for file in extra {
+        write_file_header(&mut w, &file.path, file.mode, file.bytes.len() as u64)?;
+        w.write_all(&file.bytes)?;
+        files += 1;
+    }
+    w.write_all(&[TAG_END])?;
+    w.write_all(&rows.to_be_bytes())?;
+    w.write_all(&files.to_be_bytes())?;
+    let digest = w.sha.clone().finalize();
+    w.inner.write_all(&digest)?;
+    w.inner.flush()?;
+    Ok(ArchiveSummary {
+        manifest,
+        rows,
+        files,
+        archive_bytes: w.bytes + digest.len() as u64,
+        extra_files: extra.iter().map(|f| f.path.clone()).collect(),
+    })
+}
+
+fn write_file_header(
+    w: &mut impl Write,
+    path: &str,
+    mode: u32,
+    len: u64,
+) -> Result<(), BackupError> {
+    w.write_all(&[TAG_FILE])?;
+    w.write_all(&u16_len(path.len(), "path")?.to_be_bytes())?;
+    w.write_all(path.as_bytes())?;
+    w.write_all(&mode.to_be_bytes())?;
+    w.write_all(&len.to_be_bytes())?;
+    Ok(())
+}
+
+/// Checks a file path of an archive: relative, `/`-separated, no empty,
+/// `.` or `..` component; under `store/` only a segment file (and only
+/// when `store_allowed`).
+fn check_path(path: &str, store_allowed: bool) -> Result<(), BackupError> {
+    let parts: Vec<&str> = path.split('/').collect();
+    let bad = path.is_empty()
+        || path.len() > usize::from(MAX_PATH)
+        || parts
+            .iter()
+            .any(|p| p.is_empty() || *p == "." || *p == ".." || p.contains('\0'));
+    if bad {
+        return Err(format_error(format!("file path {path:?}")));
+    }
+    if parts.first() == Some(&STORE_DIR) {
+        let segment = matches!(
+            parts.as_slice(),
+            [_, "segments", name] if parse_segment_file_name(name).is_some()
+        );
+        if !(store_allowed && segment) {
+            return Err(format_error(format!("file path {path:?} inside the store")));
+        }
+    }
+    Ok(())
+}
+
+fn read_array<const N: usize>(r: &mut impl Read) -> Result<[u8; N], BackupError> {
+    let mut buf = [0u8; N];
+    r.read_exact(&mut buf).map_err(truncated)?;
+    Ok(buf)
+}
+
+fn read_vec(r: &mut impl Read, len: usize) -> Result<Vec<u8>, BackupError> {
+    let mut buf = vec![0u8; len];
+    r.read_exact(&mut buf).map_err(truncated)?;
+    Ok(buf)
+}
+
+fn truncated(e: io::Error) -> BackupError {
+    if e.kind() == io::ErrorKind::UnexpectedEof {
+        format_error("truncated (no end record)")
+    } else {
+        BackupError::Io(e)
+    }
+}
+
+/// Reads an archive into `dest`, which must not exist (it is created):
+/// the store rows into a fresh `dest/store/carrier.redb`, the segments
+/// into `dest/store/segments/`, the extra files beside them (with their
+/// modes). Every length is checked against its bound before the bytes it
+/// bounds are read; the digest is checked at the end and nothing may
+/// follow it. On an error `dest` holds a partial copy: the caller removes
+/// it.
+///
+/// # Errors
+/// [`BackupError::Format`] for anything but an intact archive;
+/// [`BackupError::Io`], [`BackupError::Store`].
+pub fn unpack(input: impl Read, dest: &Path) -> Result<ArchiveSummary, BackupError> {
+    std::fs::create_dir(dest)?;
+    let store_dir = dest.join(STORE_DIR);
+    std::fs::create_dir(&store_dir)?;
+    let mut r = Hashing::new(BufReader::with_capacity(1 << 20, input));
+    if read_array::<8>(&mut r)? != MAGIC {
+        return Err(format_error("wrong magic (not an rltp backup)"));
+    }
+    if read_array::<1>(&mut r)? != [TAG_MANIFEST] {
+        return Err(format_error("the manifest is not the first record"));
+    }
+    let len = u32::from_be_bytes(read_array(&mut r)?);
+    if len > MAX_MANIFEST {
+        return Err(format_error(format!("manifest of {len} bytes")));
+    }
+    let text = String::from_utf8(read_vec(&mut r, len as usize)?)
+        .map_err(|_| format_error("manifest is not UTF-8"))?;
+    let manifest = Manifest::parse(&text)?;
+
+    let mut importer = Some(Importer::create(&store_dir)?);
+    let (mut rows, mut files) = (0u64, 0u64);
+    let mut extra_files = Vec::new();
+    loop {
+        match read_array::<1>(&mut r)?[0] {
+            TAG_ROW => {
+                let name_len = read_array::<1>(&mut r)?[0];
+                if name_len == 0 || name_len > MAX_TABLE_NAME {
+                    return Err(format_error(format!("table name of {name_len} bytes")));
+                }
+                let name = String::from_utf8(read_vec(&mut r, usize::from(name_len))?)
+                    .map_err(|_| format_error("table name is not UTF-8"))?;
+                let key_len = u32::from_be_bytes(read_array(&mut r)?);
+                if key_len > MAX_KEY {
+                    return Err(format_error(format!("key of {key_len} bytes")));
+                }
+                let key = read_vec(&mut r, key_len as usize)?;
+                let value_len = u32::from_be_bytes(read_array(&mut r)?);
+                if value_len > MAX_VALUE {
+                    return Err(format_error(format!("value of {value_len} bytes")));
+                }
+                let value = read_vec(&mut r, value_len as usize)?;
+                let Some(importer) = importer.as_mut() else {
+                    return Err(format_error("a row after the files"));
+                };
+                importer.row(&name, &key, &value)?;
+                rows += 1;
+            }
+            TAG_FILE => {
+                if let Some(done) = importer.take() {
+                    done.finish()?;
+                }
+                let path_len = u16::from_be_bytes(read_array(&mut r)?);
+                if path_len > MAX_PATH {
+                    return Err(format_error(format!("path of {path_len} bytes")));
+                }
+                let path = String::from_utf8(read_vec(&mut r, usize::from(path_len))?)
+                    .map_err(|_| format_error("path is not UTF-8"))?;
+                check_path(&path, true)?;
+                let mode = u32::from_be_bytes(read_array(&mut r)?) & 0o777;
+                let len = u64::from_be_bytes(read_array(&mut r)?);
+                let target = path.split('/').fold(dest.to_path_buf(), |p, c| p.join(c));
+                write_unpacked(&mut r, &target, mode, len)?;
+                if !path.starts_with("store/") {
+                    extra_files.push(path);
+                }
+                files += 1;
+            }
+            TAG_END => {
+                let rows_said = u64::from_be_bytes(read_array(&mut r)?);
+                let files_said = u64::from_be_bytes(read_array(&mut r)?);
+                let digest = r.sha.clone().finalize();
+                let mut stored = [0u8; 32];
+                r.inner.read_exact(&mut stored).map_err(truncated)?;
+                if stored[..] != digest[..] {
+                    return Err(format_error("sha-256 digest mismatch (corrupted archive)"));
+                }
+                if (rows_said, files_said) != (rows, files) {
+                    return Err(format_error(format!(
+                        "end record says {rows_said} rows and {files_said} files, read {rows} and {files}"
+                    )));
+                }
+                let mut probe = [0u8; 1];
+                if r.inner.read(&mut probe)? != 0 {
+                    return Err(format_error("bytes after the end record"));
+                }
+                if let Some(done) = importer.take() {
+                    done.finish()?;
+                }
+                crate::segment::sync_dir(&crate::segment::segments_dir(&store_dir))?;
+                crate::segment::sync_dir(&store_dir)?;
+                crate::segment::sync_dir(dest)?;
+                return Ok(ArchiveSummary {
+                    manifest,
+                    rows,
+                    files,
+                    archive_bytes: r.bytes + 32,
+                    extra_files,
+                });
+            }
+            other => return Err(format_error(format!("unknown record tag {other}"))),
+        }
+    }
+}
+
+fn write_unpacked(
+    r: &mut impl Read,
+    target: &Path,
+    mode: u32,
+    len: u64,
+) -> Result<(), BackupError> {
+    if let Some(parent) = target.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(mode);
+    }
+    let mut file = options.open(target).map_err(|e| {
+        if e.kind() == io::ErrorKind::AlreadyExists {
+            format_error(format!("{} appears twice", target.display()))
+        } else {
+            BackupError::Io(e)
+        }
+    })?;
+    let copied = io::copy(&mut r.take(len), &mut file)?;
+    if copied != len {
+        return Err(format_error("truncated (inside a file)"));
+    }
+    file.sync_all()?;
+    Ok(())
+}
+
+/// Opens the store [`unpack`] wrote under `dest` and checks it: redb's own
+/// check, every counter, index and deposit SHA-256
+/// ([`RedbStore::integrity_check`]), and the counts against `manifest`.
+/// Opening starts a fresh active segment, as every open does.
+///
+/// # Errors
+/// [`BackupError::Store`] from the integrity check,
+/// [`BackupError::Mismatch`] if the counts differ from the manifest.
+pub fn check_unpacked(dest: &Path, manifest: &Manifest) -> Result<IntegrityReport, BackupError> {
+    let mut store = RedbStore::open(store_path(dest))?;
+    let report = store.integrity_check()?;
+    let o = &manifest.occupancy;
+    let held = (
+        report.bindings,
+        report.tombstones,
+        report.deposits,
+        report.bytes,
+    );
+    let said = (o.bindings, o.tombstones, o.deposits, o.total_bytes);
+    if held != said {
+        return Err(BackupError::Mismatch(format!(
+            "(bindings, tombstones, deposits, bytes) held {held:?}, manifest {said:?}"
+        )));
+    }
+    Ok(report)
+}
+
+/// `dir/store`.
+pub fn store_path(dir: &Path) -> PathBuf {
+    dir.join(STORE_DIR)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_checked() {
+        for bad in [
+            "",
+            "/abs",
+            "a//b",
+            "../x",
+            "a/./b",
+            "store/carrier.redb",
+            "store/segments/x",
+        ] {
+            assert!(check_path(bad, true).is_err(), "{bad}");
+        }
+        assert!(check_path("store/segments/0000000000000001.seg", true).is_ok());
+        assert!(check_path("store/segments/0000000000000001.seg", false).is_err());
+        assert!(check_path("tls/cert.der", false).is_ok());
+        assert!(check_path("declaration.key", false).is_ok());
+    }
+
+    #[test]
+    fn manifest_round_trips() {
+        let manifest = Manifest {
+            taken_at: 1_788_177_600_123,
+            producer: "rltp-carrier 0.1.0".into(),
+            occupancy: Occupancy {
+                total_bytes: 10,
+                bindings: 2,
+                deposits: 3,
+                tombstones: 4,
+                elastic_bytes: 5,
+            },
+            declaration_revision: Some(7),
+            segments: 2,
+            segment_bytes: 99,
+        };
+        assert_eq!(Manifest::parse(&manifest.render()).unwrap(), manifest);
+        let none = Manifest {
+            declaration_revision: None,
+            ..manifest
+        };
+        assert_eq!(Manifest::parse(&none.render()).unwrap(), none);
+        assert!(matches!(
+            Manifest::parse("format rltp-backup/2\n"),
+            Err(BackupError::Format(_))
+        ));
+    }
+}

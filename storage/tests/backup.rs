@@ -1,0 +1,315 @@
+//! Backup archives of the embedded store (`rltp-backup/1`): an online
+//! snapshot taken while the group-commit writer keeps appending holds every
+//! append acknowledged before it began, as a gapless prefix of each queue;
+//! a restore reproduces the observable state exactly and passes the
+//! integrity check; only the referenced prefix of each segment is copied;
+//! a damaged archive or restored store is refused; the phase counts.
+
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+mod common;
+
+use common::*;
+use rltp_storage::backup::{self, BackupError, ExtraFile};
+use rltp_storage::committer::Committer;
+use rltp_storage::redb_store::{RedbOptions, RedbStore};
+use rltp_storage::{
+    BindingPhases, DeclarationRecord, Departure, DepartureRecord, DepositId, Due, Ms, ReadTxn,
+    Store, StoreResult, WriteTxn,
+};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+fn write<S: Store, R>(
+    store: &S,
+    f: impl FnOnce(&mut S::Write<'_>) -> StoreResult<R>,
+) -> StoreResult<R> {
+    let mut txn = store.begin_write()?;
+    let out = f(&mut txn)?;
+    store.commit(txn)?;
+    Ok(out)
+}
+
+fn now_ms() -> Ms {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as Ms)
+}
+
+/// A store with bindings in both phases, tombstones, deposits over many
+/// 4 KiB segments (some of them drained and reclaimed), departures, due
+/// entries, elastic bytes and a declaration.
+fn populated(
+    dir: &std::path::Path,
+) -> (RedbStore, Vec<rltp_proofs::multikey::Rkid>, Vec<DepositId>) {
+    let store = RedbStore::open_with(dir, small_segments()).unwrap();
+    let rkids = vec![rkid(1), rkid(2), rkid(3), rkid(4)];
+    let mut ids = Vec::new();
+    write(&store, |t| {
+        t.put_binding(&rkids[0], &live(3, 40))?;
+        t.put_binding(&rkids[1], &closing(7, 77))?;
+        t.schedule(77, &Due::Deadline(rkids[1]))?;
+        t.schedule(1040, &Due::OrphanExpiry(rkids[0]))?;
+        t.put_tombstone(&rkids[2], &tomb(9, 33))?;
+        t.put_tombstone(&rkids[3], &tomb(2, 31))?;
+        t.add_elastic_bytes(4321)?;
+        t.put_declaration(&DeclarationRecord {
+            revision: 4,
+            document: b"{\"signed\":true}".to_vec(),
+        })
+    })
+    .unwrap();
+    for i in 0..40u64 {
+        let r = rkids[(i % 2) as usize];
+        let bytes = payload(i, 700 + i as usize);
+        ids.push(DepositId::of(&bytes));
+        write(&store, |t| {
+            let d = t.append_deposit(&r, &bytes, i, 1000 + i)?;
+            t.schedule(d.give_up_at, &Due::GiveUp(r, d.seq))
+        })
+        .unwrap();
+    }
+    // Drain the first segments: their files are reclaimed.
+    write(&store, |t| {
+        for seq in 1..=6 {
+            t.remove_deposit(&rkids[0], seq)?;
+        }
+        t.put_departure(
+            &rkids[0],
+            &ids[0],
+            &DepartureRecord {
+                departure: Departure::Concluded,
+                forget_at: 999,
+            },
+        )
+    })
+    .unwrap();
+    (store, rkids, ids)
+}
+
+fn extra() -> Vec<ExtraFile> {
+    vec![ExtraFile {
+        path: "tls/key.der".into(),
+        mode: 0o600,
+        bytes: b"secret".to_vec(),
+    }]
+}
+
+#[test]
+fn a_restore_reproduces_the_observable_state_and_passes_the_integrity_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, rkids, ids) = populated(&dir.path().join("store"));
+    let before = dump(&store.read().unwrap(), &rkids, &ids).unwrap();
+    let mut archive = Vec::new();
+    let written = backup::write_backup(&store, &|| 1234, "test 1", &extra(), &mut archive).unwrap();
+    assert_eq!(written.archive_bytes, archive.len() as u64);
+    assert_eq!(written.manifest.taken_at, 1234);
+    assert_eq!(written.manifest.declaration_revision, Some(4));
+    assert_eq!(written.manifest.occupancy.bindings, 2);
+    assert_eq!(written.manifest.occupancy.tombstones, 2);
+    assert_eq!(written.manifest.occupancy.deposits, 34);
+
+    // Only the segments the snapshot references are in the archive, each
+    // up to its committed extent.
+    let referenced = store.snapshot().unwrap().segments().unwrap();
+    assert_eq!(written.manifest.segments, referenced.len() as u64);
+    let on_disk: u64 = std::fs::read_dir(dir.path().join("store/segments"))
+        .unwrap()
+        .count() as u64;
+    assert_eq!(
+        on_disk,
+        referenced.len() as u64,
+        "drained segments were reclaimed"
+    );
+    assert_eq!(
+        written.manifest.segment_bytes,
+        referenced.iter().map(|(_, end)| end).sum::<u64>()
+    );
+    drop(store);
+
+    let restored = dir.path().join("restored");
+    let read = backup::unpack(&archive[..], &restored).unwrap();
+    assert_eq!(read.manifest, written.manifest);
+    assert_eq!((read.rows, read.files), (written.rows, written.files));
+    assert_eq!(read.extra_files, vec!["tls/key.der".to_owned()]);
+    assert_eq!(
+        std::fs::read(restored.join("tls/key.der")).unwrap(),
+        b"secret"
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(restored.join("tls/key.der"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let report = backup::check_unpacked(&restored, &read.manifest).unwrap();
+    assert_eq!(
+        (report.bindings, report.tombstones, report.deposits),
+        (2, 2, 34)
+    );
+    let store = RedbStore::open(restored.join("store")).unwrap();
+    assert_eq!(dump(&store.read().unwrap(), &rkids, &ids).unwrap(), before);
+    assert_eq!(
+        store.read().unwrap().binding_phases().unwrap(),
+        BindingPhases {
+            live: 1,
+            closing: 1
+        }
+    );
+}
+
+#[test]
+fn an_online_backup_holds_every_acknowledged_append_as_a_gapless_prefix() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(
+        RedbStore::open_with(
+            dir.path().join("store"),
+            RedbOptions {
+                segment_bytes: 64 << 10,
+                ..RedbOptions::default()
+            },
+        )
+        .unwrap(),
+    );
+    let committer = Committer::start(
+        Arc::clone(&store),
+        Arc::new(now_ms),
+        Arc::new(|_: &mut dyn WriteTxn, _| Ok(())),
+        256,
+    )
+    .unwrap();
+    let rkids: Vec<_> = (1..=4).map(rkid).collect();
+    // Acknowledged appends: (rkid index, seq, id, acknowledged at).
+    let acked = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..4usize)
+        .map(|w| {
+            let (committer, acked, stop) =
+                (committer.clone(), Arc::clone(&acked), Arc::clone(&stop));
+            let r = rkids[w];
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let bytes = payload(w as u64 * 1_000_000 + n, 512 + (n % 300) as usize);
+                    let id = DepositId::of(&bytes);
+                    let d = committer
+                        .execute(move |t, now| t.append_deposit(&r, &bytes, now, now + 1))
+                        .unwrap();
+                    acked
+                        .lock()
+                        .unwrap()
+                        .push((w, d.seq, id, std::time::Instant::now()));
+                    n += 1;
+                }
+            })
+        })
+        .collect();
+    while acked.lock().unwrap().len() < 400 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let began = std::time::Instant::now();
+    let mut archive = Vec::new();
+    let written = backup::write_backup(&store, &now_ms, "test", &[], &mut archive).unwrap();
+    let ended = std::time::Instant::now();
+    std::thread::sleep(Duration::from_millis(50));
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.join().unwrap();
+    }
+    let acked = acked.lock().unwrap().clone();
+    let during = acked.iter().filter(|a| a.3 > began && a.3 < ended).count();
+    let after = acked.iter().filter(|a| a.3 > ended).count();
+    assert!(after > 0, "appends went on after the backup");
+    eprintln!(
+        "backup: {} B, {} deposits, {:?}; {during} appends acknowledged during it",
+        archive.len(),
+        written.manifest.occupancy.deposits,
+        ended - began
+    );
+
+    let restored = dir.path().join("restored");
+    let read = backup::unpack(&archive[..], &restored).unwrap();
+    backup::check_unpacked(&restored, &read.manifest).unwrap();
+    let copy = RedbStore::open(restored.join("store")).unwrap();
+    let snapshot = copy.read().unwrap();
+    let mut held_total = 0;
+    for (w, r) in rkids.iter().enumerate() {
+        let held = snapshot.deposits(r, None, usize::MAX).unwrap();
+        // A gapless prefix of the queue's admission order.
+        for (i, d) in held.iter().enumerate() {
+            assert_eq!(d.seq, i as u64 + 1);
+        }
+        for a in acked.iter().filter(|a| a.0 == w && a.3 < began) {
+            let found = held.get(a.1 as usize - 1).map(|d| d.id);
+            assert_eq!(
+                found,
+                Some(a.2),
+                "acknowledged append {} of queue {w} lost",
+                a.1
+            );
+        }
+        held_total += held.len() as u64;
+    }
+    assert_eq!(held_total, written.manifest.occupancy.deposits);
+}
+
+#[test]
+fn a_damaged_archive_or_store_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _, _) = populated(&dir.path().join("store"));
+    let mut archive = Vec::new();
+    backup::write_backup(&store, &|| 1, "t", &extra(), &mut archive).unwrap();
+    drop(store);
+    let fresh = |name: &str| dir.path().join(name);
+
+    let mut flipped = archive.clone();
+    let middle = flipped.len() / 2;
+    flipped[middle] ^= 0x40;
+    let error = backup::unpack(&flipped[..], &fresh("a")).unwrap_err();
+    assert!(
+        matches!(error, BackupError::Format(_) | BackupError::Store(_)),
+        "{error}"
+    );
+
+    let error = backup::unpack(&archive[..archive.len() - 1], &fresh("b")).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "not a valid rltp-backup/1 archive: truncated (no end record)"
+    );
+    let mut longer = archive.clone();
+    longer.push(0);
+    let error = backup::unpack(&longer[..], &fresh("c")).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "not a valid rltp-backup/1 archive: bytes after the end record"
+    );
+    let error = backup::unpack(&b"RLTPBAK0"[..], &fresh("d")).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "not a valid rltp-backup/1 archive: wrong magic (not an rltp backup)"
+    );
+
+    // An intact archive whose unpacked segment is then damaged: the
+    // integrity check names the deposit, and nothing is served from it.
+    let read = backup::unpack(&archive[..], &fresh("e")).unwrap();
+    let segments = fresh("e").join("store/segments");
+    let mut names: Vec<_> = std::fs::read_dir(&segments)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    names.sort();
+    let victim = &names[0];
+    let mut bytes = std::fs::read(victim).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(victim, bytes).unwrap();
+    let error = backup::check_unpacked(&fresh("e"), &read.manifest).unwrap_err();
+    assert!(
+        error.to_string().contains("do not match their id"),
+        "{error}"
+    );
+}
