@@ -454,3 +454,97 @@ fn collect_watch_handles_pushed_deposits() {
     let empty = collect(dir, &carrier, &key, false).expect(0);
     assert_eq!(empty.value("collect"), "served deposits 0");
 }
+
+/// A wrong pin fails the first handshake: `send` stops at once with exit 3
+/// instead of retrying as if the carrier were unreachable.
+#[test]
+fn a_wrong_pin_fails_fast() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let carrier = Carrier::start(&dir.join("data"), None);
+    let (_, rkid) = keys_new(dir, "alice.json");
+    let path = document(dir, "d.json", "{}");
+    let wrong = "sha256/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+    let started = Instant::now();
+    let run = cli(
+        dir,
+        &[
+            "send",
+            "--server",
+            &carrier.addr,
+            "--pin",
+            wrong,
+            "--to",
+            &rkid,
+            path.to_str().unwrap(),
+        ],
+    )
+    .expect(3);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(
+        run.stderr
+            .contains("failed the TLS handshake (wrong --pin?)"),
+        "{run:?}"
+    );
+    assert!(run.lines("attempt").is_empty(), "{run:?}");
+}
+
+/// A carrier that never answers: the sender reports
+/// `awaiting-transport(transport-unreachable)` within the status horizon
+/// (the §11 floor PT5S, as no declaration could be read), keeps retrying,
+/// and ends `failed(expired-by-adapter-policy)` at its own give-up bound.
+#[test]
+fn an_unreachable_carrier_is_reported_then_given_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    // A bound UDP port where nothing speaks QUIC.
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap().to_string();
+    let (_, rkid) = keys_new(dir, "alice.json");
+    let path = document(dir, "d.json", "{}");
+    let pin = "sha256/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+    let run = cli(
+        dir,
+        &[
+            "send",
+            "--json",
+            "--server",
+            &addr,
+            "--pin",
+            pin,
+            "--timeout",
+            "1",
+            "--give-up-after",
+            "PT3S",
+            "--to",
+            &rkid,
+            path.to_str().unwrap(),
+        ],
+    )
+    .expect(1);
+    let events: Vec<serde_json::Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events[1]["event"], "policy");
+    assert_eq!(events[1]["source"], "fallback");
+    assert_eq!(events[1]["statusHorizonMs"], 5_000);
+    assert_eq!(events[1]["giveUpHorizonMs"], 3_000);
+    let reports: Vec<&str> = events
+        .iter()
+        .filter(|e| e["event"] == "status")
+        .map(|e| e["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        reports.first(),
+        Some(&"awaiting-transport(transport-unreachable)")
+    );
+    assert_eq!(reports.last(), Some(&"failed(expired-by-adapter-policy)"));
+    assert!(events.iter().filter(|e| e["event"] == "attempt").count() >= 2);
+    assert_eq!(
+        events.last().unwrap()["status"],
+        "failed(expired-by-adapter-policy)"
+    );
+    drop(silent);
+}

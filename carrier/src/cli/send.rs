@@ -148,6 +148,17 @@ pub async fn policy(
     Ok((policy, source))
 }
 
+/// Whether the first connection failed in the TLS handshake (a pin or
+/// certificate mismatch): a configuration fault that retrying cannot cure,
+/// reported at once rather than as `awaiting-transport(…)` for a day.
+/// The client library reports it as transport text, so this reads quinn's
+/// wording; should that change, the sender merely retries as for an
+/// unreachable carrier.
+fn handshake_refused(e: &crate::client::ClientError) -> bool {
+    matches!(e, crate::client::ClientError::Transport(text)
+        if text.contains("cryptographic handshake failed"))
+}
+
 /// Prints events as progress lines or JSON lines.
 struct Output {
     json: bool,
@@ -258,6 +269,12 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
     let options = args.carrier.options()?;
     let client = match Client::connect(&options).await {
         Ok(client) => Some(client),
+        Err(e) if handshake_refused(&e) => {
+            return Err(Failure::transport(format!(
+                "the carrier at {} failed the TLS handshake (wrong --pin?): {e}",
+                args.carrier.server
+            )));
+        }
         Err(e) if e.is_transport() || e.is_retriable() => None,
         Err(e) => return Err(Failure::from(e)),
     };
