@@ -7,6 +7,7 @@
 //! an eviction. No rule of the table is restated here.
 
 use crate::engine::config::EngineConstants;
+use crate::engine::events::{self, Event};
 use crate::engine::queue;
 use crate::engine::table::{self, Guard, Input, State};
 use rltp_proofs::multikey::Rkid;
@@ -111,6 +112,7 @@ pub(crate) fn realize(
     match (held.state, next, held.binding, install) {
         (_, State::Live, _, Some(new)) => install_live(txn, rkid, held, new, c),
         (State::Live, State::Closing, Some(binding), _) => {
+            events::record(Event::WindUp);
             let deadline = at.saturating_add(c.give_up_horizon_ms);
             txn.put_binding(
                 rkid,
@@ -122,6 +124,7 @@ pub(crate) fn realize(
             txn.schedule(deadline, &Due::Deadline(*rkid))
         }
         (State::Closing, State::Released, Some(binding), _) => {
+            events::record(Event::Release);
             queue::give_up_all(txn, rkid, at, c)?;
             txn.remove_binding(rkid)?;
             txn.put_tombstone(
@@ -133,7 +136,10 @@ pub(crate) fn realize(
             )?;
             evict_over_bound(txn, c)
         }
-        (State::Released, State::Unbound, _, _) => txn.remove_tombstone(rkid).map(drop),
+        (State::Released, State::Unbound, _, _) => {
+            events::record(Event::Eviction);
+            txn.remove_tombstone(rkid).map(drop)
+        }
         _ => Ok(()),
     }
 }

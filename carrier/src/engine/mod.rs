@@ -12,6 +12,7 @@
 //! | [`capacity`] | s5, s6 and r4 under guarantees 4, 5 and the return priority |
 //! | [`challenge`] | challenges, consumption before verification, guarantee-3 counters |
 //! | [`horizon`] | §5a.8/§5a.9 transitions at their normative instants; status |
+//! | [`events`] | counts of durable transitions (metrics) |
 //! | [`ops`] | the [`Engine`] and its operations |
 //! | [`outcome`] | payloads and non-verdict errors |
 
@@ -20,6 +21,7 @@ pub mod capacity;
 pub mod challenge;
 pub mod clock;
 pub mod config;
+pub mod events;
 pub mod horizon;
 pub mod meter;
 pub mod ops;
@@ -30,6 +32,7 @@ pub mod verdict;
 
 pub use challenge::{CounterSnapshot, IssuedChallenge};
 pub use config::{EngineConfig, EngineConstants, Limits};
+pub use events::EventSnapshot;
 pub use meter::{BudgetMeter, GovernorMeter, Meter, MeterKey, MeterQuotas, Rate};
 pub use ops::Engine;
 pub use outcome::{Collected, CollectedDeposit, Concluded, EngineError, SessionError};

@@ -30,6 +30,7 @@ use crate::engine::capacity::{self, Room};
 use crate::engine::challenge::{self, CounterSnapshot, Counters, IssuedChallenge, Possession};
 use crate::engine::clock::Clock;
 use crate::engine::config::{EngineConfig, EngineConstants, Limits};
+use crate::engine::events::{EventCounters, EventSnapshot};
 use crate::engine::horizon;
 use crate::engine::meter::{self, Meter, MeterKey};
 use crate::engine::outcome::{Collected, CollectedDeposit, Concluded, EngineError, SessionError};
@@ -40,7 +41,7 @@ use rltp_proofs::envelope::{MAX_ENVELOPE_BYTES, check_shape};
 use rltp_proofs::identity::CarrierId;
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::{self, CarrierProof, Purpose};
-use rltp_storage::committer::{CommitStats, Committer};
+use rltp_storage::committer::{BatchObserver, BatchReport, CommitStats, Committer};
 use rltp_storage::{DeclarationRecord, Departure, DepositId, Ms, Store, StoreResult, WriteTxn};
 use std::collections::BTreeSet;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -55,6 +56,8 @@ struct Shared<S> {
     limits: RwLock<Limits>,
     meter: Arc<dyn Meter>,
     counters: Counters,
+    events: EventCounters,
+    batch_observer: std::sync::OnceLock<BatchObserver>,
     max_collect: usize,
 }
 
@@ -176,16 +179,28 @@ impl<S: Store> Engine<S> {
             }),
             meter,
             counters: Counters::default(),
+            events: EventCounters::default(),
+            batch_observer: std::sync::OnceLock::new(),
             max_collect: config.max_collect.max(1),
         });
         let prelude_shared = Arc::clone(&shared);
-        let committer = Committer::start(
+        // Weak: the writer thread must not keep the engine state alive.
+        let observer_shared = Arc::downgrade(&shared);
+        let committer = Committer::start_observed(
             store,
             Arc::new(move || clock.now()),
             Arc::new(move |txn: &mut dyn WriteTxn, now: Ms| {
                 horizon::apply_due(txn, now, &prelude_shared.constants())
             }),
             config.max_batch,
+            Arc::new(move |report: &BatchReport| {
+                if let Some(shared) = observer_shared.upgrade() {
+                    shared.events.settle(report.committed);
+                    if let Some(observer) = shared.batch_observer.get() {
+                        observer(report);
+                    }
+                }
+            }),
         )?;
         Ok(Engine { shared, committer })
     }
@@ -230,6 +245,21 @@ impl<S: Store> Engine<S> {
     /// The writer's batch statistics.
     pub fn commit_stats(&self) -> &CommitStats {
         self.committer.stats()
+    }
+
+    /// Counts of durable transitions since start (wind-ups, releases,
+    /// evictions, deposits given up and concluded; see
+    /// [`crate::engine::events`]).
+    pub fn events(&self) -> EventSnapshot {
+        self.shared.events.snapshot()
+    }
+
+    /// Installs an observer told about every group-commit batch (size,
+    /// commit time, outcome), on the writer thread before the batch's
+    /// callers are answered. Only the first call installs one; returns
+    /// whether this one did.
+    pub fn observe_batches(&self, observer: BatchObserver) -> bool {
+        self.shared.batch_observer.set(observer).is_ok()
     }
 
     /// The engine's clock reading now (ms).

@@ -4,6 +4,7 @@
 
 use crate::engine::capacity::elastic_delta;
 use crate::engine::config::EngineConstants;
+use crate::engine::events::{self, Event};
 use rltp_proofs::multikey::Rkid;
 use rltp_storage::{Departure, DepartureRecord, Deposit, Due, Ms, ReadTxn, StoreResult, WriteTxn};
 
@@ -57,6 +58,10 @@ pub(crate) fn depart(
     if txn.remove_deposit(rkid, deposit.seq)?.is_none() {
         return Ok(false);
     }
+    events::record(match how {
+        Departure::GivenUp => Event::GiveUp,
+        Departure::Concluded => Event::Concluded,
+    });
     let after = before.saturating_sub(u64::from(deposit.len));
     txn.add_elastic_bytes(elastic_delta(before, after, c.queue_floor))?;
     txn.unschedule(deposit.give_up_at, &Due::GiveUp(*rkid, deposit.seq))?;

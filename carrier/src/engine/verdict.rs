@@ -103,6 +103,21 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// Every verdict, in the order of §5a.3 (a stale generation with a
+    /// placeholder held generation 0: the set is closed over spellings).
+    pub const ALL: [Verdict; 10] = [
+        Verdict::Registered,
+        Verdict::RegisteredIdempotent,
+        Verdict::Rebound,
+        Verdict::Served,
+        Verdict::NoSuchQueue,
+        Verdict::PossessionFailed,
+        Verdict::Malformed,
+        Verdict::StaleGeneration { held: 0 },
+        Verdict::RegistrationCapacity,
+        Verdict::AdmissionResource,
+    ];
+
     /// The spec's exact spelling (the held generation travels beside it).
     pub const fn as_str(self) -> &'static str {
         match self {
