@@ -425,9 +425,26 @@ fn truncated(e: io::Error) -> BackupError {
 /// [`BackupError::Format`] for anything but an intact archive;
 /// [`BackupError::Io`], [`BackupError::Store`].
 pub fn unpack(input: impl Read, dest: &Path) -> Result<ArchiveSummary, BackupError> {
-    std::fs::create_dir(dest)?;
-    let store_dir = dest.join(STORE_DIR);
-    std::fs::create_dir(&store_dir)?;
+    read_archive(input, Some(dest))
+}
+
+/// Reads a whole archive and checks its structure, bounds and digest
+/// without writing anything (a downloaded backup's completeness check).
+/// The store inside is not opened: [`unpack`] and [`check_unpacked`] do
+/// that.
+///
+/// # Errors
+/// As [`unpack`].
+pub fn scan(input: impl Read) -> Result<ArchiveSummary, BackupError> {
+    read_archive(input, None)
+}
+
+fn read_archive(input: impl Read, dest: Option<&Path>) -> Result<ArchiveSummary, BackupError> {
+    let store_dir = dest.map(|d| d.join(STORE_DIR));
+    if let (Some(dest), Some(store_dir)) = (dest, &store_dir) {
+        std::fs::create_dir(dest)?;
+        std::fs::create_dir(store_dir)?;
+    }
     let mut r = Hashing::new(BufReader::with_capacity(1 << 20, input));
     if read_array::<8>(&mut r)? != MAGIC {
         return Err(format_error("wrong magic (not an rltp backup)"));
@@ -443,7 +460,10 @@ pub fn unpack(input: impl Read, dest: &Path) -> Result<ArchiveSummary, BackupErr
         .map_err(|_| format_error("manifest is not UTF-8"))?;
     let manifest = Manifest::parse(&text)?;
 
-    let mut importer = Some(Importer::create(&store_dir)?);
+    let mut importer = match &store_dir {
+        Some(dir) => Some(Some(Importer::create(dir)?)),
+        None => Some(None),
+    };
     let (mut rows, mut files) = (0u64, 0u64);
     let mut extra_files = Vec::new();
     loop {
@@ -465,14 +485,15 @@ pub fn unpack(input: impl Read, dest: &Path) -> Result<ArchiveSummary, BackupErr
                     return Err(format_error(format!("value of {value_len} bytes")));
                 }
                 let value = read_vec(&mut r, value_len as usize)?;
-                let Some(importer) = importer.as_mut() else {
-                    return Err(format_error("a row after the files"));
-                };
-                importer.row(&name, &key, &value)?;
+                match importer.as_mut() {
+                    None => return Err(format_error("a row after the files")),
+                    Some(Some(importer)) => importer.row(&name, &key, &value)?,
+                    Some(None) => {}
+                }
                 rows += 1;
             }
             TAG_FILE => {
-                if let Some(done) = importer.take() {
+                if let Some(Some(done)) = importer.take() {
                     done.finish()?;
                 }
                 let path_len = u16::from_be_bytes(read_array(&mut r)?);
@@ -484,8 +505,18 @@ pub fn unpack(input: impl Read, dest: &Path) -> Result<ArchiveSummary, BackupErr
                 check_path(&path, true)?;
                 let mode = u32::from_be_bytes(read_array(&mut r)?) & 0o777;
                 let len = u64::from_be_bytes(read_array(&mut r)?);
-                let target = path.split('/').fold(dest.to_path_buf(), |p, c| p.join(c));
-                write_unpacked(&mut r, &target, mode, len)?;
+                match dest {
+                    Some(dest) => {
+                        let target = path.split('/').fold(dest.to_path_buf(), |p, c| p.join(c));
+                        write_unpacked(&mut r, &target, mode, len)?;
+                    }
+                    None => {
+                        let skipped = io::copy(&mut (&mut r).take(len), &mut io::sink())?;
+                        if skipped != len {
+                            return Err(format_error("truncated (inside a file)"));
+                        }
+                    }
+                }
                 if !path.starts_with("store/") {
                     extra_files.push(path);
                 }
@@ -509,12 +540,14 @@ pub fn unpack(input: impl Read, dest: &Path) -> Result<ArchiveSummary, BackupErr
                 if r.inner.read(&mut probe)? != 0 {
                     return Err(format_error("bytes after the end record"));
                 }
-                if let Some(done) = importer.take() {
+                if let Some(Some(done)) = importer.take() {
                     done.finish()?;
                 }
-                crate::segment::sync_dir(&crate::segment::segments_dir(&store_dir))?;
-                crate::segment::sync_dir(&store_dir)?;
-                crate::segment::sync_dir(dest)?;
+                if let (Some(dest), Some(store_dir)) = (dest, &store_dir) {
+                    crate::segment::sync_dir(&crate::segment::segments_dir(store_dir))?;
+                    crate::segment::sync_dir(store_dir)?;
+                    crate::segment::sync_dir(dest)?;
+                }
                 return Ok(ArchiveSummary {
                     manifest,
                     rows,

@@ -1246,6 +1246,17 @@ impl Snapshot<'_> {
     }
 }
 
+/// Whether another process (or another handle in this one) holds the store
+/// in `dir` open: redb locks its file for its single writer. Opens nothing
+/// for writing and changes nothing; a missing, unreadable or uncleanly
+/// closed file counts as not in use.
+pub fn store_in_use(dir: &Path) -> bool {
+    matches!(
+        redb::ReadOnlyDatabase::open(dir.join("carrier.redb")),
+        Err(redb::DatabaseError::DatabaseAlreadyOpen)
+    )
+}
+
 /// The file name of segment `id` inside `segments/` (`<id:016x>.seg`).
 pub fn segment_file_name(id: u64) -> String {
     format!("{id:016x}.seg")

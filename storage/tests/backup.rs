@@ -313,3 +313,20 @@ fn a_damaged_archive_or_store_is_refused() {
         "{error}"
     );
 }
+
+#[test]
+fn an_open_store_is_in_use_and_a_closed_one_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store");
+    assert!(!rltp_storage::redb_store::store_in_use(&path));
+    let store = RedbStore::open(&path).unwrap();
+    assert!(rltp_storage::redb_store::store_in_use(&path));
+    drop(store);
+    assert!(!rltp_storage::redb_store::store_in_use(&path));
+    let mut archive = Vec::new();
+    let store = RedbStore::open(&path).unwrap();
+    let written = backup::write_backup(&store, &|| 5, "t", &[], &mut archive).unwrap();
+    let scanned = backup::scan(&archive[..]).unwrap();
+    assert_eq!(scanned, written);
+    assert!(backup::scan(&archive[..archive.len() - 3]).is_err());
+}
