@@ -17,7 +17,7 @@
 //!   and reads the answer. Methods take `&self`; many may run at once.
 //! - **Sender**: [`Client::submit`], the pipelined [`Submitter`] /
 //!   [`Client::submit_many`], [`Client::status`], and the retrying
-//!   [`sender::send`] with §6.1 / §4.4 status reports.
+//!   [`sender::Sender::send`] with §6.1 / §4.4 status reports.
 //! - **Recipient**: [`Client::challenge`], [`Client::register`],
 //!   [`Client::collect`], [`Client::watch`], [`Client::conclude`], all
 //!   driven by [`RecipientKeys`].
