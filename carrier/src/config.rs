@@ -39,6 +39,10 @@
 //! [tls]                                 # both or neither; PEM files
 //! cert = "/etc/rltp/fullchain.pem"
 //! key = "/etc/rltp/key.pem"
+//!
+//! [metrics]                             # off unless listen is given
+//! listen = "127.0.0.1:9464"             # /metrics /healthz /readyz /status
+//! allow-remote = false                  # a non-loopback listen is refused unless true
 //! ```
 //!
 //! Relative paths are relative to the working directory of the process.
@@ -197,6 +201,20 @@ pub struct TlsConfig {
     pub key: Option<PathBuf>,
 }
 
+/// `[metrics]`: the operator's HTTP endpoint (`/metrics`, `/healthz`,
+/// `/readyz`, `/status`; see `deploy/OPERATIONS.md`). Off unless `listen`
+/// is given; a `listen` address outside loopback is refused unless
+/// `allow-remote` is set (then access control is the operator's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct MetricsConfig {
+    /// TCP address of the endpoint; absent: no endpoint.
+    pub listen: Option<SocketAddr>,
+    /// Allow a `listen` address outside loopback.
+    #[serde(default)]
+    pub allow_remote: bool,
+}
+
 /// The seven constants as declared lexemes (`[constants]`).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
@@ -238,6 +256,8 @@ struct RawConfig {
     limits: LimitsConfig,
     #[serde(default)]
     tls: TlsConfig,
+    #[serde(default)]
+    metrics: MetricsConfig,
 }
 
 /// A validated configuration.
@@ -258,6 +278,8 @@ pub struct Config {
     pub limits: LimitsConfig,
     /// CA-issued certificate, if configured.
     pub tls: TlsConfig,
+    /// The operator's HTTP endpoint, if enabled.
+    pub metrics: MetricsConfig,
 }
 
 impl Config {
@@ -320,6 +342,18 @@ impl Config {
         if raw.tls.cert.is_some() != raw.tls.key.is_some() {
             return Err(field_error("tls", "cert and key must be given together"));
         }
+        if let Some(addr) = raw.metrics.listen
+            && !addr.ip().is_loopback()
+            && !raw.metrics.allow_remote
+        {
+            return Err(field_error(
+                "metrics.listen",
+                format!(
+                    "{addr} is not a loopback address (the endpoint is for the local operator; \
+                     set allow-remote = true to expose it behind your own access control)"
+                ),
+            ));
+        }
         Ok(Config {
             carrier,
             listen,
@@ -330,6 +364,7 @@ impl Config {
             constants,
             limits: raw.limits,
             tls: raw.tls,
+            metrics: raw.metrics,
         })
     }
 
@@ -478,6 +513,25 @@ key = "k.pem"
             refusal("[limits.meters]\nqueue = { per-second = 0, burst = 1 }"),
             "config field limits.meters.queue: per-second and burst must be at least 1"
         );
+        assert_eq!(
+            refusal("[metrics]\nlisten = \"0.0.0.0:9464\""),
+            "config field metrics.listen: 0.0.0.0:9464 is not a loopback address (the endpoint \
+             is for the local operator; set allow-remote = true to expose it behind your own \
+             access control)"
+        );
+    }
+
+    #[test]
+    fn the_metrics_endpoint_is_off_by_default_and_loopback_when_on() {
+        assert_eq!(Config::defaults().unwrap().metrics, MetricsConfig::default());
+        assert_eq!(Config::defaults().unwrap().metrics.listen, None);
+        let on = Config::from_toml("[metrics]\nlisten = \"127.0.0.1:9464\"").unwrap();
+        assert_eq!(on.metrics.listen, Some("127.0.0.1:9464".parse().unwrap()));
+        let v6 = Config::from_toml("[metrics]\nlisten = \"[::1]:9464\"").unwrap();
+        assert!(v6.metrics.listen.unwrap().ip().is_loopback());
+        let remote =
+            Config::from_toml("[metrics]\nlisten = \"0.0.0.0:9464\"\nallow-remote = true").unwrap();
+        assert!(remote.metrics.allow_remote);
     }
 
     #[test]

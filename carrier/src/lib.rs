@@ -7,6 +7,8 @@
 //! - [`wire`]: the QUIC wire profile of `PROTOCOL.md` as pure codecs.
 //! - [`server`], [`client`]: the QUIC service and its client library.
 //! - [`cli`]: the `rltp-carrier` subcommands.
+//! - [`admin`]: backup, restore and counts for operators (no
+//!   cross-principal answers, §5a.1).
 
 pub mod engine;
 pub mod wire;
@@ -16,3 +18,4 @@ pub mod net;
 pub mod server;
 pub mod client;
 pub mod cli;
+pub mod admin;

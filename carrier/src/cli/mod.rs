@@ -12,6 +12,9 @@
 //! | `status` | [`status`] | a deposit's status by id (§5a.8) |
 //! | `collect` | [`collect`] | collect, open, write, and conclude terminal outcomes (§5a.8) |
 //! | `demo` | [`demo`] | the whole round trip against an in-process carrier |
+//! | `backup` | [`backup`] | an online, consistent backup archive (`deploy/OPERATIONS.md`) |
+//! | `restore` | [`restore`] | check an archive and install it, or `--verify` it |
+//! | `admin stats` | [`admin`] | counts only (no cross-principal answers, §5a.1) |
 //!
 //! ## Exit statuses
 //! [`exit::OK`] (0) the operation reached its positive outcome;
@@ -25,11 +28,14 @@
 //! where a command offers `--json`); diagnostics go to stderr. No command
 //! ever prints a secret or an envelope body.
 
+pub mod admin;
+pub mod backup;
 pub mod collect;
 pub mod declaration;
 pub mod demo;
 pub mod keys;
 pub mod register;
+pub mod restore;
 pub mod send;
 pub mod serve;
 pub mod status;

@@ -267,6 +267,19 @@ impl<S: Store> Engine<S> {
         self.shared.clock.now()
     }
 
+    /// Commits one transaction that changes nothing (it runs the batch
+    /// prelude like any other): proves that the writer is alive and the
+    /// store writable (`/readyz`).
+    ///
+    /// # Errors
+    /// [`EngineError::Unavailable`] if the batch failed or the writer stopped.
+    pub async fn probe_write(&self) -> Result<(), EngineError> {
+        Ok(self
+            .committer
+            .run(|txn, _| txn.occupancy().map(drop))
+            .await?)
+    }
+
     /// §5a.3: issue a challenge for `(rkid, purpose)`. Order (§4.4
     /// guarantee 3): the `rkid` is already decoded (syntax), then the
     /// admission meter (r2, keyed per [`MeterKey::for_session`]), and

@@ -18,7 +18,11 @@
 //!    ([`declaration::publish`]): unchanged constants reuse the stored
 //!    revision, changed ones become revision + 1, applied prospectively;
 //! 4. the QUIC endpoint (ALPN `rltp-carrier/1`), the accept loop and the
-//!    sweeper.
+//!    sweeper;
+//! 5. when configured, the operator's HTTP endpoint ([`http`]: `/metrics`,
+//!    `/healthz`, `/readyz`, `/status`), and, on the embedded store, the
+//!    control socket `<data-dir>/control.sock` ([`crate::admin`]: online
+//!    backup, counts).
 //!
 //! ## Hygiene
 //! Connections are bounded (`limits.max-connections`; more handshakes are
@@ -34,10 +38,16 @@
 //! sessions, let in-flight operations finish (each is answered only after
 //! its commit is durable), close connections, stop the sweeper, and drop
 //! the engine, whose writer drains its queue and exits. Bounded by
-//! `limits.drain-timeout-ms`.
+//! `limits.drain-timeout-ms`. The HTTP endpoint answers throughout (with
+//! `/readyz` saying `draining`) and stops last, after the control socket
+//! has finished a backup in progress.
 
+mod control;
 pub mod declaration;
+mod http;
+pub mod metrics;
 mod ops;
+pub mod status_page;
 mod watch;
 
 use crate::config::{Config, LogFormat};
@@ -91,6 +101,8 @@ struct Ctx<S: Store> {
     watchers: Arc<watch::Watchers>,
     limits: crate::config::LimitsConfig,
     shutdown: signal::Receiver<bool>,
+    /// Present when the HTTP endpoint is configured.
+    metrics: Option<Arc<metrics::Metrics>>,
 }
 
 /// A running carrier. Dropping it without [`Server::shutdown`] signals
@@ -102,6 +114,10 @@ pub struct Server<S: Store = RedbStore> {
     ctx: Arc<Ctx<S>>,
     shutdown: signal::Sender<bool>,
     task: Option<tokio::task::JoinHandle<()>>,
+    /// Ends the HTTP endpoint and the control socket once drained.
+    stopped: signal::Sender<bool>,
+    aux: Vec<tokio::task::JoinHandle<()>>,
+    metrics_addr: Option<SocketAddr>,
 }
 
 impl<S: Store> std::fmt::Debug for Server<S> {
@@ -128,7 +144,16 @@ impl Server<RedbStore> {
                 what: "opening the store".into(),
                 source: std::io::Error::other(e),
             })??;
-        Server::start_with_store(config, Arc::new(store)).await
+        let mut server = Server::start_with_store(config, Arc::new(store)).await?;
+        if let Some(listener) = control::bind(&config.data_dir) {
+            server.aux.push(tokio::spawn(control::serve(
+                listener,
+                server.ctx.engine.clone(),
+                config.data_dir.clone(),
+                server.stopped.subscribe(),
+            )));
+        }
+        Ok(server)
     }
 }
 
@@ -215,7 +240,18 @@ impl<S: Store> Server<S> {
             revision = record.revision,
             "carrier started"
         );
+        let http_listener = match config.metrics.listen {
+            Some(addr) => Some(bind_http(addr).await?),
+            None => None,
+        };
+        let metrics = http_listener.as_ref().map(|_| {
+            let metrics = Arc::new(metrics::Metrics::new());
+            let observer = Arc::clone(&metrics);
+            engine.observe_batches(Arc::new(move |report| observer.batch(report)));
+            metrics
+        });
         let (shutdown, shutdown_rx) = signal::channel(false);
+        let (stopped, _) = signal::channel(false);
         let ctx = Arc::new(Ctx {
             engine,
             carrier: config.carrier.clone(),
@@ -223,8 +259,26 @@ impl<S: Store> Server<S> {
             watchers: Arc::new(watch::Watchers::default()),
             limits: config.limits,
             shutdown: shutdown_rx,
+            metrics: metrics.clone(),
         });
         let task = tokio::spawn(serve(endpoint, Arc::clone(&ctx)));
+        let mut aux = Vec::new();
+        let mut metrics_addr = None;
+        if let (Some(listener), Some(metrics)) = (http_listener, metrics) {
+            metrics_addr = listener.local_addr().ok();
+            if let Some(addr) = metrics_addr {
+                tracing::info!(
+                    listen = %addr,
+                    "operator endpoint listening (/metrics /healthz /readyz /status)"
+                );
+            }
+            aux.push(tokio::spawn(http::serve(
+                listener,
+                Arc::clone(&ctx),
+                metrics,
+                stopped.subscribe(),
+            )));
+        }
         Ok(Server {
             local_addr,
             fingerprint: identity.fingerprint,
@@ -232,7 +286,16 @@ impl<S: Store> Server<S> {
             ctx,
             shutdown,
             task: Some(task),
+            stopped,
+            aux,
+            metrics_addr,
         })
+    }
+
+    /// The bound address of the operator's HTTP endpoint, when configured
+    /// (useful with port 0).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
     }
 
     /// The bound UDP address (useful with port 0).
@@ -267,6 +330,10 @@ impl<S: Store> Server<S> {
         if let Some(task) = self.task.take() {
             let _ = task.await;
         }
+        let _ = self.stopped.send(true);
+        for task in std::mem::take(&mut self.aux) {
+            let _ = task.await;
+        }
         let ctx = Arc::clone(&self.ctx);
         drop(self);
         // The last engine handle joins the writer thread: not on a runtime thread.
@@ -278,6 +345,7 @@ impl<S: Store> Server<S> {
 impl<S: Store> Drop for Server<S> {
     fn drop(&mut self) {
         let _ = self.shutdown.send(true);
+        let _ = self.stopped.send(true);
     }
 }
 
@@ -287,6 +355,16 @@ fn current_declaration<S: Store>(ctx: &Ctx<S>) -> Arc<Vec<u8>> {
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner),
     )
+}
+
+/// Binds the operator's HTTP endpoint.
+async fn bind_http(addr: SocketAddr) -> Result<tokio::net::TcpListener, ServerError> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServerError::Io {
+            what: format!("binding the metrics endpoint {addr}"),
+            source,
+        })
 }
 
 /// Resolves once shutdown has been signalled (at once if it already was).
@@ -392,6 +470,9 @@ async fn serve<S: Store>(endpoint: quinn::Endpoint, ctx: Arc<Ctx<S>>) {
                     }
                     Err(_) => {
                         tracing::warn!("connection refused: max-connections reached");
+                        if let Some(m) = &ctx.metrics {
+                            m.connection_refused();
+                        }
                         incoming.refuse();
                     }
                 }

@@ -8,6 +8,7 @@
 //! Blocking engine calls run on the blocking pool; a submission awaits the
 //! group commit without blocking.
 
+use super::metrics::Op;
 use super::{Ctx, current_declaration};
 use crate::engine::table::State;
 use crate::engine::verdict::{SubmitVerdict, Verdict};
@@ -46,6 +47,7 @@ pub(super) async fn connection<S: Store>(
         }
     };
     tracing::debug!(remote = %connection.remote_address(), "connection open");
+    let _open = ctx.metrics.as_ref().map(|m| m.connection_opened());
     let mut streams = JoinSet::new();
     let mut shutdown = ctx.shutdown.clone();
     loop {
@@ -77,6 +79,7 @@ async fn stream_task<S: Store>(
     mut send: quinn::SendStream,
     mut recv: quinn::RecvStream,
 ) {
+    let _open = ctx.metrics.as_ref().map(|m| m.stream_opened());
     let request = tokio::time::timeout(deadline(&ctx), read_request(&mut recv)).await;
     match request {
         Err(_elapsed) => {
@@ -156,6 +159,27 @@ fn unavailable(detail: impl std::fmt::Display) -> ErrorAnswer {
     }
 }
 
+/// Counts an answer of `op` for the metrics (if the endpoint is on).
+fn count<S: Store>(ctx: &Ctx<S>, op: Op, verdict: &str) {
+    if let Some(m) = &ctx.metrics {
+        m.verdict(op, verdict, ctx.engine.now());
+    }
+}
+
+/// Counts an `unavailable` answer of `op` for the metrics.
+fn count_unavailable<S: Store>(ctx: &Ctx<S>, op: Op) {
+    if let Some(m) = &ctx.metrics {
+        m.unavailable(op);
+    }
+}
+
+/// Counts deposits delivered to a recipient for the metrics.
+fn count_collected<S: Store>(ctx: &Ctx<S>, n: usize) {
+    if let Some(m) = &ctx.metrics {
+        m.collected(n);
+    }
+}
+
 /// Runs `f` on the blocking pool.
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
     match tokio::task::spawn_blocking(f).await {
@@ -179,6 +203,7 @@ async fn dispatch<S: Store>(
         Request::Declaration => {
             let document = current_declaration(ctx);
             write(send, &response::declaration_header(), &document).await;
+            count(ctx, Op::Declaration, "ok");
             tracing::debug!(op, "served");
         }
         Request::Submit { rkid, .. } => {
@@ -190,13 +215,16 @@ async fn dispatch<S: Store>(
             let engine = ctx.engine.clone();
             match blocking(move || engine.status(&rkid, &deposit)).await {
                 Some(Ok(status)) => {
+                    count(ctx, Op::Status, status.as_str());
                     tracing::info!(op, %status, "status");
                     write(send, &response::status_header(status), b"").await;
                 }
                 Some(Err(e)) => {
+                    count_unavailable(ctx, Op::Status);
                     write(send, &unavailable(&e).to_header(), b"").await;
                 }
                 None => {
+                    count_unavailable(ctx, Op::Status);
                     write(send, &unavailable("internal").to_header(), b"").await;
                 }
             }
@@ -219,10 +247,12 @@ async fn dispatch<S: Store>(
                         ChallengeAnswer::Issued { .. } => "issued",
                         ChallengeAnswer::Refused(v) => v.as_str(),
                     };
+                    count(ctx, Op::Challenge, verdict);
                     tracing::info!(op, %purpose, verdict, "challenge");
                     write(send, &answer.to_header(), b"").await;
                 }
                 Err(e) => {
+                    count_unavailable(ctx, Op::Challenge);
                     write(send, &e.to_header(), b"").await;
                 }
             }
@@ -235,6 +265,7 @@ async fn dispatch<S: Store>(
             // The guarantee-3 verification count makes "a replay costs no
             // verification" observable from outside the process.
             let verifications = ctx.engine.counters().verifications;
+            count(ctx, Op::Register, verdict.as_str());
             tracing::info!(op, %verdict, verifications, "register");
             write(send, &response::verdict_header(verdict), b"").await;
         }
@@ -249,15 +280,23 @@ async fn dispatch<S: Store>(
             let engine = ctx.engine.clone();
             let header = match blocking(move || engine.conclude(&body, &deposits)).await {
                 Some(Ok(done)) => {
+                    count(ctx, Op::Conclude, Verdict::Served.as_str());
                     tracing::info!(op, verdict = "served", removed = done.removed, "conclude");
                     response::conclude_header(Verdict::Served, Some(done.removed as u64))
                 }
                 Some(Err(SessionError::Refused(v))) => {
+                    count(ctx, Op::Conclude, v.as_str());
                     tracing::info!(op, verdict = %v, "conclude");
                     response::conclude_header(v, None)
                 }
-                Some(Err(e)) => unavailable(e).to_header(),
-                None => unavailable("internal").to_header(),
+                Some(Err(e)) => {
+                    count_unavailable(ctx, Op::Conclude);
+                    unavailable(e).to_header()
+                }
+                None => {
+                    count_unavailable(ctx, Op::Conclude);
+                    unavailable("internal").to_header()
+                }
             };
             write(send, &header, b"").await;
         }
@@ -271,6 +310,7 @@ async fn submit<S: Store>(ctx: &Ctx<S>, rkid: Rkid, body: Vec<u8>) -> SubmitAnsw
     if verdict == SubmitVerdict::Admitted {
         ctx.watchers.admitted(&rkid);
     }
+    count(ctx, Op::Submit, verdict.as_str());
     tracing::info!(op = "submit", %verdict, deposit = %id.to_multibase(), "submit");
     SubmitAnswer::new(verdict, id)
 }
@@ -387,19 +427,24 @@ async fn collect<S: Store>(
     let collected = match result {
         Some(Ok(c)) => c,
         Some(Err(SessionError::Refused(v))) => {
+            count(ctx, Op::Collect, v.as_str());
             tracing::info!(op = "collect", verdict = %v, "collect");
             write(send, &response::collect_end_header(v, None), b"").await;
             return;
         }
         Some(Err(e)) => {
+            count_unavailable(ctx, Op::Collect);
             write(send, &unavailable(e).to_header(), b"").await;
             return;
         }
         None => {
+            count_unavailable(ctx, Op::Collect);
             write(send, &unavailable("internal").to_header(), b"").await;
             return;
         }
     };
+    count(ctx, Op::Collect, Verdict::Served.as_str());
+    count_collected(ctx, collected.deposits.len());
     tracing::info!(
         op = "collect",
         verdict = "served",
@@ -516,6 +561,7 @@ async fn watch_session<S: Store>(
                 }
                 if let Some(last) = deposits.last() {
                     after = Some(last.seq);
+                    count_collected(ctx, deposits.len());
                     tracing::debug!(pushed = deposits.len(), "watch push");
                     continue;
                 }

@@ -1,0 +1,38 @@
+//! `rltp-carrier backup --data-dir DIR --out FILE`: a consistent snapshot
+//! of a carrier's store, taken **online** while `serve` runs (through the
+//! control socket, [`crate::admin`]) or directly when the carrier is
+//! stopped. See [`crate::admin::backup`] for what the archive holds — it
+//! includes the declaration key and the generated TLS key: protect it.
+//!
+//! Prints `name value` lines describing the archive (`taken-at` first:
+//! deposits admitted after it are not in this copy).
+
+use super::{Failure, exit};
+use crate::admin::backup;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// `backup`: write a backup archive.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The carrier's data directory (as given to `serve`).
+    #[arg(long)]
+    data_dir: PathBuf,
+    /// Where to write the archive (must not exist; written with mode 0600).
+    #[arg(long)]
+    out: PathBuf,
+}
+
+fn execute(args: &Args) -> Result<u8, Failure> {
+    let done =
+        backup::backup(&args.data_dir, &args.out).map_err(|e| Failure::usage(e.to_string()))?;
+    print!("{}", backup::describe(&done.summary));
+    println!("online {}", if done.online { "yes" } else { "no" });
+    println!("out {}", args.out.display());
+    Ok(exit::OK)
+}
+
+/// Runs `backup`.
+pub fn run(args: Args) -> ExitCode {
+    super::finish("backup", execute(&args))
+}
