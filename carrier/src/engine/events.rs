@@ -3,11 +3,11 @@
 //! given up and concluded. For metrics and the operator page: counts only,
 //! never which `rkid` or principal.
 //!
-//! A transition is counted where it is realized ([`record`]), into a tally
+//! A transition is counted where it is realized (`record`), into a tally
 //! local to the thread that runs it. Every state change runs on the
 //! engine's group-commit writer thread, inside a batch; when the batch has
 //! committed, the committer's observer publishes the tally into the
-//! engine's [`EventCounters`] ([`EventCounters::settle`]), and when it
+//! engine's [`EventCounters`] (`EventCounters::settle`), and when it
 //! failed the tally is dropped. So a counter never counts a transition
 //! that did not become durable, and a caller answered after its batch sees
 //! its batch counted.

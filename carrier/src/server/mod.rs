@@ -19,7 +19,7 @@
 //!    revision, changed ones become revision + 1, applied prospectively;
 //! 4. the QUIC endpoint (ALPN `rltp-carrier/1`), the accept loop and the
 //!    sweeper;
-//! 5. when configured, the operator's HTTP endpoint ([`http`]: `/metrics`,
+//! 5. when configured, the operator's HTTP endpoint (`http.rs`: `/metrics`,
 //!    `/healthz`, `/readyz`, `/status`), and, on the embedded store, the
 //!    control socket `<data-dir>/control.sock` ([`crate::admin`]: online
 //!    backup, counts).
