@@ -143,7 +143,8 @@ pub fn ask(data_dir: &Path, request: Request) -> Result<Option<BufReader<UnixStr
             other
                 .strip_prefix("error ")
                 .unwrap_or(if other.is_empty() {
-                    "the connection closed without an answer"
+                    "the control connection closed without an answer (the carrier serves \
+                     only the data directory's owner and root)"
                 } else {
                     other
                 })
