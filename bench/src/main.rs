@@ -51,6 +51,10 @@ struct Cli {
     /// Where to write the JSON report.
     #[arg(long, default_value = "carrier-bench-report.json")]
     out: PathBuf,
+    /// Also write the results as Markdown tables to this file (with
+    /// `--check-report`: those of the checked report).
+    #[arg(long)]
+    markdown: Option<PathBuf>,
     /// Where to write the SVG chart (default: the report path with `.svg`).
     #[arg(long)]
     chart: Option<PathBuf>,
@@ -93,7 +97,8 @@ struct Cli {
     carrier_log: String,
     /// Profile instead of benchmarking: run one deposit cell (few queues,
     /// `--profile-connections` x 256 in flight) against the carrier with
-    /// `perf record -F 999 -g` attached to it, writing FILE; no report.
+    /// `perf record --call-graph dwarf` attached to it, writing FILE, then
+    /// again with `perf trace -s` (FILE.syscalls); no report.
     #[arg(long, value_name = "FILE")]
     profile: Option<PathBuf>,
     /// Connections of the `--profile` cell.
@@ -224,7 +229,7 @@ impl Plan {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Some(path) = &cli.check_report {
-        return check_report(path);
+        return check_report(path, cli.markdown.as_deref());
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -245,7 +250,8 @@ fn main() -> ExitCode {
     }
 }
 
-fn check_report(path: &Path) -> ExitCode {
+/// `--check-report FILE [--markdown OUT]`.
+fn check_report(path: &Path, markdown: Option<&Path>) -> ExitCode {
     let parsed = std::fs::read_to_string(path)
         .map_err(|e| vec![format!("cannot read {}: {e}", path.display())])
         .and_then(|text| {
@@ -254,6 +260,12 @@ fn check_report(path: &Path) -> ExitCode {
         .and_then(|r| r.check().map(|()| r));
     match parsed {
         Ok(r) => {
+            if let Some(out) = markdown
+                && let Err(e) = std::fs::write(out, r.markdown())
+            {
+                eprintln!("{}: {e}", out.display());
+                return ExitCode::FAILURE;
+            }
             println!(
                 "{}: well-formed {} report ({} deposit cells, {} targets)",
                 path.display(),
@@ -710,6 +722,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             plan.sweep_connections
         ),
     )?;
+    if let Some(path) = &cli.markdown {
+        std::fs::write(path, report.markdown())
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
     println!("{}", report.table());
     println!(
         "report {}, chart {}",
@@ -850,7 +866,7 @@ async fn scale(
     })
 }
 
-/// `--profile`: one deposit cell with `perf record -g` on the carrier
+/// `--profile`: one deposit cell with `perf record` (DWARF call graphs) on the carrier
 /// (FILE), then the same cell again with `perf trace -s` (FILE.syscalls,
 /// the time its threads spend in each system call).
 async fn profile(cli: &Cli, plan: &Plan, bin: &Path, out: &Path) -> anyhow::Result<()> {
@@ -877,11 +893,20 @@ async fn profile(cli: &Cli, plan: &Plan, bin: &Path, out: &Path) -> anyhow::Resu
         name.push(".syscalls");
         PathBuf::from(name)
     };
-    let record: Vec<String> = ["record", "-F", "999", "-g", "-p", &pid, "-o"]
-        .iter()
-        .map(|s| s.to_string())
-        .chain([out.to_string_lossy().into_owned()])
-        .collect();
+    let record: Vec<String> = [
+        "record",
+        "-F",
+        "299",
+        "--call-graph",
+        "dwarf,32768",
+        "-p",
+        &pid,
+        "-o",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([out.to_string_lossy().into_owned()])
+    .collect();
     let trace: Vec<String> = ["trace", "-s", "-p", &pid, "-o"]
         .iter()
         .map(|s| s.to_string())

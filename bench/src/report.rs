@@ -409,6 +409,198 @@ impl Report {
         }
     }
 
+    /// The results as Markdown tables (for `BENCHMARKS.md`).
+    pub fn markdown(&self) -> String {
+        let mut s = String::new();
+        let f0 = |v: f64| {
+            let v = v.round() as i64;
+            let digits = v.abs().to_string();
+            let mut out = String::new();
+            for (i, c) in digits.chars().enumerate() {
+                if i > 0 && (digits.len() - i) % 3 == 0 {
+                    out.push(',');
+                }
+                out.push(c);
+            }
+            if v < 0 { format!("-{out}") } else { out }
+        };
+        let opt = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map_or("–".to_owned(), f);
+        let ratio = |v: f64| format!("{v:.2}×");
+        let pairs_list =
+            |c: &Cell, f: &dyn Fn(&Pair) -> Option<f64>, fmt: &dyn Fn(f64) -> String| {
+                c.pairs
+                    .iter()
+                    .map(|p| f(p).map_or("–".to_owned(), fmt))
+                    .collect::<Vec<_>>()
+                    .join(" / ")
+            };
+        let cells = |s: &mut String, cells: &[Cell]| {
+            let _ = writeln!(
+                s,
+                "| queues | senders × in flight | envelope | ours admitted/s | MiB/s | p50 / p99 / p99.9 ms | carrier CPU (writer) | disk B/deposit | of disk bandwidth | Redis admitted/s | ours ÷ Redis, per pair | median ratio |"
+            );
+            let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|");
+            for c in cells {
+                let med =
+                    |f: &dyn Fn(&Pair) -> f64| median(&c.pairs.iter().map(f).collect::<Vec<_>>());
+                let _ = writeln!(
+                    s,
+                    "| {} | {} × {} | {} B | **{}** ({}) | {:.1} | {:.1} / {:.1} / {:.1} | {:.2} ({:.2}) | {} | {:.1} % | {} | {} | **{}** |",
+                    f0(c.queues as f64),
+                    c.connections,
+                    c.in_flight / c.connections.max(1),
+                    f0(c.envelope_bytes as f64),
+                    f0(c.ours_per_s),
+                    pairs_list(c, &|p| Some(p.ours.ops_per_s), &|v| f0(v)),
+                    c.ours_mib_s,
+                    med(&|p| p.ours.latency_ms.p50),
+                    c.ours_p99_ms,
+                    med(&|p| p.ours.latency_ms.p999),
+                    med(&|p| p.ours.server_cpu_cores),
+                    med(&|p| p
+                        .ours
+                        .server_threads_cores
+                        .get("rltp-writer")
+                        .copied()
+                        .unwrap_or(0.0)),
+                    f0(med(&|p| p.ours.server_disk_bytes_per_op)),
+                    100.0 * c.fraction_of_disk_bandwidth,
+                    opt(c.peer_per_s, &|v| f0(v)),
+                    pairs_list(c, &|p| p.ratio, &|v| format!("{v:.2}")),
+                    opt(c.ratio, &ratio),
+                );
+            }
+        };
+        let d = &self.disk;
+        let _ = writeln!(s, "### 7. Disk limit (probe, same run, same file system)\n");
+        let _ = writeln!(
+            s,
+            "| 4 KiB pwrite + fdatasync | p50 / p99 | O_DSYNC append, 256 KiB writes | as 1 KiB records |\n|---|---|---|---|\n| {}/s | {:.2} / {:.2} ms | {:.0} MiB/s | {}/s |\n",
+            f0(d.fsync_per_s),
+            d.fsync_ms.p50,
+            d.fsync_ms.p99,
+            d.dsync_append_mib_s,
+            f0(d.dsync_append_1k_records_per_s)
+        );
+        let _ = writeln!(
+            s,
+            "### 1. Deposit throughput (1 KiB sealed envelopes, closed loop)\n"
+        );
+        cells(&mut s, &self.deposit);
+        let l = &self.latency;
+        let _ = writeln!(
+            s,
+            "\n### 2. Latency at 50 % of peak (open loop, {} senders)\n",
+            l.ours.connections
+        );
+        let _ = writeln!(
+            s,
+            "| system | peak (scenario 1) | offered | admitted/s | p50 ms | p99 ms | p99.9 ms | max ms |\n|---|---|---|---|---|---|---|---|"
+        );
+        for (r, peak) in std::iter::once((&l.ours, Some(l.ours_peak_per_s)))
+            .chain(l.peer.as_ref().map(|p| (p, l.peer_peak_per_s)))
+        {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {:.2} | **{:.2}** | {:.2} | {:.2} |",
+                r.system,
+                opt(peak, &|v| f0(v)),
+                opt(r.offered_per_s, &|v| f0(v)),
+                f0(r.ops_per_s),
+                r.latency_ms.p50,
+                r.latency_ms.p99,
+                r.latency_ms.p999,
+                r.latency_ms.max
+            );
+        }
+        let _ = writeln!(
+            s,
+            "\n### 3. Drain ({} recipients, collect + conclude)\n",
+            self.drain.ours.recipients
+        );
+        let _ = writeln!(
+            s,
+            "| system | deposits | concluded | seconds | concluded/s | pages | every queue empty, nothing lost |\n|---|---|---|---|---|---|---|"
+        );
+        for r in std::iter::once(&self.drain.ours).chain(self.drain.peer.as_ref()) {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {:.1} | **{}** | {} | {} |",
+                r.system,
+                f0(r.expected as f64),
+                f0(r.concluded as f64),
+                r.seconds,
+                f0(r.per_s),
+                f0(r.pages as f64),
+                if r.verified_empty { "yes" } else { "**no**" }
+            );
+        }
+        if let Some(r) = self.drain.ratio {
+            let _ = writeln!(s, "\nours ÷ Redis: **{}**", ratio(r));
+        }
+        let r = &self.registration;
+        let _ = writeln!(
+            s,
+            "\n### 4. Registration (challenge → register, fresh rkids, real proofs)\n"
+        );
+        let _ = writeln!(
+            s,
+            "| registered | connections × in flight | seconds | registrations/s | round trip p50 / p99 ms | retried |\n|---|---|---|---|---|---|\n| {} | {} × {} | {:.2} | **{}** | {:.2} / {:.2} | {} |",
+            f0(r.registered as f64),
+            r.connections,
+            r.concurrency / r.connections.max(1),
+            r.seconds,
+            f0(r.per_s),
+            r.round_trip_ms.p50,
+            r.round_trip_ms.p99,
+            r.retried
+        );
+        if let Some(sc) = &self.scale {
+            let _ = writeln!(s, "\n### 5. Scale\n");
+            let mib = |kib: u64| kib as f64 / 1024.0;
+            let _ = writeln!(
+                s,
+                "| | value |\n|---|---|\n| bindings registered | {} ({}/s, p99 {:.1} ms) |\n| deposits held | {} (fill {}/s over all bindings) |\n| RSS idle after the fill | {:.1} MiB |\n| RSS under load (64 senders) | {:.1} MiB |\n| RSS idle after a restart | {:.1} MiB |\n| store on disk (allocated / apparent) | {:.0} / {:.0} MiB |\n| restart: spawn → listening | {:.3} s |\n| restart: spawn → first served request | **{:.3} s** |\n| empty store: spawn → first served request | {:.3} s |\n| deposit throughput, empty store (same {} queues, 64 × 4) | {}/s |\n| deposit throughput at scale (same queues) | {}/s |\n| at scale ÷ empty | **{:.2}** |",
+                f0(sc.bindings as f64),
+                f0(sc.register.per_s),
+                sc.register.round_trip_ms.p99,
+                f0(sc.deposits_held as f64),
+                f0(sc.fill.ops_per_s),
+                mib(sc.rss_idle_kib),
+                mib(sc.rss_under_load_kib),
+                mib(sc.rss_idle_after_restart_kib),
+                sc.store_allocated_bytes as f64 / 1048576.0,
+                sc.store_apparent_bytes as f64 / 1048576.0,
+                sc.restart_to_listening_s,
+                sc.restart_to_first_request_s,
+                sc.empty_start_to_first_request_s,
+                f0(sc.empty.queues as f64),
+                f0(sc.empty.ops_per_s),
+                f0(sc.at_scale.ops_per_s),
+                sc.throughput_vs_empty
+            );
+        }
+        let _ = writeln!(s, "\n### 6. Envelope sizes\n");
+        cells(&mut s, &self.sizes);
+        let _ = writeln!(s, "\n### Chart data: throughput vs operations in flight\n");
+        cells(&mut s, &self.sweep);
+        let _ = writeln!(
+            s,
+            "\n### Targets\n\n| target | goal | measured | |\n|---|---|---|---|"
+        );
+        for t in &self.targets {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {:.2} | {} |",
+                t.name,
+                t.goal,
+                t.measured,
+                if t.met { "met" } else { "**not met**" }
+            );
+        }
+        s
+    }
+
     /// The human table.
     pub fn table(&self) -> String {
         let mut s = String::new();
@@ -753,6 +945,16 @@ mod tests {
         assert!(
             errors[2].starts_with("redis drain: 10 concluded of 10 expected"),
             "{errors:?}"
+        );
+
+        let markdown = report.markdown();
+        assert!(
+            markdown.contains("| 100 | 64 × 4 | 1,024 B | **25,000** (20,000 / 30,000) |"),
+            "{markdown}"
+        );
+        assert!(
+            markdown.contains("| 0.50 / 1.00 | **0.75×** |"),
+            "{markdown}"
         );
 
         let unknown = text.replacen("\"schema\"", "\"extra\": 1, \"schema\"", 1);
