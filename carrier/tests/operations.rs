@@ -277,7 +277,7 @@ async fn metrics_count_real_traffic_and_carry_no_identifiers() {
 async fn health_and_readiness_follow_the_drain() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = config(dir.path(), true);
-    config.limits.stream_read_timeout_ms = 3_000;
+    config.limits.stream_read_timeout_ms = 20_000;
     let server = Server::start(&config).await.unwrap();
     let http = server.metrics_addr().unwrap();
     assert_eq!(get(http, "GET", "/healthz").await, (200, "ok\n".to_owned()));
@@ -291,7 +291,7 @@ async fn health_and_readiness_follow_the_drain() {
     assert_eq!(get(http, "POST", "/metrics").await.0, 405);
     assert_eq!(get(http, "HEAD", "/status").await, (200, String::new()));
 
-    // A stalled request keeps the drain busy for the read deadline.
+    // A stalled request keeps the drain busy (up to its read deadline).
     let client = connect(&server).await;
     let (mut send, _recv) = client.connection().open_bi().await.unwrap();
     send.write_all(&[0, 0, 0, 40]).await.unwrap();
@@ -303,7 +303,10 @@ async fn health_and_readiness_follow_the_drain() {
         if status == 503 {
             break body;
         }
-        assert!(started.elapsed() < Duration::from_secs(3), "never draining");
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "never draining"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     assert_eq!(
@@ -311,7 +314,10 @@ async fn health_and_readiness_follow_the_drain() {
         "not ready\nstore not checked (draining)\ndeclaration ok (revision 1)\ndraining yes\n"
     );
     assert_eq!(get(http, "GET", "/healthz").await.0, 200);
-    tokio::time::timeout(Duration::from_secs(15), drain)
+    // Ending the stalled request lets the drain finish.
+    drop(send);
+    client.close().await;
+    tokio::time::timeout(Duration::from_secs(30), drain)
         .await
         .unwrap()
         .unwrap();
@@ -609,7 +615,16 @@ async fn an_online_backup_under_load_restores_to_an_identical_carrier() {
         .iter()
         .filter(|x| x.3 > began && x.3 < ended)
         .count();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Let the load go on until a submission that started after the backup
+    // ended has been admitted.
+    let waited = Instant::now();
+    while !admitted.lock().unwrap().iter().any(|x| x.2 > ended) {
+        assert!(
+            waited.elapsed() < Duration::from_secs(30),
+            "the load stalled"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     stop.store(true, Ordering::Relaxed);
     for sender in senders {
         sender.await.unwrap();
