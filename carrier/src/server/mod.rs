@@ -42,6 +42,7 @@
 //! `/readyz` saying `draining`) and stops last, after the control socket
 //! has finished a backup in progress.
 
+pub mod clock;
 mod control;
 pub mod declaration;
 mod http;
@@ -51,7 +52,6 @@ pub mod status_page;
 mod watch;
 
 use crate::config::{Config, LogFormat};
-use crate::engine::clock::SystemClock;
 use crate::engine::{
     Engine, EngineConfig, EngineConstants, EngineError, GovernorMeter, MeterQuotas, Rate,
 };
@@ -101,6 +101,8 @@ struct Ctx<S: Store> {
     watchers: Arc<watch::Watchers>,
     limits: crate::config::LimitsConfig,
     shutdown: signal::Receiver<bool>,
+    /// The engine's clock (`PROTOCOL.md` §11); the sweeper records its high-water mark.
+    clock: Arc<clock::ServerClock>,
     /// Present when the HTTP endpoint is configured.
     metrics: Option<Arc<metrics::Metrics>>,
 }
@@ -196,13 +198,15 @@ impl<S: Store> Server<S> {
         // 1 024: a page of maximal envelopes stays near 22 MiB.
         let engine_config =
             EngineConfig::new(config.limits.capacity_bytes, config.limits.max_bindings);
+        let server_clock = Arc::new(clock::ServerClock::start(&config.data_dir));
         let engine = {
             let carrier = config.carrier.clone();
+            let clock = Arc::clone(&server_clock);
             let meter = Arc::new(GovernorMeter::new(quotas(config)));
             tokio::task::spawn_blocking(move || {
                 Engine::start(
                     store,
-                    Arc::new(SystemClock),
+                    clock,
                     carrier,
                     EngineConstants::from(&starting),
                     engine_config,
@@ -259,6 +263,7 @@ impl<S: Store> Server<S> {
             watchers: Arc::new(watch::Watchers::default()),
             limits: config.limits,
             shutdown: shutdown_rx,
+            clock: server_clock,
             metrics: metrics.clone(),
         });
         let task = tokio::spawn(serve(endpoint, Arc::clone(&ctx)));
@@ -510,8 +515,10 @@ async fn sweeper<S: Store>(ctx: Arc<Ctx<S>>) {
             _ = tokio::time::sleep(interval) => {}
         }
         let engine = ctx.engine.clone();
+        let clock = Arc::clone(&ctx.clock);
         let swept = tokio::task::spawn_blocking(move || {
             let swept = engine.sweep();
+            clock.persist();
             // Reclaim space between batches (one bounded step per interval).
             if let Err(e) = engine.store().maintenance_step() {
                 tracing::warn!(error = %e, "store maintenance step failed");
