@@ -182,6 +182,8 @@ fn reading<S: Store>(ctx: &Ctx<S>) -> Result<Reading, StoreError> {
             .load(std::sync::atomic::Ordering::Relaxed),
         challenges: engine.store().challenge_count() as u64,
         revision: declaration_view(ctx).map_or(0, |d| d.revision),
+        work: engine.counters(),
+        clock_steps: ctx.clock.steps(),
     })
 }
 

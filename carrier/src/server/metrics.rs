@@ -214,6 +214,10 @@ pub struct Reading {
     pub challenges: u64,
     /// The declaration revision served.
     pub revision: u64,
+    /// The guarantee-3 work counters (§4.4).
+    pub work: crate::engine::CounterSnapshot,
+    /// Wall-clock steps noticed (`PROTOCOL.md` §11).
+    pub clock_steps: u64,
 }
 
 /// Every handle of one carrier's metrics.
@@ -248,6 +252,10 @@ pub struct Metrics {
     given_up: Counter,
     concluded: Counter,
     failed_batches: Counter,
+    asymmetric_ops: Counter,
+    random_draws: Counter,
+    verifications: Counter,
+    clock_steps: Counter,
     commit_seconds: Histogram,
     batch_operations: Histogram,
 }
@@ -487,6 +495,24 @@ impl Metrics {
                 "rltp_carrier_commit_failures_total",
                 "Group-commit batches that failed (their callers were answered retriably).",
             ),
+            asymmetric_ops: r.counter(
+                "rltp_carrier_asymmetric_operations_total",
+                "X25519 and Ed25519 operations done for requests (sealing address challenges, \
+                 verifying proofs); guarantee 3: none for a request refused before its decision.",
+            ),
+            random_draws: r.counter(
+                "rltp_carrier_random_draws_total",
+                "Draws from the carrier's CSPRNG for requests (guarantee 3).",
+            ),
+            verifications: r.counter(
+                "rltp_carrier_proof_verifications_total",
+                "Ed25519 proof verifications (a subset of the asymmetric operations).",
+            ),
+            clock_steps: r.counter(
+                "rltp_carrier_clock_steps_total",
+                "Wall-clock steps noticed; horizons keep running on the monotonic clock \
+                 (PROTOCOL.md §11).",
+            ),
             commit_seconds: r.histogram(
                 COMMIT_SECONDS,
                 "Time to make one group-commit batch durable (segment fdatasync + redb commit), \
@@ -594,6 +620,10 @@ impl Metrics {
         self.given_up.absolute(e.given_up);
         self.concluded.absolute(e.concluded);
         self.failed_batches.absolute(reading.failed_batches);
+        self.asymmetric_ops.absolute(reading.work.asymmetric_ops);
+        self.random_draws.absolute(reading.work.random_draws);
+        self.verifications.absolute(reading.work.verifications);
+        self.clock_steps.absolute(reading.clock_steps);
     }
 
     /// The Prometheus text exposition of every metric.
