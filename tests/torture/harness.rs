@@ -301,3 +301,41 @@ pub fn recipient(secret: [u8; 32], principal: [u8; 32], generation: u64) -> Reci
         generation,
     )
 }
+
+/// A free loopback TCP port (for the metrics endpoint).
+pub fn free_tcp_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Every unlabelled sample of the carrier's `/metrics` at `port`, by name.
+pub fn scrape(port: u16) -> std::collections::BTreeMap<String, f64> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_once(' '))
+        .filter_map(|(name, value)| Some((name.to_owned(), value.trim().parse().ok()?)))
+        .collect()
+}
+
+/// The guarantee-3 work counters from `/metrics`:
+/// (asymmetric operations, random draws, proof verifications).
+pub fn work(port: u16) -> (u64, u64, u64) {
+    let m = scrape(port);
+    let get = |name: &str| *m.get(name).unwrap_or_else(|| panic!("no {name} in /metrics")) as u64;
+    (
+        get("rltp_carrier_asymmetric_operations_total"),
+        get("rltp_carrier_random_draws_total"),
+        get("rltp_carrier_proof_verifications_total"),
+    )
+}

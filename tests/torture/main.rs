@@ -11,4 +11,5 @@
 #![allow(clippy::unwrap_used, clippy::panic, missing_docs)]
 
 mod crash;
+mod floods;
 mod harness;
