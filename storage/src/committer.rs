@@ -266,6 +266,7 @@ fn run_batch<S: Store>(
 ) {
     let count = batch.len();
     let fail_all = |completions: Vec<Completion>, error: StoreError, commit_time| {
+        store.after_failure();
         stats.failed(count, commit_time);
         let error = Arc::new(error);
         for completion in completions {
@@ -278,6 +279,7 @@ fn run_batch<S: Store>(
             // Jobs that never ran: dropping them drops their reply senders,
             // so their callers see `NotRun`.
             drop(batch);
+            store.after_failure();
             stats.failed(count, Duration::ZERO);
             tracing::error!(%error, "write transaction could not begin");
             return;
@@ -288,6 +290,7 @@ fn run_batch<S: Store>(
         tracing::error!(%error, "batch prelude failed; batch dropped");
         drop(txn);
         drop(batch);
+        store.after_failure();
         stats.failed(count, Duration::ZERO);
         return;
     }

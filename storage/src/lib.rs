@@ -217,6 +217,13 @@ pub trait Store: Send + Sync + 'static {
     /// [`StoreError`]; on error nothing of `txn` may be assumed durable,
     /// and nothing of it is visible.
     fn commit(&self, txn: Self::Write<'_>) -> StoreResult<()>;
+    /// Told by the group-commit writer that a batch failed (an operation,
+    /// the prelude, the commit or `begin_write` returned an error), before
+    /// the next batch. A store whose storage engine latches an I/O failure
+    /// recovers here, so that one error never wedges the carrier: the
+    /// embedded store reopens its database before its next write
+    /// transaction (`redb_store` module docs). Default: nothing.
+    fn after_failure(&self) {}
 
     /// Stores a live challenge (§5a.3).
     ///

@@ -66,6 +66,17 @@
 //! chunks (one short write transaction each), so stragglers never pin a
 //! segment and never cause a pause.
 //!
+//! ## After an I/O error
+//! redb latches an I/O failure: once a write, `set_len` or sync of its file
+//! fails (a full disk, say), every later operation of that `Database`
+//! answers `PreviousIo` until it is closed and opened again. A failed batch
+//! therefore marks the store ([`Store::after_failure`], and every failed
+//! commit), and the next write transaction first reopens the database —
+//! redb's own recovery from its last durable commit, the same as a start.
+//! A read snapshot of the old handle keeps its file locked, so a reopen
+//! that finds it still open fails retriably and is tried again by the next
+//! transaction. A single I/O error therefore never wedges the store.
+//!
 //! Live challenges are held in memory (see the crate docs).
 
 use crate::segment::{self, ActiveSegment};
@@ -82,7 +93,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 type Def = TableDefinition<'static, &'static [u8], &'static [u8]>;
 
@@ -191,7 +203,13 @@ const MAINTENANCE_SCAN: usize = 4_096;
 
 /// The redb + segments store. See the module docs for layout and rules.
 pub struct RedbStore {
-    db: Database,
+    /// The redb handle, replaced by a fresh one after an I/O failure
+    /// (module docs); `None` only while such a reopen has not succeeded.
+    db: RwLock<Option<Arc<Database>>>,
+    /// `<dir>/carrier.redb`.
+    db_path: PathBuf,
+    /// A batch or commit failed: reopen before the next write transaction.
+    db_failed: AtomicBool,
     segments_dir: PathBuf,
     options: RedbOptions,
     writer: Mutex<WriterState>,
@@ -709,9 +727,8 @@ impl RedbStore {
         let dir = dir.as_ref();
         let segments_dir = segment::segments_dir(dir);
         std::fs::create_dir_all(&segments_dir)?;
-        let db = Database::builder()
-            .create(dir.join("carrier.redb"))
-            .map_err(engine)?;
+        let db_path = dir.join("carrier.redb");
+        let db = Database::builder().create(&db_path).map_err(engine)?;
         let txn = begin(&db, &options)?;
         for def in ALL_TABLES {
             txn.open_table(def).map_err(engine)?;
@@ -748,7 +765,9 @@ impl RedbStore {
         segment::sync_dir(&segments_dir)?;
         let files = HashMap::from([(active.id, Arc::clone(&active.file))]);
         Ok(RedbStore {
-            db,
+            db: RwLock::new(Some(Arc::new(db))),
+            db_path,
+            db_failed: AtomicBool::new(false),
             segments_dir,
             options,
             writer: Mutex::new(WriterState {
@@ -773,10 +792,49 @@ impl RedbStore {
         &self.segments_dir
     }
 
+    /// The current redb handle.
+    fn db(&self) -> StoreResult<Arc<Database>> {
+        self.db
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+            .map(Arc::clone)
+            .ok_or_else(|| {
+                StoreError::Engine("the database is being reopened after an i/o error".into())
+            })
+    }
+
+    /// If a batch or commit failed since the last transaction, replaces the
+    /// redb handle by a freshly opened one (module docs, "After an I/O
+    /// error"). Call with the writer lock held.
+    ///
+    /// # Errors
+    /// [`StoreError`] if the reopen fails (a snapshot of the old handle
+    /// still holds the file, or the file cannot be read); the next write
+    /// transaction tries again.
+    fn reopen_if_failed(&self) -> StoreResult<()> {
+        if !self.db_failed.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let mut slot = self
+            .db
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // The old handle goes first: redb refuses a second open of a file.
+        drop(slot.take());
+        let db = Database::builder().create(&self.db_path).map_err(|e| {
+            StoreError::Engine(format!("reopening the database after a failure: {e}"))
+        })?;
+        *slot = Some(Arc::new(db));
+        self.db_failed.store(false, Ordering::SeqCst);
+        tracing::warn!("the database was reopened after a failed batch");
+        Ok(())
+    }
+
     /// Seals the active segment and starts `next_segment` (one small
     /// durable transaction; the file is created first).
     fn rotate(&self, state: &mut WriterState) -> StoreResult<()> {
-        let txn = begin(&self.db, &self.options)?;
+        let txn = begin(self.db()?.as_ref(), &self.options)?;
         let next = get_u64(&txn, META, META_NEXT_SEGMENT)?.unwrap_or(1);
         let old = state.active.id;
         let drained = query::seg_stat(&txn, old)?.is_none_or(|s| s.live == 0);
@@ -906,11 +964,18 @@ impl RedbStore {
     /// [`StoreError::Corrupt`] naming the first mismatch; other
     /// [`StoreError`]s for I/O or engine failures.
     pub fn integrity_check(&mut self) -> StoreResult<IntegrityReport> {
-        match self.db.check_integrity().map_err(engine)? {
+        let db = self
+            .db
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_mut()
+            .and_then(Arc::get_mut)
+            .ok_or_else(|| StoreError::Engine("the database is in use or reopening".into()))?;
+        match db.check_integrity().map_err(engine)? {
             true => {}
             false => return Err(corrupt("redb integrity check had to repair the file")),
         }
-        let txn = self.db.begin_read().map_err(engine)?;
+        let txn = db.begin_read().map_err(engine)?;
         let mut report = IntegrityReport::default();
         let occupancy = query::occupancy(&txn)?;
 
@@ -1712,51 +1777,9 @@ impl WriteTxn for RedbWrite<'_> {
     }
 }
 
-impl Store for RedbStore {
-    type Read<'a> = RedbRead<'a>;
-    type Write<'a> = RedbWrite<'a>;
-
-    fn read(&self) -> StoreResult<RedbRead<'_>> {
-        // Registering under the readers lock orders this snapshot against
-        // the generation bump that follows every commit (see
-        // `collect_garbage`).
-        let mut readers = lock(&self.readers);
-        let generation = readers.committed;
-        let txn = self.db.begin_read().map_err(engine)?;
-        *readers.live.entry(generation).or_insert(0) += 1;
-        Ok(RedbRead {
-            store: self,
-            txn,
-            generation,
-        })
-    }
-
-    fn begin_write(&self) -> StoreResult<RedbWrite<'_>> {
-        let mut state = lock(&self.writer);
-        self.collect_garbage(&mut state);
-        if self.options.placement == Placement::Segments
-            && state.active.end() >= self.options.segment_bytes
-        {
-            self.rotate(&mut state)?;
-        }
-        let txn = begin(&self.db, &self.options)?;
-        for id in &state.unlinked {
-            del(&txn, SEGMENT_GC, &id.to_be_bytes())?;
-        }
-        let occupancy = query::occupancy(&txn)?;
-        Ok(RedbWrite {
-            store: self,
-            txn: Some(txn),
-            state,
-            occupancy,
-            occupancy_dirty: false,
-            queues: HashMap::new(),
-            segments: HashMap::new(),
-            committed: false,
-        })
-    }
-
-    fn commit(&self, mut w: RedbWrite<'_>) -> StoreResult<()> {
+impl RedbStore {
+    /// [`Store::commit`]'s body (the caller marks the store on failure).
+    fn commit_or_mark(&self, mut w: RedbWrite<'_>) -> StoreResult<()> {
         let drained = w.flush_counters()?;
         // 1. The bytes, durable before anything references them.
         w.state.active.sync()?;
@@ -1773,6 +1796,60 @@ impl Store for RedbStore {
         // 3. Reclaim what no snapshot can reference any more.
         self.collect_garbage(state);
         Ok(())
+    }
+}
+
+impl Store for RedbStore {
+    type Read<'a> = RedbRead<'a>;
+    type Write<'a> = RedbWrite<'a>;
+
+    fn read(&self) -> StoreResult<RedbRead<'_>> {
+        // Registering under the readers lock orders this snapshot against
+        // the generation bump that follows every commit (see
+        // `collect_garbage`).
+        let mut readers = lock(&self.readers);
+        let generation = readers.committed;
+        let txn = self.db()?.begin_read().map_err(engine)?;
+        *readers.live.entry(generation).or_insert(0) += 1;
+        Ok(RedbRead {
+            store: self,
+            txn,
+            generation,
+        })
+    }
+
+    fn begin_write(&self) -> StoreResult<RedbWrite<'_>> {
+        let mut state = lock(&self.writer);
+        self.reopen_if_failed()?;
+        self.collect_garbage(&mut state);
+        if self.options.placement == Placement::Segments
+            && state.active.end() >= self.options.segment_bytes
+        {
+            self.rotate(&mut state)?;
+        }
+        let txn = begin(self.db()?.as_ref(), &self.options)?;
+        for id in &state.unlinked {
+            del(&txn, SEGMENT_GC, &id.to_be_bytes())?;
+        }
+        let occupancy = query::occupancy(&txn)?;
+        Ok(RedbWrite {
+            store: self,
+            txn: Some(txn),
+            state,
+            occupancy,
+            occupancy_dirty: false,
+            queues: HashMap::new(),
+            segments: HashMap::new(),
+            committed: false,
+        })
+    }
+
+    fn commit(&self, w: RedbWrite<'_>) -> StoreResult<()> {
+        self.commit_or_mark(w).inspect_err(|_| self.after_failure())
+    }
+
+    fn after_failure(&self) {
+        self.db_failed.store(true, Ordering::SeqCst);
     }
 
     fn issue_challenge(&self, challenge: Challenge) -> StoreResult<()> {
