@@ -11,5 +11,6 @@
 #![allow(clippy::unwrap_used, clippy::panic, missing_docs)]
 
 mod crash;
+mod faults;
 mod floods;
 mod harness;
