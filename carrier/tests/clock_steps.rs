@@ -68,9 +68,7 @@ fn steady(floor: u64) -> Steady {
 }
 
 /// A live binding at `START` holding one deposit admitted then.
-fn bound_with_deposit(
-    h: &Harness<rltp_storage::mem::MemStore>,
-) -> (RkidKey, Principal, DepositId) {
+fn bound_with_deposit(h: &Harness<rltp_storage::mem::MemStore>) -> (RkidKey, Principal, DepositId) {
     let key = RkidKey::labelled("clock-steps/rkid");
     let principal = Principal::labelled("clock-steps/principal");
     assert_eq!(h.register(&key, &principal, 1), Verdict::Registered);
@@ -79,7 +77,11 @@ fn bound_with_deposit(
     (key, principal, DepositId::of(&bytes))
 }
 
-fn status(h: &Harness<rltp_storage::mem::MemStore>, key: &RkidKey, id: &DepositId) -> DepositStatus {
+fn status(
+    h: &Harness<rltp_storage::mem::MemStore>,
+    key: &RkidKey,
+    id: &DepositId,
+) -> DepositStatus {
     h.engine.status(&key.rkid, id).unwrap()
 }
 
@@ -161,8 +163,10 @@ fn a_backward_step_keeps_nothing_longer() {
     ));
 
     // The deposit is given up at admission + give-up-horizon, carrier time.
-    s.monotonic.advance(c.give_up_horizon_ms - c.challenge_lifetime_ms - 1);
-    s.wall.advance(c.give_up_horizon_ms - c.challenge_lifetime_ms - 1);
+    s.monotonic
+        .advance(c.give_up_horizon_ms - c.challenge_lifetime_ms - 1);
+    s.wall
+        .advance(c.give_up_horizon_ms - c.challenge_lifetime_ms - 1);
     h.sweep();
     assert_eq!(h.held_ids(&key.rkid), vec![id]);
     assert_eq!(h.now(), START + c.give_up_horizon_ms - 1);

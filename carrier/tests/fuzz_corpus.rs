@@ -58,7 +58,9 @@ fn seeds() -> BTreeMap<&'static str, Vec<(String, Vec<u8>)>> {
         name: &str,
         bytes: Vec<u8>,
     ) {
-        out.entry(target).or_default().push((name.to_owned(), bytes));
+        out.entry(target)
+            .or_default()
+            .push((name.to_owned(), bytes));
     }
 
     // proof: the three signed vectors, the negatives (each with the
@@ -69,11 +71,17 @@ fn seeds() -> BTreeMap<&'static str, Vec<(String, Vec<u8>)>> {
         ("registration".to_owned(), jcs(&signed(registration, sig))),
         (
             "collection".to_owned(),
-            jcs(&signed(&proof_vectors["collection"], &proof_vectors["collection"]["sig"])),
+            jcs(&signed(
+                &proof_vectors["collection"],
+                &proof_vectors["collection"]["sig"],
+            )),
         ),
         (
             "conclusion".to_owned(),
-            jcs(&signed(&proof_vectors["conclusion"], &proof_vectors["conclusion"]["sig"])),
+            jcs(&signed(
+                &proof_vectors["conclusion"],
+                &proof_vectors["conclusion"]["sig"],
+            )),
         ),
     ];
     for (i, case) in proof_vectors["negatives"]["cases"]
@@ -133,7 +141,12 @@ fn seeds() -> BTreeMap<&'static str, Vec<(String, Vec<u8>)>> {
     put(&mut out, "declaration", "carrier-g1", declaration.clone());
     let w3c = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../proofs/tests/data/w3c-eddsa-jcs-2022/signed.json");
-    put(&mut out, "declaration", "w3c-signed", std::fs::read(&w3c).unwrap());
+    put(
+        &mut out,
+        "declaration",
+        "w3c-signed",
+        std::fs::read(&w3c).unwrap(),
+    );
     put(&mut out, "declaration", "delivery-ack", jcs(&ack["output"]));
 
     // frame: every request as the client writes it (with its body), and
@@ -143,32 +156,77 @@ fn seeds() -> BTreeMap<&'static str, Vec<(String, Vec<u8>)>> {
     let registration_proof = proofs[0].1.clone();
     let requests: Vec<(&str, Request, Vec<u8>)> = vec![
         ("declaration", Request::Declaration, vec![]),
-        ("submit", Request::Submit { rkid, size: envelope.len() as u32 }, envelope.clone()),
+        (
+            "submit",
+            Request::Submit {
+                rkid,
+                size: envelope.len() as u32,
+            },
+            envelope.clone(),
+        ),
         ("submit-stream", Request::SubmitStream, vec![]),
         ("status", Request::Status { rkid, deposit }, vec![]),
-        ("challenge", Request::Challenge { rkid, purpose: Purpose::Register }, vec![]),
+        (
+            "challenge",
+            Request::Challenge {
+                rkid,
+                purpose: Purpose::Register,
+            },
+            vec![],
+        ),
         ("register", Request::Register, registration_proof.clone()),
         (
             "collect",
-            Request::Collect { after: Some(3), limit: 10, watch: true },
+            Request::Collect {
+                after: Some(3),
+                limit: 10,
+                watch: true,
+            },
             registration_proof.clone(),
         ),
-        ("conclude", Request::Conclude { deposits: vec![deposit] }, registration_proof),
+        (
+            "conclude",
+            Request::Conclude {
+                deposits: vec![deposit],
+            },
+            registration_proof,
+        ),
     ];
     for (name, request, body) in requests {
-        put(&mut out, "frame", &format!("request-{name}"), wire::encode_frame(&request.to_header(), &body));
+        put(
+            &mut out,
+            "frame",
+            &format!("request-{name}"),
+            wire::encode_frame(&request.to_header(), &body),
+        );
     }
-    put(&mut out, 
+    put(
+        &mut out,
         "frame",
         "stream-item",
-        wire::encode_frame(&wire::stream_item_header(&rkid, envelope.len() as u32), &envelope),
+        wire::encode_frame(
+            &wire::stream_item_header(&rkid, envelope.len() as u32),
+            &envelope,
+        ),
     );
     let answers: Vec<(&str, Object)> = vec![
-        ("admitted", response::SubmitAnswer::new(SubmitVerdict::Admitted, deposit).to_header()),
-        ("stale", response::verdict_header(Verdict::StaleGeneration { held: 4 })),
+        (
+            "admitted",
+            response::SubmitAnswer::new(SubmitVerdict::Admitted, deposit).to_header(),
+        ),
+        (
+            "stale",
+            response::verdict_header(Verdict::StaleGeneration { held: 4 }),
+        ),
         ("deposit", response::deposit_header(&deposit, 9)),
-        ("collect-end", response::collect_end_header(Verdict::Served, Some(true))),
-        ("conclude", response::conclude_header(Verdict::Served, Some(1))),
+        (
+            "collect-end",
+            response::collect_end_header(Verdict::Served, Some(true)),
+        ),
+        (
+            "conclude",
+            response::conclude_header(Verdict::Served, Some(1)),
+        ),
         ("declaration", response::declaration_header()),
     ];
     for (name, header) in answers {
@@ -186,11 +244,20 @@ fn seeds() -> BTreeMap<&'static str, Vec<(String, Vec<u8>)>> {
         .map(|(n, b)| (format!("from-{n}"), b.clone()))
         .collect();
     let edges: [(&str, &[u8]); 8] = [
-        ("escapes", br#"{"a":"\u00e9\ud83d\ude00\n\/","b":[1,-0,0.5e-7,1E+30,true,false,null]}"#),
+        (
+            "escapes",
+            br#"{"a":"\u00e9\ud83d\ude00\n\/","b":[1,-0,0.5e-7,1E+30,true,false,null]}"#,
+        ),
         ("lone-surrogate", br#"["\ud800"]"#),
         ("duplicate-key", br#"{"a":1,"\u0061":2}"#),
-        ("deep", b"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]"),
-        ("big-number", b"[1e400, 9e20, 123456789012345678901234567890]"),
+        (
+            "deep",
+            b"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]",
+        ),
+        (
+            "big-number",
+            b"[1e400, 9e20, 123456789012345678901234567890]",
+        ),
         ("bad-utf8", b"[\"\xc0\xaf\"]"),
         ("trailing", b"{} {}"),
         ("bom", b"\xef\xbb\xbf{}"),
@@ -238,7 +305,10 @@ fn the_corpus_and_every_crash_reproducer_pass() {
         let corpus = files(&fuzz_dir().join("corpus").join(target));
         let committed_seeds = corpus
             .iter()
-            .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("seed-")))
+            .filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("seed-"))
+            })
             .count();
         assert!(
             committed_seeds >= built[target].len(),
@@ -247,7 +317,12 @@ fn the_corpus_and_every_crash_reproducer_pass() {
         );
         let regressions = files(&fuzz_dir().join("regressions").join(target));
         for path in corpus.iter().chain(&regressions) {
-            run(target, body, &path.display().to_string(), &std::fs::read(path).unwrap());
+            run(
+                target,
+                body,
+                &path.display().to_string(),
+                &std::fs::read(path).unwrap(),
+            );
         }
         for (name, bytes) in &built[target] {
             run(target, body, name, bytes);

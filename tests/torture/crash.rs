@@ -270,7 +270,10 @@ async fn sender(client: Client, journal: Shared, mut rng: Rng) {
             }
         }
         let answers = if items.len() == 1 {
-            client.submit(&items[0].0, &items[0].1).await.map(|a| vec![a])
+            client
+                .submit(&items[0].0, &items[0].1)
+                .await
+                .map(|a| vec![a])
         } else {
             client.submit_many(&items).await
         };
@@ -281,7 +284,10 @@ async fn sender(client: Client, journal: Shared, mut rng: Rng) {
             let id = DepositId::of(bytes);
             if q == QUEUES {
                 if answer.verdict != SubmitVerdict::NoSuchQueue {
-                    j.fail("duplicated", format!("unknown rkid {rkid} answered {}", answer.verdict));
+                    j.fail(
+                        "duplicated",
+                        format!("unknown rkid {rkid} answered {}", answer.verdict),
+                    );
                 }
                 continue;
             }
@@ -327,15 +333,28 @@ async fn recipient_task(client: Client, journal: Shared, mut rng: Rng) {
 }
 
 /// Rebinds queue `q` at `generation + 1`, sometimes under a new principal.
-async fn rebind(client: &Client, journal: &Shared, q: usize, rng: &mut Rng) -> Result<(), ClientError> {
+async fn rebind(
+    client: &Client,
+    journal: &Shared,
+    q: usize,
+    rng: &mut Rng,
+) -> Result<(), ClientError> {
     let (keys, principal, generation) = {
         let mut j = lock(journal);
         let queue = &mut j.queues[q];
-        let principal = if rng.chance(50) { rng.bytes32() } else { queue.principal };
+        let principal = if rng.chance(50) {
+            rng.bytes32()
+        } else {
+            queue.principal
+        };
         let generation = queue.generation + 1;
         queue.pending = Some((principal, generation));
         queue.lc_in_flight = true;
-        (recipient(queue.secret, principal, generation), principal, generation)
+        (
+            recipient(queue.secret, principal, generation),
+            principal,
+            generation,
+        )
     };
     let sent = lock(journal).now();
     let outcome = client.register(&keys, Purpose::Rebind).await?;
@@ -355,7 +374,10 @@ async fn rebind(client: &Client, journal: &Shared, q: usize, rng: &mut Rng) -> R
         other => {
             j.queues[q].pending = None;
             j.queues[q].lc_in_flight = false;
-            j.fail("duplicated", format!("queue {q}: rebind at {generation} answered {other}"));
+            j.fail(
+                "duplicated",
+                format!("queue {q}: rebind at {generation} answered {other}"),
+            );
         }
     }
     Ok(())
@@ -398,27 +420,53 @@ async fn collect_all(
         for delivered in &page.deposits {
             let id = delivered.id;
             if !seen.insert(id) {
-                j.fail("duplicated", format!("queue {q}: {} offered twice", id.to_multibase()));
+                j.fail(
+                    "duplicated",
+                    format!("queue {q}: {} offered twice", id.to_multibase()),
+                );
                 continue;
             }
             let Some(dep) = j.deps.get(&id) else {
-                j.fail("duplicated", format!("queue {q}: unknown deposit {}", id.to_multibase()));
+                j.fail(
+                    "duplicated",
+                    format!("queue {q}: unknown deposit {}", id.to_multibase()),
+                );
                 continue;
             };
-            let (queue, conclusion, gone, acked, late_at) =
-                (dep.queue, dep.conclusion, dep.gone, dep.acked, dep.surely_given_up_at());
+            let (queue, conclusion, gone, acked, late_at) = (
+                dep.queue,
+                dep.conclusion,
+                dep.gone,
+                dep.acked,
+                dep.surely_given_up_at(),
+            );
             if queue != q {
-                j.fail("duplicated", format!("deposit of queue {queue} offered by queue {q}"));
+                j.fail(
+                    "duplicated",
+                    format!("deposit of queue {queue} offered by queue {q}"),
+                );
             }
             j.counts.concluded_never_offered_checks += 1;
             if conclusion == Conclusion::Acked {
-                j.fail("resurrected", format!("queue {q}: concluded {} offered again", id.to_multibase()));
+                j.fail(
+                    "resurrected",
+                    format!("queue {q}: concluded {} offered again", id.to_multibase()),
+                );
             }
             if gone {
-                j.fail("resurrected", format!("queue {q}: {} offered after it was gone", id.to_multibase()));
+                j.fail(
+                    "resurrected",
+                    format!("queue {q}: {} offered after it was gone", id.to_multibase()),
+                );
             }
             if sent > late_at.saturating_add(SLACK) {
-                j.fail("late", format!("queue {q}: {} offered after its give-up instant", id.to_multibase()));
+                j.fail(
+                    "late",
+                    format!(
+                        "queue {q}: {} offered after its give-up instant",
+                        id.to_multibase()
+                    ),
+                );
             }
             if !acked && verify {
                 j.counts.adopted_in_flight += 1;
@@ -437,7 +485,12 @@ async fn collect_all(
 }
 
 /// Concludes `ids` of queue `q`.
-async fn conclude(client: &Client, journal: &Shared, q: usize, ids: &[DepositId]) -> Result<(), ClientError> {
+async fn conclude(
+    client: &Client,
+    journal: &Shared,
+    q: usize,
+    ids: &[DepositId],
+) -> Result<(), ClientError> {
     let keys = {
         let mut j = lock(journal);
         for id in ids {
@@ -457,7 +510,10 @@ async fn conclude(client: &Client, journal: &Shared, q: usize, ids: &[DepositId]
         return Ok(());
     }
     if removed.unwrap_or(0) > ids.len() as u64 {
-        j.fail("duplicated", format!("queue {q}: conclude of {} removed {removed:?}", ids.len()));
+        j.fail(
+            "duplicated",
+            format!("queue {q}: conclude of {} removed {removed:?}", ids.len()),
+        );
     }
     for id in ids {
         if let Some(dep) = j.deps.get_mut(id) {
@@ -476,7 +532,8 @@ async fn conclude(client: &Client, journal: &Shared, q: usize, ids: &[DepositId]
 
 /// With the carrier dead: the store, opened directly.
 fn offline_check(store_dir: &Path, journal: &Shared) {
-    let mut store = RedbStore::open(store_dir).unwrap_or_else(|e| panic!("the store does not open after a kill: {e}"));
+    let mut store = RedbStore::open(store_dir)
+        .unwrap_or_else(|e| panic!("the store does not open after a kill: {e}"));
     let mut j = lock(journal);
     let report = match store.integrity_check() {
         Ok(report) => report,
@@ -489,7 +546,13 @@ fn offline_check(store_dir: &Path, journal: &Shared) {
     j.counts.held_at_checks += report.deposits;
     j.counts.bytes_at_checks += report.bytes;
     if report.binding_and_tombstone != 0 {
-        j.fail("integrity", format!("{} rkids hold a binding and a tombstone", report.binding_and_tombstone));
+        j.fail(
+            "integrity",
+            format!(
+                "{} rkids hold a binding and a tombstone",
+                report.binding_and_tombstone
+            ),
+        );
     }
     let read = store.read().unwrap();
     let mut elastic = 0u64;
@@ -498,7 +561,10 @@ fn offline_check(store_dir: &Path, journal: &Shared) {
         let rkid = j.queues[q].rkid;
         let binding = read.binding(&rkid).unwrap();
         let tombstone = read.tombstone(&rkid).unwrap();
-        let generation = binding.map(|b| b.generation).or(tombstone.map(|t| t.generation)).unwrap_or(0);
+        let generation = binding
+            .map(|b| b.generation)
+            .or(tombstone.map(|t| t.generation))
+            .unwrap_or(0);
         j.counts.generation_checks += 1;
         let queue = &j.queues[q];
         let acked = queue.generation;
@@ -506,7 +572,9 @@ fn offline_check(store_dir: &Path, journal: &Shared) {
         if generation < previous || generation < acked {
             j.fail(
                 "generation",
-                format!("queue {q}: generation {generation} after {previous} (acknowledged {acked})"),
+                format!(
+                    "queue {q}: generation {generation} after {previous} (acknowledged {acked})"
+                ),
             );
         }
         j.queues[q].store_generation = generation.max(previous);
@@ -516,7 +584,10 @@ fn offline_check(store_dir: &Path, journal: &Shared) {
         for d in &deposits {
             bytes += u64::from(d.len);
             if !ids.insert(d.id) {
-                j.fail("duplicated", format!("queue {q}: {} held twice", d.id.to_multibase()));
+                j.fail(
+                    "duplicated",
+                    format!("queue {q}: {} held twice", d.id.to_multibase()),
+                );
             }
             match j.deps.get(&d.id) {
                 None => j.fail("duplicated", format!("queue {q}: unknown deposit held")),
@@ -554,14 +625,19 @@ async fn verify(client: &Client, journal: &Shared, rng: &mut Rng) {
             let mut j = lock(journal);
             let now = j.now();
             match outcome {
-                RegisterOutcome::Verdict(Verdict::Rebound | Verdict::Registered | Verdict::RegisteredIdempotent) => {
+                RegisterOutcome::Verdict(
+                    Verdict::Rebound | Verdict::Registered | Verdict::RegisteredIdempotent,
+                ) => {
                     let queue = &mut j.queues[q];
                     queue.principal = principal;
                     queue.generation = generation;
                     queue.lc_lo = queue.lc_lo.max(sent.saturating_sub(SLACK));
                     queue.lc_hi = queue.lc_hi.max(now + SLACK);
                 }
-                other => j.fail("generation", format!("queue {q}: re-presented registration at {generation}: {other:?}")),
+                other => j.fail(
+                    "generation",
+                    format!("queue {q}: re-presented registration at {generation}: {other:?}"),
+                ),
             }
             j.queues[q].pending = None;
         }
@@ -598,7 +674,13 @@ fn account(j: &mut Journal, q: usize, held: &BTreeSet<DepositId>, at: Bracket) {
         j.deps.remove(&id);
     }
     for id in lost {
-        j.fail("lost", format!("queue {q}: admitted {} is gone before its horizon", id.to_multibase()));
+        j.fail(
+            "lost",
+            format!(
+                "queue {q}: admitted {} is gone before its horizon",
+                id.to_multibase()
+            ),
+        );
     }
 }
 
@@ -609,7 +691,11 @@ async fn verify_kept(client: &Client, journal: &Shared, q: usize, rng: &mut Rng)
     {
         let mut j = lock(journal);
         let now = j.now();
-        j.counts.presence_checks += j.deps.values().filter(|d| d.queue == q && d.acked && !d.gone).count() as u64;
+        j.counts.presence_checks += j
+            .deps
+            .values()
+            .filter(|d| d.queue == q && d.acked && !d.gone)
+            .count() as u64;
         let at = Bracket { lo: sent, hi: now };
         account(&mut j, q, &held, at);
     }
@@ -618,7 +704,11 @@ async fn verify_kept(client: &Client, journal: &Shared, q: usize, rng: &mut Rng)
         let j = lock(journal);
         ids.iter()
             .copied()
-            .filter(|id| j.deps.get(id).is_some_and(|d| d.conclusion == Conclusion::InFlight))
+            .filter(|id| {
+                j.deps
+                    .get(id)
+                    .is_some_and(|d| d.conclusion == Conclusion::InFlight)
+            })
             .collect()
     };
     if !again.is_empty() {
@@ -629,7 +719,13 @@ async fn verify_kept(client: &Client, journal: &Shared, q: usize, rng: &mut Rng)
 
 /// Resubmits some adopted in-flight envelopes (must be `duplicate`: the
 /// first attempt landed) — the exactly-once half of the duplicate rule.
-async fn resubmit(client: &Client, journal: &Shared, q: usize, held: &BTreeSet<DepositId>, rng: &mut Rng) {
+async fn resubmit(
+    client: &Client,
+    journal: &Shared,
+    q: usize,
+    held: &BTreeSet<DepositId>,
+    rng: &mut Rng,
+) {
     let again: Vec<(DepositId, Vec<u8>)> = {
         let mut j = lock(journal);
         j.deps
@@ -647,7 +743,10 @@ async fn resubmit(client: &Client, journal: &Shared, q: usize, held: &BTreeSet<D
         if answer.verdict != SubmitVerdict::Duplicate {
             j.fail(
                 "duplicated",
-                format!("queue {q}: a landed submission resubmitted answered {}", answer.verdict),
+                format!(
+                    "queue {q}: a landed submission resubmitted answered {}",
+                    answer.verdict
+                ),
             );
         }
     }
@@ -660,7 +759,12 @@ async fn verify_abandoned(client: &Client, journal: &Shared, q: usize) {
     };
     let checked: Vec<DepositId> = {
         let j = lock(journal);
-        let mut ids: Vec<DepositId> = j.deps.iter().filter(|(_, d)| d.queue == q && !d.gone).map(|(id, _)| *id).collect();
+        let mut ids: Vec<DepositId> = j
+            .deps
+            .iter()
+            .filter(|(_, d)| d.queue == q && !d.gone)
+            .map(|(id, _)| *id)
+            .collect();
         ids.sort();
         ids
     };
@@ -679,7 +783,13 @@ async fn verify_abandoned(client: &Client, journal: &Shared, q: usize) {
         if status == DepositStatus::Accepted {
             held.insert(*id);
             if at.lo > late_at.saturating_add(SLACK) {
-                j.fail("late", format!("queue {q}: {} accepted after its give-up instant", id.to_multibase()));
+                j.fail(
+                    "late",
+                    format!(
+                        "queue {q}: {} accepted after its give-up instant",
+                        id.to_multibase()
+                    ),
+                );
             }
             if !acked {
                 j.counts.adopted_in_flight += 1;
@@ -702,7 +812,11 @@ async fn verify_abandoned(client: &Client, journal: &Shared, q: usize) {
         queue.pending = Some((principal, generation));
         drop(j);
         let sent = lock(journal).now();
-        let verdict = client.register(&keys, Purpose::Register).await.unwrap().verdict();
+        let verdict = client
+            .register(&keys, Purpose::Register)
+            .await
+            .unwrap()
+            .verdict();
         let mut j = lock(journal);
         let now = j.now();
         j.counts.registrations += 1;
@@ -712,7 +826,12 @@ async fn verify_abandoned(client: &Client, journal: &Shared, q: usize) {
         queue.lc_lo = sent.saturating_sub(SLACK);
         queue.lc_hi = now + SLACK;
         if verdict != Verdict::Registered {
-            j.fail("resurrected", format!("queue {q}: after its release a registration at {generation} answered {verdict}"));
+            j.fail(
+                "resurrected",
+                format!(
+                    "queue {q}: after its release a registration at {generation} answered {verdict}"
+                ),
+            );
         }
     }
 }
@@ -752,7 +871,11 @@ async fn register_all(client: &Client, journal: &Shared) {
     for q in 0..QUEUES {
         let keys = lock(journal).queues[q].keys();
         let sent = lock(journal).now();
-        let verdict = client.register(&keys, Purpose::Register).await.unwrap().verdict();
+        let verdict = client
+            .register(&keys, Purpose::Register)
+            .await
+            .unwrap()
+            .verdict();
         assert_eq!(verdict, Verdict::Registered, "queue {q}");
         let mut j = lock(journal);
         let now = j.now();
@@ -772,7 +895,8 @@ async fn sigkill_under_mixed_load_loses_nothing() {
     let offset_file = dir.path().join("clock-offset");
     write_offset(&offset_file, 0);
     let mut spec = Spec::new(&data, CONFIG);
-    spec.env.push((TEST_CLOCK_ENV.to_owned(), offset_file.display().to_string()));
+    spec.env
+        .push((TEST_CLOCK_ENV.to_owned(), offset_file.display().to_string()));
     let store_dir: PathBuf = data.join("store");
     let journal: Shared = Arc::new(Mutex::new(journal(&mut rng)));
     let started = Instant::now();
@@ -796,9 +920,17 @@ async fn sigkill_under_mixed_load_loses_nothing() {
         let mut tasks = Vec::new();
         for s in 0..3 {
             let client = carrier.connect(Duration::from_secs(10)).await;
-            tasks.push(tokio::spawn(sender(client, Arc::clone(&journal), Rng::new(rng.next() ^ s))));
+            tasks.push(tokio::spawn(sender(
+                client,
+                Arc::clone(&journal),
+                Rng::new(rng.next() ^ s),
+            )));
         }
-        tasks.push(tokio::spawn(recipient_task(client.clone(), Arc::clone(&journal), Rng::new(rng.next()))));
+        tasks.push(tokio::spawn(recipient_task(
+            client.clone(),
+            Arc::clone(&journal),
+            Rng::new(rng.next()),
+        )));
         tokio::time::sleep(Duration::from_millis(rng.range(50, 1_200))).await;
         let killed_at = lock(&journal).now() + SLACK;
         carrier.kill();
@@ -827,7 +959,9 @@ async fn sigkill_under_mixed_load_loses_nothing() {
         }
         let store_dir = store_dir.clone();
         let j2 = Arc::clone(&journal);
-        tokio::task::spawn_blocking(move || offline_check(&store_dir, &j2)).await.unwrap();
+        tokio::task::spawn_blocking(move || offline_check(&store_dir, &j2))
+            .await
+            .unwrap();
         let j = lock(&journal);
         println!(
             "round {round}: killed; {} acknowledged admissions so far, {} held, {} failures",
@@ -845,7 +979,9 @@ async fn sigkill_under_mixed_load_loses_nothing() {
     assert_eq!(carrier.terminate(), Some(0));
     let j2 = Arc::clone(&journal);
     let store = store_dir.clone();
-    tokio::task::spawn_blocking(move || offline_check(&store, &j2)).await.unwrap();
+    tokio::task::spawn_blocking(move || offline_check(&store, &j2))
+        .await
+        .unwrap();
 
     let j = lock(&journal);
     let c = &j.counts;
@@ -873,7 +1009,12 @@ async fn sigkill_under_mixed_load_loses_nothing() {
         "crash torture: lost = {}, resurrected = {}, duplicated-effects = {}, late = {}",
         c.lost, c.resurrected, c.duplicated, c.late
     );
-    assert!(c.failures.is_empty(), "{} failures: {:#?}", c.failures.len(), c.failures);
+    assert!(
+        c.failures.is_empty(),
+        "{} failures: {:#?}",
+        c.failures.len(),
+        c.failures
+    );
     assert!(c.kills == kills && c.integrity_checks == kills + 1);
     assert!(c.acked_admissions > 0 && c.concluded_acked > 0);
 }

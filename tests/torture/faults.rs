@@ -29,7 +29,13 @@ impl Tmpfs {
     fn mount(at: &Path, size: &str) -> Result<Tmpfs, String> {
         std::fs::create_dir_all(at).map_err(|e| e.to_string())?;
         let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size},mode=0700"), "tmpfs"])
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
             .arg(at)
             .output()
             .map_err(|e| format!("cannot run mount: {e}"))?;
@@ -72,7 +78,12 @@ fn tally(t: &mut BTreeMap<String, u64>, v: impl std::fmt::Display) {
     *t.entry(v.to_string()).or_default() += 1;
 }
 
-async fn submit_one(client: &Client, rkid: &Rkid, rng: &mut Rng, admitted: &mut BTreeSet<DepositId>) -> SubmitVerdict {
+async fn submit_one(
+    client: &Client,
+    rkid: &Rkid,
+    rng: &mut Rng,
+    admitted: &mut BTreeSet<DepositId>,
+) -> SubmitVerdict {
     let bytes = envelope(rkid, 3_000, rng);
     let verdict = client.submit(rkid, &bytes).await.unwrap().verdict;
     if verdict == SubmitVerdict::Admitted {
@@ -103,10 +114,20 @@ async fn a_full_disk_gets_retriable_refusals_and_the_carrier_recovers() {
     let client = carrier.connect(Duration::from_secs(30)).await;
     let keys = recipient(rng.bytes32(), rng.bytes32(), 1);
     let rkid = *keys.rkid();
-    assert_eq!(client.register(&keys, Purpose::Register).await.unwrap().verdict(), Verdict::Registered);
+    assert_eq!(
+        client
+            .register(&keys, Purpose::Register)
+            .await
+            .unwrap()
+            .verdict(),
+        Verdict::Registered
+    );
     let mut admitted = BTreeSet::new();
     for _ in 0..20 {
-        assert_eq!(submit_one(&client, &rkid, &mut rng, &mut admitted).await, SubmitVerdict::Admitted);
+        assert_eq!(
+            submit_one(&client, &rkid, &mut rng, &mut admitted).await,
+            SubmitVerdict::Admitted
+        );
     }
 
     // The disk fills up.
@@ -131,14 +152,21 @@ async fn a_full_disk_gets_retriable_refusals_and_the_carrier_recovers() {
     if let Ok(page) = &page {
         assert_eq!(page.verdict, Verdict::Served);
     } else {
-        assert!(page.as_ref().unwrap_err().is_retriable(), "{collect_while_full}");
+        assert!(
+            page.as_ref().unwrap_err().is_retriable(),
+            "{collect_while_full}"
+        );
     }
     // Registrations while full, until the metadata store itself runs out
     // of room (redb then fails a write: the I/O error this test is about).
     let mut registrations_while_full = BTreeMap::new();
     for _ in 0..2_000 {
         let other = recipient(rng.bytes32(), rng.bytes32(), 1);
-        let verdict = client.register(&other, Purpose::Register).await.unwrap().verdict();
+        let verdict = client
+            .register(&other, Purpose::Register)
+            .await
+            .unwrap()
+            .verdict();
         tally(&mut registrations_while_full, verdict);
         assert!(
             matches!(verdict, Verdict::Registered | Verdict::RegistrationCapacity),
@@ -182,7 +210,9 @@ async fn a_full_disk_gets_retriable_refusals_and_the_carrier_recovers() {
         "the full disk never reached the metadata store: {registrations_while_full:?}"
     );
     assert!(
-        !carrier.log_events("the database was reopened after a failed batch").is_empty(),
+        !carrier
+            .log_events("the database was reopened after a failed batch")
+            .is_empty(),
         "no reopen after the metadata store's i/o error"
     );
 
@@ -200,7 +230,10 @@ async fn a_full_disk_gets_retriable_refusals_and_the_carrier_recovers() {
     }
     let held_set: BTreeSet<DepositId> = held.iter().copied().collect();
     assert_eq!(held.len(), held_set.len(), "a deposit is held twice");
-    assert_eq!(held_set, admitted, "held deposits differ from the admitted ones");
+    assert_eq!(
+        held_set, admitted,
+        "held deposits differ from the admitted ones"
+    );
     client.close().await;
     assert_eq!(carrier.terminate(), Some(0));
     let mut store = RedbStore::open(data.join("store")).unwrap();
@@ -208,7 +241,10 @@ async fn a_full_disk_gets_retriable_refusals_and_the_carrier_recovers() {
     assert_eq!(report.deposits, admitted.len() as u64);
     assert_eq!(report.binding_and_tombstone, 0);
     let read = store.read().unwrap();
-    assert_eq!(read.deposits(&rkid, None, usize::MAX).unwrap().len(), admitted.len());
+    assert_eq!(
+        read.deposits(&rkid, None, usize::MAX).unwrap().len(),
+        admitted.len()
+    );
     println!(
         "disk full: {} deposits admitted in all, all held once; integrity check passed ({} bytes)",
         admitted.len(),

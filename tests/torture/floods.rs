@@ -102,7 +102,10 @@ async fn flood_worker(client: Client, n: u64, seed: u64, stop: Arc<AtomicBool>) 
         }
         if i % 4 == 3 {
             let proof = &junk[(i / 4) as usize % junk.len()];
-            add(&mut registrations, client.register_proof(proof).await.unwrap());
+            add(
+                &mut registrations,
+                client.register_proof(proof).await.unwrap(),
+            );
         } else {
             let rkid = Rkid::from_bytes(rng.bytes32());
             match client.challenge(&rkid, Purpose::Register).await.unwrap() {
@@ -115,7 +118,12 @@ async fn flood_worker(client: Client, n: u64, seed: u64, stop: Arc<AtomicBool>) 
 }
 
 /// `workers` concurrent flood workers over `connections` connections.
-async fn flood(carrier: &Carrier, total: u64, rng: &mut Rng, stop: Arc<AtomicBool>) -> (Tally, Tally) {
+async fn flood(
+    carrier: &Carrier,
+    total: u64,
+    rng: &mut Rng,
+    stop: Arc<AtomicBool>,
+) -> (Tally, Tally) {
     let workers = 8;
     let mut clients = Vec::new();
     for _ in 0..2 {
@@ -124,7 +132,12 @@ async fn flood(carrier: &Carrier, total: u64, rng: &mut Rng, stop: Arc<AtomicBoo
     let mut set = tokio::task::JoinSet::new();
     for w in 0..workers {
         let client = clients[w % clients.len()].clone();
-        set.spawn(flood_worker(client, total / workers as u64, rng.next(), Arc::clone(&stop)));
+        set.spawn(flood_worker(
+            client,
+            total / workers as u64,
+            rng.next(),
+            Arc::clone(&stop),
+        ));
     }
     let (mut challenges, mut registrations) = (Tally::new(), Tally::new());
     while let Some(done) = set.join_next().await {
@@ -149,16 +162,32 @@ async fn prepared_registration(client: &Client, rng: &mut Rng) -> Vec<u8> {
         principal_challenge,
         address_challenge: Some(sealed),
         ..
-    } = client.challenge(keys.rkid(), Purpose::Register).await.unwrap()
+    } = client
+        .challenge(keys.rkid(), Purpose::Register)
+        .await
+        .unwrap()
     else {
         panic!("the meter refused a preparation challenge");
     };
-    let address =
-        open_address_challenge(&sealed, &secret, &carrier_id(), keys.rkid(), Purpose::Register).unwrap();
-    UnsignedProof::registration(Purpose::Register, carrier_id(), *keys.rkid(), 1, principal_challenge, address)
-        .unwrap()
-        .sign(&key)
-        .unwrap()
+    let address = open_address_challenge(
+        &sealed,
+        &secret,
+        &carrier_id(),
+        keys.rkid(),
+        Purpose::Register,
+    )
+    .unwrap();
+    UnsignedProof::registration(
+        Purpose::Register,
+        carrier_id(),
+        *keys.rkid(),
+        1,
+        principal_challenge,
+        address,
+    )
+    .unwrap()
+    .sign(&key)
+    .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -168,7 +197,11 @@ async fn guarantee_3_no_asymmetric_work_past_the_meter() {
     let port = free_tcp_port();
     let spec = Spec::new(
         &dir.path().join("data"),
-        &config(port, "", "unknown-address = { per-second = 1, burst = 100 }"),
+        &config(
+            port,
+            "",
+            "unknown-address = { per-second = 1, burst = 100 }",
+        ),
     );
     let carrier = Carrier::start(&spec);
     let client = carrier.connect(Duration::from_secs(30)).await;
@@ -192,7 +225,10 @@ async fn guarantee_3_no_asymmetric_work_past_the_meter() {
     let n = requests();
     let stop = Arc::new(AtomicBool::new(false));
     let (a_challenges, a_registrations) = flood(&carrier, n, &mut rng, Arc::clone(&stop)).await;
-    assert!(count(&a_challenges, "refused(admission-resource)") > 0, "{a_challenges:?}");
+    assert!(
+        count(&a_challenges, "refused(admission-resource)") > 0,
+        "{a_challenges:?}"
+    );
 
     // Flood B, the meter dry from its first request: every request it
     // admits (refill: 1/s) is counted; the refused ones must cost nothing.
@@ -200,7 +236,10 @@ async fn guarantee_3_no_asymmetric_work_past_the_meter() {
     let started = std::time::Instant::now();
     let (b_challenges, mut b_registrations) = flood(&carrier, n, &mut rng, stop).await;
     for proof in &prepared {
-        add(&mut b_registrations, client.register_proof(proof).await.unwrap());
+        add(
+            &mut b_registrations,
+            client.register_proof(proof).await.unwrap(),
+        );
     }
     let w3 = work(port);
     let issued = count(&b_challenges, "issued");
@@ -209,7 +248,9 @@ async fn guarantee_3_no_asymmetric_work_past_the_meter() {
     let refused = count(&b_challenges, "refused(admission-resource)")
         + count(&b_registrations, "refused(admission-resource)");
     let total_b = b_challenges.values().sum::<u64>() + b_registrations.values().sum::<u64>();
-    println!("g3 flood A (draining): challenges {a_challenges:?}, registrations {a_registrations:?}");
+    println!(
+        "g3 flood A (draining): challenges {a_challenges:?}, registrations {a_registrations:?}"
+    );
     println!(
         "g3 flood B (meter dry, {:.1} s): challenges {b_challenges:?}, registrations {b_registrations:?}",
         started.elapsed().as_secs_f64()
@@ -223,11 +264,26 @@ async fn guarantee_3_no_asymmetric_work_past_the_meter() {
     );
     // Junk proofs name no issued challenge: never verified, whether refused
     // at r2 or at r3.
-    assert_eq!(w3.2 - w2.2, registered, "verifications only for admitted real proofs");
+    assert_eq!(
+        w3.2 - w2.2,
+        registered,
+        "verifications only for admitted real proofs"
+    );
     assert!(verified <= registered + count(&b_registrations, "refused(possession-failed)"));
-    assert_eq!(w3.0 - w2.0, issued + registered, "asymmetric work only for admitted requests");
-    assert_eq!(w3.1 - w2.1, issued * draws_per_challenge, "random draws only for admitted requests");
-    assert!(refused * 100 >= total_b * 95, "the meter stayed dry: {refused} of {total_b} refused");
+    assert_eq!(
+        w3.0 - w2.0,
+        issued + registered,
+        "asymmetric work only for admitted requests"
+    );
+    assert_eq!(
+        w3.1 - w2.1,
+        issued * draws_per_challenge,
+        "random draws only for admitted requests"
+    );
+    assert!(
+        refused * 100 >= total_b * 95,
+        "the meter stayed dry: {refused} of {total_b} refused"
+    );
     client.close().await;
     assert_eq!(carrier.terminate(), Some(0));
 }
@@ -245,7 +301,14 @@ async fn guarantee_4_a_held_binding_is_served_through_an_unknown_address_flood()
     let client = carrier.connect(Duration::from_secs(30)).await;
     let keys = recipient(rng.bytes32(), rng.bytes32(), 1);
     let rkid = *keys.rkid();
-    assert_eq!(client.register(&keys, Purpose::Register).await.unwrap().verdict(), Verdict::Registered);
+    assert_eq!(
+        client
+            .register(&keys, Purpose::Register)
+            .await
+            .unwrap()
+            .verdict(),
+        Verdict::Registered
+    );
 
     // The flood runs until told to stop.
     let stop = Arc::new(AtomicBool::new(false));
@@ -257,8 +320,17 @@ async fn guarantee_4_a_held_binding_is_served_through_an_unknown_address_flood()
         tokio::spawn(async move {
             let mut set = tokio::task::JoinSet::new();
             for w in 0..8u64 {
-                let c = if w % 2 == 0 { flood_client.clone() } else { second.clone() };
-                set.spawn(flood_worker(c, u64::MAX, flood_rng.next(), Arc::clone(&stop)));
+                let c = if w % 2 == 0 {
+                    flood_client.clone()
+                } else {
+                    second.clone()
+                };
+                set.spawn(flood_worker(
+                    c,
+                    u64::MAX,
+                    flood_rng.next(),
+                    Arc::clone(&stop),
+                ));
             }
             let (mut challenges, mut registrations) = (Tally::new(), Tally::new());
             while let Some(done) = set.join_next().await {
@@ -288,7 +360,10 @@ async fn guarantee_4_a_held_binding_is_served_through_an_unknown_address_flood()
     for _ in 0..3 {
         let bytes = envelope(&rkid, 500, &mut rng);
         ids.push(DepositId::of(&bytes));
-        add(&mut held, client.submit(&rkid, &bytes).await.unwrap().verdict);
+        add(
+            &mut held,
+            client.submit(&rkid, &bytes).await.unwrap().verdict,
+        );
     }
     match client.challenge(&rkid, Purpose::Collect).await.unwrap() {
         ChallengeAnswer::Issued { .. } => add(&mut held, "challenge issued"),
@@ -301,9 +376,22 @@ async fn guarantee_4_a_held_binding_is_served_through_an_unknown_address_flood()
     assert_eq!(concluded, Some(2));
     add(&mut held, format!("conclude {verdict}"));
     let keys = keys.with_generation(2);
-    add(&mut held, format!("rebind {}", client.register(&keys, Purpose::Rebind).await.unwrap().verdict()));
+    add(
+        &mut held,
+        format!(
+            "rebind {}",
+            client
+                .register(&keys, Purpose::Rebind)
+                .await
+                .unwrap()
+                .verdict()
+        ),
+    );
     let page = client.collect(&keys, None, 100).await.unwrap();
-    assert_eq!(page.deposits.iter().map(|d| d.id).collect::<Vec<_>>(), ids[2..]);
+    assert_eq!(
+        page.deposits.iter().map(|d| d.id).collect::<Vec<_>>(),
+        ids[2..]
+    );
     add(&mut held, format!("collect {}", page.verdict));
     // Still dry after all that.
     let probe = Rkid::from_bytes(rng.bytes32());
@@ -311,9 +399,14 @@ async fn guarantee_4_a_held_binding_is_served_through_an_unknown_address_flood()
 
     stop.store(true, Ordering::SeqCst);
     let (challenges, registrations) = flooding.await.unwrap();
-    println!("g4 flood: unknown-address challenges {challenges:?}, registrations {registrations:?} (dry after {probes} probes)");
+    println!(
+        "g4 flood: unknown-address challenges {challenges:?}, registrations {registrations:?} (dry after {probes} probes)"
+    );
     println!("g4 held binding during the flood: {held:?}");
-    assert_eq!(still_dry, ChallengeAnswer::Refused(Verdict::AdmissionResource));
+    assert_eq!(
+        still_dry,
+        ChallengeAnswer::Refused(Verdict::AdmissionResource)
+    );
     let expected: Tally = [
         ("admitted", 3),
         ("challenge issued", 1),
@@ -332,7 +425,14 @@ async fn guarantee_4_a_held_binding_is_served_through_an_unknown_address_flood()
 
 /// Submits envelopes of about `size` bytes to `rkid` until `stop_at` is
 /// answered or `max` submissions are made; returns the tally.
-async fn fill(client: &Client, rkid: &Rkid, ciphertext: usize, max: usize, stop_at: SubmitVerdict, rng: &mut Rng) -> Tally {
+async fn fill(
+    client: &Client,
+    rkid: &Rkid,
+    ciphertext: usize,
+    max: usize,
+    stop_at: SubmitVerdict,
+    rng: &mut Rng,
+) -> Tally {
     let mut tally = Tally::new();
     for _ in 0..max {
         let bytes = envelope(rkid, ciphertext, rng);
@@ -365,28 +465,70 @@ async fn guarantee_5_a_queue_below_its_floor_is_beyond_other_queues_reach() {
     let mut queues = Vec::new();
     for _ in 0..5 {
         let keys = recipient(rng.bytes32(), rng.bytes32(), 1);
-        assert_eq!(client.register(&keys, Purpose::Register).await.unwrap().verdict(), Verdict::Registered);
+        assert_eq!(
+            client
+                .register(&keys, Purpose::Register)
+                .await
+                .unwrap()
+                .verdict(),
+            Verdict::Registered
+        );
         queues.push(*keys.rkid());
     }
     let [a, b, c, d, e] = [queues[0], queues[1], queues[2], queues[3], queues[4]];
 
     // Fill the global capacity through A and B with ~60 KB deposits.
-    let fill_a = fill(&client, &a, 45_000, 40, SubmitVerdict::QueueSaturated, &mut rng).await;
+    let fill_a = fill(
+        &client,
+        &a,
+        45_000,
+        40,
+        SubmitVerdict::QueueSaturated,
+        &mut rng,
+    )
+    .await;
     // B fills the rest, down to less than the smallest envelope (177 B).
     let mut fill_b = Tally::new();
     for ciphertext in [45_000, 4_000, 300, 17] {
-        merge(&mut fill_b, fill(&client, &b, ciphertext, 60, SubmitVerdict::Capacity, &mut rng).await);
+        merge(
+            &mut fill_b,
+            fill(
+                &client,
+                &b,
+                ciphertext,
+                60,
+                SubmitVerdict::Capacity,
+                &mut rng,
+            )
+            .await,
+        );
     }
     println!("g5 filling: queue A {fill_a:?}, queue B {fill_b:?}");
-    assert_eq!(count(&fill_b, "refused(capacity)"), 4, "B ran into the global capacity");
-    assert_eq!(count(&fill_a, "refused(queue-saturated)"), 1, "A ran into max-queue-bytes");
+    assert_eq!(
+        count(&fill_b, "refused(capacity)"),
+        4,
+        "B ran into the global capacity"
+    );
+    assert_eq!(
+        count(&fill_a, "refused(queue-saturated)"),
+        1,
+        "A ran into max-queue-bytes"
+    );
 
     // C, below its floor, is admitted although the carrier is full.
     let c_below = fill(&client, &c, 15_000, 3, SubmitVerdict::Capacity, &mut rng).await;
     let c_over = fill(&client, &c, 15_000, 1, SubmitVerdict::Capacity, &mut rng).await;
     println!("g5 full carrier: queue C below its floor {c_below:?}, crossing it {c_over:?}");
-    assert_eq!(c_below, [("admitted".to_owned(), 3)].into_iter().collect::<Tally>());
-    assert_eq!(c_over, [("refused(capacity)".to_owned(), 1)].into_iter().collect::<Tally>());
+    assert_eq!(
+        c_below,
+        [("admitted".to_owned(), 3)].into_iter().collect::<Tally>()
+    );
+    assert_eq!(
+        c_over,
+        [("refused(capacity)".to_owned(), 1)]
+            .into_iter()
+            .collect::<Tally>()
+    );
 
     // A flood into B (its own meter and the shared meter run dry), while D
     // and E, below their floors, keep depositing.
@@ -397,7 +539,9 @@ async fn guarantee_5_a_queue_below_its_floor_is_beyond_other_queues_reach() {
         let mut flood_rng = Rng::new(rng.next());
         tokio::spawn(async move {
             let mut tally = Tally::new();
-            let batch: Vec<(Rkid, Vec<u8>)> = (0..50).map(|_| (b, envelope(&b, 100, &mut flood_rng))).collect();
+            let batch: Vec<(Rkid, Vec<u8>)> = (0..50)
+                .map(|_| (b, envelope(&b, 100, &mut flood_rng)))
+                .collect();
             while !stop.load(Ordering::SeqCst) {
                 for answer in flood_client.submit_many(&batch).await.unwrap() {
                     add(&mut tally, answer.verdict);
@@ -420,15 +564,24 @@ async fn guarantee_5_a_queue_below_its_floor_is_beyond_other_queues_reach() {
     for _ in 0..12 {
         for rkid in [d, e] {
             let bytes = envelope(&rkid, 3_000, &mut rng);
-            add(&mut below, client.submit(&rkid, &bytes).await.unwrap().verdict);
+            add(
+                &mut below,
+                client.submit(&rkid, &bytes).await.unwrap().verdict,
+            );
         }
     }
     stop.store(true, Ordering::SeqCst);
     let flooded = flood_b.await.unwrap();
     println!("g5 flood into queue B: {flooded:?}");
     println!("g5 queues D and E below their floors during the flood: {below:?}");
-    assert_eq!(below, [("admitted".to_owned(), 24)].into_iter().collect::<Tally>());
-    assert!(count(&flooded, "refused(admission-resource)") > 0, "the flood drained B's meters");
+    assert_eq!(
+        below,
+        [("admitted".to_owned(), 24)].into_iter().collect::<Tally>()
+    );
+    assert!(
+        count(&flooded, "refused(admission-resource)") > 0,
+        "the flood drained B's meters"
+    );
     client.close().await;
     assert_eq!(carrier.terminate(), Some(0));
 }

@@ -122,9 +122,9 @@ impl Carrier {
         let mut issuer = false;
         while !issuer {
             let left = deadline.saturating_duration_since(Instant::now());
-            let line = rx.recv_timeout(left).unwrap_or_else(|_| {
-                panic!("serve did not start; stderr: {:?}", carrier.logs())
-            });
+            let line = rx
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("serve did not start; stderr: {:?}", carrier.logs()));
             match line.split_once(' ') {
                 Some(("listening", v)) => carrier.addr = v.to_owned(),
                 Some(("fingerprint", v)) => carrier.pin = v.to_owned(),
@@ -196,7 +196,13 @@ impl Carrier {
     /// SIGTERM, then waits: a graceful drain. Returns the exit code.
     pub fn terminate(mut self) -> Option<i32> {
         let pid = self.pid().to_string();
-        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
         self.wait().code()
     }
 
@@ -239,7 +245,10 @@ impl Rng {
     /// Seeded from `RLTP_TORTURE_SEED` if set, else from the clock; the
     /// seed is printed so a failing run can be repeated.
     pub fn from_env(what: &str) -> Rng {
-        let seed = knob("RLTP_TORTURE_SEED", wall_ms() ^ u64::from(std::process::id()));
+        let seed = knob(
+            "RLTP_TORTURE_SEED",
+            wall_ms() ^ u64::from(std::process::id()),
+        );
         println!("{what}: seed {seed} (RLTP_TORTURE_SEED)");
         Rng::new(seed)
     }
@@ -332,7 +341,10 @@ pub fn scrape(port: u16) -> std::collections::BTreeMap<String, f64> {
 /// (asymmetric operations, random draws, proof verifications).
 pub fn work(port: u16) -> (u64, u64, u64) {
     let m = scrape(port);
-    let get = |name: &str| *m.get(name).unwrap_or_else(|| panic!("no {name} in /metrics")) as u64;
+    let get = |name: &str| {
+        *m.get(name)
+            .unwrap_or_else(|| panic!("no {name} in /metrics")) as u64
+    };
     (
         get("rltp_carrier_asymmetric_operations_total"),
         get("rltp_carrier_random_draws_total"),

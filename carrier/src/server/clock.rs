@@ -51,7 +51,10 @@ impl ServerClock {
     /// The clock for the carrier whose data directory is `data_dir`, with
     /// the test hook if [`TEST_CLOCK_ENV`] is set.
     pub fn start(data_dir: &Path) -> ServerClock {
-        ServerClock::with_test_offset(data_dir, std::env::var_os(TEST_CLOCK_ENV).map(PathBuf::from))
+        ServerClock::with_test_offset(
+            data_dir,
+            std::env::var_os(TEST_CLOCK_ENV).map(PathBuf::from),
+        )
     }
 
     /// [`ServerClock::start`] with the test hook's offset file given
@@ -159,7 +162,10 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         let restarted = ServerClock::with_test_offset(dir.path(), None);
         let now = restarted.now();
-        assert!((future..future + 60_000).contains(&now), "{now} vs {future}");
+        assert!(
+            (future..future + 60_000).contains(&now),
+            "{now} vs {future}"
+        );
         assert_eq!(restarted.steps(), 1);
     }
 
