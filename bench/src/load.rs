@@ -170,6 +170,9 @@ pub struct RunResult {
     pub server_threads_cores: BTreeMap<String, f64>,
     /// This harness's CPU in the window, cores.
     pub client_cpu_cores: f64,
+    /// CPU used by everything else on the machine in the window, cores
+    /// (other processes: the noise indicator of this run).
+    pub foreign_cpu_cores: f64,
     /// Bytes the server wrote to storage per admitted deposit.
     pub server_disk_bytes_per_op: f64,
     /// The server's largest resident set seen in the window, KiB.
@@ -452,6 +455,7 @@ pub async fn run(
             .map(|(k, v)| (k, v / window))
             .collect(),
         client_cpu_cores: watched.client_cpu / window,
+        foreign_cpu_cores: watched.foreign_cpu / window,
         server_disk_bytes_per_op: if total.admitted > 0 {
             watched.written as f64 / total.admitted as f64
         } else {
@@ -464,6 +468,7 @@ pub async fn run(
 
 /// What the monitor saw in the window.
 struct Watched {
+    foreign_cpu: f64,
     server_cpu: f64,
     server_threads: BTreeMap<String, f64>,
     client_cpu: f64,
@@ -476,15 +481,24 @@ struct Watched {
 async fn monitor(pid: u32, t_start: Instant, t_end: Instant, finished: Arc<AtomicBool>) -> Watched {
     let me = std::process::id();
     tokio::time::sleep_until(t_start).await;
-    let (s0, c0) = (Sample::of(pid), Sample::of(me));
+    let (s0, c0, m0) = (
+        Sample::of(pid),
+        Sample::of(me),
+        procfs::system_busy_seconds(),
+    );
     let mut rss_max = 0;
     while Instant::now() < t_end && !finished.load(Ordering::Relaxed) {
         rss_max = rss_max.max(procfs::status_kib(pid, "VmRSS").unwrap_or(0));
         let next = (Instant::now() + Duration::from_millis(250)).min(t_end);
         tokio::time::sleep_until(next).await;
     }
-    let (s1, c1) = (Sample::of(pid), Sample::of(me));
+    let (s1, c1, m1) = (
+        Sample::of(pid),
+        Sample::of(me),
+        procfs::system_busy_seconds(),
+    );
     Watched {
+        foreign_cpu: ((m1 - m0) - (s1.cpu - s0.cpu) - (c1.cpu - c0.cpu)).max(0.0),
         server_cpu: s1.cpu - s0.cpu,
         server_threads: s1.threads_since(&s0),
         client_cpu: c1.cpu - c0.cpu,

@@ -344,7 +344,7 @@ async fn cell(
         };
         let pair = Pair::new(a, b);
         eprintln!(
-            "  {label} {:>5} q {:>2}x{:<4} {:>5} B #{}: ours {:>7.0}/s p99 {:>6.2} ms cpu {:.2}+{:.2}{}{}",
+            "  {label} {:>5} q {:>2}x{:<4} {:>5} B #{}: ours {:>7.0}/s p99 {:>6.2} ms cpu {:.2}+{:.2} (others {:.2}){}{}",
             spec_queues(t_ours),
             spec.connections,
             spec.in_flight,
@@ -354,9 +354,14 @@ async fn cell(
             pair.ours.latency_ms.p99,
             pair.ours.server_cpu_cores,
             pair.ours.client_cpu_cores,
+            pair.ours.foreign_cpu_cores,
             pair.peer.as_ref().map_or(String::new(), |p| format!(
-                " | redis {:>7.0}/s p99 {:>6.2} ms cpu {:.2}+{:.2}",
-                p.ops_per_s, p.latency_ms.p99, p.server_cpu_cores, p.client_cpu_cores
+                " | redis {:>7.0}/s p99 {:>6.2} ms cpu {:.2}+{:.2} (others {:.2})",
+                p.ops_per_s,
+                p.latency_ms.p99,
+                p.server_cpu_cores,
+                p.client_cpu_cores,
+                p.foreign_cpu_cores
             )),
             pair.ratio.map_or(String::new(), |r| format!(" | {r:.2}x")),
         );

@@ -66,6 +66,22 @@ pub fn thread_cpu_seconds(pid: u32) -> BTreeMap<String, f64> {
     out
 }
 
+/// CPU seconds the whole machine has been busy (all CPUs: user, nice,
+/// system, irq, softirq, steal; `/proc/stat`).
+pub fn system_busy_seconds() -> f64 {
+    let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let Some(line) = text.lines().find(|l| l.starts_with("cpu ")) else {
+        return 0.0;
+    };
+    let v: Vec<f64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|x| x.parse().unwrap_or(0.0))
+        .collect();
+    let at = |i: usize| v.get(i).copied().unwrap_or(0.0);
+    (at(0) + at(1) + at(2) + at(5) + at(6) + at(7)) / clock_ticks()
+}
+
 /// Bytes `pid` caused to be written to storage (`write_bytes` of
 /// `/proc/<pid>/io`).
 pub fn write_bytes(pid: u32) -> Option<u64> {

@@ -4,6 +4,7 @@
 
 use crate::carrier::{CarrierProc, Recipients, close};
 use crate::load::Targets;
+use crate::procfs;
 use crate::redis::{RedisProc, Reply, Resp, xreadgroup_ids};
 use crate::stats::{Percentiles, micros};
 use anyhow::{Context as _, bail};
@@ -35,6 +36,11 @@ pub struct RegistrationResult {
     pub round_trip_ms: Percentiles,
     /// Retriable refusals that were retried.
     pub retried: u64,
+    /// The carrier's CPU during the run, cores.
+    pub server_cpu_cores: f64,
+    /// This harness's CPU during the run (key derivation, opening the
+    /// sealed challenge, signing, QUIC), cores.
+    pub client_cpu_cores: f64,
 }
 
 /// Registers recipients `from..to` of `recipients` with `concurrency`
@@ -56,6 +62,10 @@ pub async fn register(
     let clients = Arc::new(carrier.connect_many(connections.max(1)).await?);
     let next = Arc::new(AtomicU64::new(from));
     let retried = Arc::new(AtomicU64::new(0));
+    let (server0, client0) = (
+        procfs::cpu_seconds(carrier.pid()).unwrap_or(0.0),
+        procfs::cpu_seconds(std::process::id()).unwrap_or(0.0),
+    );
     let start = Instant::now();
     let mut tasks = Vec::new();
     for t in 0..concurrency.max(1) {
@@ -113,6 +123,8 @@ pub async fn register(
         latencies.extend(lat);
     }
     let seconds = start.elapsed().as_secs_f64();
+    let server_cpu = procfs::cpu_seconds(carrier.pid()).unwrap_or(0.0) - server0;
+    let client_cpu = procfs::cpu_seconds(std::process::id()).unwrap_or(0.0) - client0;
     if let Ok(clients) = Arc::try_unwrap(clients) {
         clients.into_iter().for_each(close);
     }
@@ -127,6 +139,8 @@ pub async fn register(
             per_s: registered as f64 / seconds,
             round_trip_ms: Percentiles::of_micros(&mut latencies),
             retried: retried.load(Ordering::Relaxed),
+            server_cpu_cores: server_cpu / seconds,
+            client_cpu_cores: client_cpu / seconds,
         },
         all.into_iter().map(|(_, r)| r).collect(),
     ))

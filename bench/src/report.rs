@@ -417,7 +417,7 @@ impl Report {
             let digits = v.abs().to_string();
             let mut out = String::new();
             for (i, c) in digits.chars().enumerate() {
-                if i > 0 && (digits.len() - i) % 3 == 0 {
+                if i > 0 && (digits.len() - i).is_multiple_of(3) {
                     out.push(',');
                 }
                 out.push(c);
@@ -437,15 +437,15 @@ impl Report {
         let cells = |s: &mut String, cells: &[Cell]| {
             let _ = writeln!(
                 s,
-                "| queues | senders × in flight | envelope | ours admitted/s | MiB/s | p50 / p99 / p99.9 ms | carrier CPU (writer) | disk B/deposit | of disk bandwidth | Redis admitted/s | ours ÷ Redis, per pair | median ratio |"
+                "| queues | senders × in flight | envelope | ours admitted/s | MiB/s | p50 / p99 / p99.9 ms | carrier CPU (writer) | disk B/deposit | of disk bandwidth | Redis admitted/s | ours ÷ Redis, per pair | median ratio | others' CPU, max |"
             );
-            let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|");
+            let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
             for c in cells {
                 let med =
                     |f: &dyn Fn(&Pair) -> f64| median(&c.pairs.iter().map(f).collect::<Vec<_>>());
                 let _ = writeln!(
                     s,
-                    "| {} | {} × {} | {} B | **{}** ({}) | {:.1} | {:.1} / {:.1} / {:.1} | {:.2} ({:.2}) | {} | {:.1} % | {} | {} | **{}** |",
+                    "| {} | {} × {} | {} B | **{}** ({}) | {:.1} | {:.1} / {:.1} / {:.1} | {:.2} ({:.2}) | {} | {:.1} % | {} | {} | **{}** | {:.2} |",
                     f0(c.queues as f64),
                     c.connections,
                     c.in_flight / c.connections.max(1),
@@ -468,6 +468,11 @@ impl Report {
                     opt(c.peer_per_s, &|v| f0(v)),
                     pairs_list(c, &|p| p.ratio, &|v| format!("{v:.2}")),
                     opt(c.ratio, &ratio),
+                    c.pairs
+                        .iter()
+                        .flat_map(|p| std::iter::once(&p.ours).chain(p.peer.as_ref()))
+                        .map(|r| r.foreign_cpu_cores)
+                        .fold(0.0, f64::max),
                 );
             }
         };
@@ -545,7 +550,7 @@ impl Report {
         );
         let _ = writeln!(
             s,
-            "| registered | connections × in flight | seconds | registrations/s | round trip p50 / p99 ms | retried |\n|---|---|---|---|---|---|\n| {} | {} × {} | {:.2} | **{}** | {:.2} / {:.2} | {} |",
+            "| registered | connections × in flight | seconds | registrations/s | round trip p50 / p99 ms | carrier CPU | harness CPU | retried |\n|---|---|---|---|---|---|---|---|\n| {} | {} × {} | {:.2} | **{}** | {:.2} / {:.2} | {:.2} | {:.2} | {} |",
             f0(r.registered as f64),
             r.connections,
             r.concurrency / r.connections.max(1),
@@ -553,6 +558,8 @@ impl Report {
             f0(r.per_s),
             r.round_trip_ms.p50,
             r.round_trip_ms.p99,
+            r.server_cpu_cores,
+            r.client_cpu_cores,
             r.retried
         );
         if let Some(sc) = &self.scale {
@@ -794,6 +801,7 @@ mod tests {
             server_cpu_cores: 1.0,
             server_threads_cores: Default::default(),
             client_cpu_cores: 0.5,
+            foreign_cpu_cores: 0.0,
             server_disk_bytes_per_op: 1100.0,
             server_rss_max_kib: 1000,
             window_s: 2.0,
@@ -871,6 +879,8 @@ mod tests {
                 per_s: 1000.0,
                 round_trip_ms: Percentiles::default(),
                 retried: 0,
+                server_cpu_cores: 1.0,
+                client_cpu_cores: 0.5,
             },
             deposit: vec![cell.clone()],
             sweep: vec![cell.clone()],
