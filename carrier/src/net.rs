@@ -72,13 +72,20 @@ pub async fn read_prefix(recv: &mut quinn::RecvStream) -> Result<Option<Prefix>,
     }
 }
 
+/// Bytes reserved ahead of a header or body before any of it arrives: the
+/// buffer grows only with bytes received, so a peer that announces a large
+/// body and sends nothing costs nothing (issue 6, slowloris).
+const FIRST_RESERVE: usize = 4_096;
+
 async fn read_exact(recv: &mut quinn::RecvStream, len: usize) -> Result<Vec<u8>, ReadError> {
-    let mut buf = vec![0u8; len];
-    if fill(recv, &mut buf).await? == len {
-        Ok(buf)
-    } else {
-        Err(FrameError::Truncated.into())
+    let mut buf = Vec::with_capacity(len.min(FIRST_RESERVE));
+    while buf.len() < len {
+        match recv.read_chunk(len - buf.len(), true).await? {
+            Some(chunk) => buf.extend_from_slice(&chunk.bytes),
+            None => return Err(FrameError::Truncated.into()),
+        }
     }
+    Ok(buf)
 }
 
 /// Reads and parses the header announced by `prefix`.
