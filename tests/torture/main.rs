@@ -14,3 +14,4 @@ mod crash;
 mod faults;
 mod floods;
 mod harness;
+mod hygiene;
