@@ -441,3 +441,63 @@ async fn a_flood_of_distinct_unknown_rkids_leaves_no_per_key_state() {
         "{rounds:?}"
     );
 }
+
+/// Clients that pipeline submissions and never read the answers: the
+/// carrier stops reading each stream once 256 answers are pending, and
+/// QUIC flow control then stops the client, so the carrier's memory stays
+/// bounded by the transport windows, not by what the clients want to send.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_that_never_read_their_answers_cost_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = Spec::new(&dir.path().join("data"), "");
+    let carrier = Carrier::start(&spec);
+    let (endpoint, addr) = endpoint(&carrier);
+    let rss_before = carrier.rss_kib();
+    let mut rng = Rng::new(11);
+    let rkid = Rkid::from_bytes(rng.bytes32());
+    let item = {
+        let bytes = envelope(&rkid, 65_000, &mut rng);
+        wire::encode_frame(&wire::stream_item_header(&rkid, bytes.len() as u32), &bytes)
+    };
+    let written = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut conns = Vec::new();
+    for _ in 0..4 {
+        let conn = connect(&endpoint, addr).await;
+        for _ in 0..64 {
+            let (mut send, recv) = conn.open_bi().await.unwrap();
+            let item = item.clone();
+            let written = Arc::clone(&written);
+            tasks.spawn(async move {
+                let _keep = recv;
+                send.write_all(&wire::encode_frame(&Request::SubmitStream.to_header(), b""))
+                    .await
+                    .unwrap();
+                loop {
+                    if send.write_all(&item).await.is_err() {
+                        break;
+                    }
+                    written.fetch_add(item.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                }
+            });
+        }
+        conns.push(conn);
+    }
+    // Let them push for a while (they stall once the windows are full).
+    let mut peak = 0;
+    for _ in 0..30 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        peak = peak.max(carrier.rss_kib());
+    }
+    let pushed = written.load(std::sync::atomic::Ordering::Relaxed);
+    tasks.abort_all();
+    for conn in conns {
+        conn.close(0u32.into(), b"done");
+    }
+    println!(
+        "never-reading clients: 4 connections × 64 submit-streams pushed {} MiB before flow control stopped them; \
+         server RSS {rss_before} KiB before, peak {peak} KiB",
+        pushed >> 20
+    );
+    assert!(peak < 1024 * 1024, "RSS peaked at {peak} KiB");
+}
