@@ -369,7 +369,9 @@ async fn a_flood_of_distinct_unknown_rkids_leaves_no_per_key_state() {
     let mut rounds = Vec::new();
     let mut offset = 0u64;
     let mut seed = 1u64;
-    for round in 0..3 {
+    // Three rounds in the short form; two of the long form's million.
+    let round_count = if n > 100_000 { 2 } else { 3 };
+    for round in 0..round_count {
         let started = Instant::now();
         let mut set = tokio::task::JoinSet::new();
         let workers = 32u64;
@@ -431,15 +433,15 @@ async fn a_flood_of_distinct_unknown_rkids_leaves_no_per_key_state() {
     println!("unknown rkids: server RSS {rss_start} KiB before the first flood");
     // No growth from round to round: what one flood allocates, the next reuses.
     let (first_peak, _) = rounds[0];
-    let (last_peak, last_after) = rounds[2];
+    let (last_peak, last_after) = rounds[round_count - 1];
+    // (glibc keeps freed memory, so RSS is compared peak to peak, with
+    // room for allocator noise; the exact check is the gauge above.)
+    let bound = first_peak + first_peak / 4 + 8 * 1024;
     assert!(
-        last_peak <= first_peak + first_peak / 10 + 4 * 1024,
+        last_peak <= bound,
         "RSS peak grew across floods: {rounds:?}"
     );
-    assert!(
-        last_after <= first_peak + first_peak / 10 + 4 * 1024,
-        "{rounds:?}"
-    );
+    assert!(last_after <= bound, "{rounds:?}");
 }
 
 /// Clients that pipeline submissions and never read the answers: the
