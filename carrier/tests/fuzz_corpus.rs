@@ -1,6 +1,6 @@
 //! The fuzz corpus, replayed on stable Rust (issue 6).
 //!
-//! The fuzz target bodies (`fuzz/src/lib.rs`) are compiled in here, and
+//! The fuzz target bodies (`fuzz/src/targets.rs`) are compiled in here, and
 //! every committed seed (`fuzz/corpus/<target>/`) and every crash
 //! reproducer (`fuzz/regressions/<target>/`) is run through its target's
 //! body, so a crash once found stays fixed without a nightly toolchain or
@@ -13,14 +13,17 @@
 
 #![allow(clippy::unwrap_used, clippy::panic, missing_docs)]
 
-#[path = "../../fuzz/src/lib.rs"]
+/// What the target bodies call `crate::wire`.
+use rltp_carrier::wire;
+
+#[path = "../../fuzz/src/targets.rs"]
 mod targets;
 
 mod common;
 
 use ed25519_dalek::SigningKey;
 use rltp_carrier::engine::verdict::{SubmitVerdict, Verdict};
-use rltp_carrier::wire::{self, Request, response};
+use rltp_carrier::wire::{Request, response};
 use rltp_proofs::constants::CarrierConstants;
 use rltp_proofs::declaration::{DeclarationHeader, sign_carrier_declaration};
 use rltp_proofs::json::{self, Object, Value};
