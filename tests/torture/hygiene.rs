@@ -97,6 +97,9 @@ async fn streams_per_connection_are_bounded_and_stalled_ones_time_out() {
     // A ninth cannot open while they hold the credit.
     let ninth = tokio::time::timeout(Duration::from_millis(500), conn.open_bi()).await;
     assert!(ninth.is_err(), "a ninth concurrent stream opened");
+    // Unidirectional streams are not part of the profile: no credit at all.
+    let uni = tokio::time::timeout(Duration::from_millis(200), conn.open_uni()).await;
+    assert!(uni.is_err(), "a unidirectional stream opened");
     // The read deadline ends the stalled ones with `read-timeout`...
     let started = Instant::now();
     for (_, recv) in &mut stalled {
@@ -111,7 +114,7 @@ async fn streams_per_connection_are_bounded_and_stalled_ones_time_out() {
     drop(stalled);
     let served_in = declaration_within(&conn, Duration::from_secs(10)).await;
     println!(
-        "streams: 8 stalled streams held the whole credit (max-streams-per-connection = 8); \
+        "streams: 8 stalled streams held the whole credit (max-streams-per-connection = 8; no unidirectional credit); \
          all answered read-timeout within {timed_out_after:?} of the check; a new stream then served in {served_in:?}"
     );
     conn.close(0u32.into(), b"done");
