@@ -110,7 +110,7 @@ async fn a_full_disk_gets_retriable_refusals_and_the_carrier_recovers() {
     let data = mount.join("data");
     let spec = Spec::new(&data, "[limits]\nsweep-interval-ms = 50\n");
     // The config file sits beside the data dir, on the small filesystem too.
-    let carrier = Carrier::start(&spec);
+    let mut carrier = Carrier::start(&spec);
     let client = carrier.connect(Duration::from_secs(30)).await;
     let keys = recipient(rng.bytes32(), rng.bytes32(), 1);
     let rkid = *keys.rkid();
@@ -176,7 +176,7 @@ async fn a_full_disk_gets_retriable_refusals_and_the_carrier_recovers() {
             break;
         }
     }
-    assert!(carrier_alive(&carrier));
+    assert!(carrier.alive(), "the carrier died on a full disk");
 
     // Space returns: the carrier admits again.
     std::fs::remove_file(&ballast).unwrap();
@@ -250,8 +250,4 @@ async fn a_full_disk_gets_retriable_refusals_and_the_carrier_recovers() {
         admitted.len(),
         report.bytes
     );
-}
-
-fn carrier_alive(carrier: &Carrier) -> bool {
-    Path::new(&format!("/proc/{}", carrier.pid())).exists()
 }
