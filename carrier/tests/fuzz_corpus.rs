@@ -284,7 +284,7 @@ fn files(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
-fn run(target: &str, body: fn(&[u8]), name: &str, bytes: &[u8]) {
+fn run(target: &str, body: targets::Body, name: &str, bytes: &[u8]) {
     if std::panic::catch_unwind(|| body(bytes)).is_err() {
         panic!("fuzz target {target} fails on {name}");
     }

@@ -36,8 +36,11 @@ pub const SEAL_RKID: &str = "z6LStLK2kxribiLHz6U4vpGfzMtmgc4q5WjR4mvhS6KG1W16";
 /// The recipient's X25519 secret of `seal.json` (`inputs.recipientPrivateKeyRaw`).
 pub const SEAL_SECRET: [u8; 32] = [10u8; 32];
 
+/// A target body.
+pub type Body = fn(&[u8]);
+
 /// Every target, by name (the corpus folder names).
-pub const TARGETS: [(&str, fn(&[u8])); 5] = [
+pub const TARGETS: [(&str, Body); 5] = [
     ("json", json),
     ("frame", frame),
     ("proof", proof),

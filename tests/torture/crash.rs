@@ -773,7 +773,46 @@ async fn verify_abandoned(client: &Client, journal: &Shared, q: usize) {
     for id in &checked {
         statuses.push(client.status(&rkid, id).await.unwrap());
     }
-    let mut j = lock(journal);
+    let registration = {
+        let mut j = lock(journal);
+        account_statuses(&mut j, q, &checked, statuses, sent, released_at)
+    };
+    if let Some((keys, generation)) = registration {
+        let sent = lock(journal).now();
+        let verdict = client
+            .register(&keys, Purpose::Register)
+            .await
+            .unwrap()
+            .verdict();
+        let mut j = lock(journal);
+        let now = j.now();
+        j.counts.registrations += 1;
+        let queue = &mut j.queues[q];
+        queue.pending = None;
+        queue.generation = generation;
+        queue.lc_lo = sent.saturating_sub(SLACK);
+        queue.lc_hi = now + SLACK;
+        if verdict != Verdict::Registered {
+            j.fail(
+                "resurrected",
+                format!(
+                    "queue {q}: after its release a registration at {generation} answered {verdict}"
+                ),
+            );
+        }
+    }
+}
+
+/// The statuses of an abandoned queue's deposits, checked and accounted;
+/// returns the registration to present if the binding is surely released.
+fn account_statuses(
+    j: &mut Journal,
+    q: usize,
+    checked: &[DepositId],
+    statuses: Vec<DepositStatus>,
+    sent: u64,
+    released_at: u64,
+) -> Option<(RecipientKeys, u64)> {
     let now = j.now();
     let at = Bracket { lo: sent, hi: now };
     let mut held = BTreeSet::new();
@@ -801,39 +840,17 @@ async fn verify_abandoned(client: &Client, journal: &Shared, q: usize) {
         }
     }
     j.counts.presence_checks += checked.len() as u64;
-    account(&mut j, q, &held, at);
-    if at.lo > released_at {
-        // Surely released: a fresh registration at t + 1 is an arrival.
-        j.counts.releases_seen += 1;
-        let queue = &mut j.queues[q];
-        let generation = queue.generation + 1;
-        let principal = queue.principal;
-        let keys = recipient(queue.secret, principal, generation);
-        queue.pending = Some((principal, generation));
-        drop(j);
-        let sent = lock(journal).now();
-        let verdict = client
-            .register(&keys, Purpose::Register)
-            .await
-            .unwrap()
-            .verdict();
-        let mut j = lock(journal);
-        let now = j.now();
-        j.counts.registrations += 1;
-        let queue = &mut j.queues[q];
-        queue.pending = None;
-        queue.generation = generation;
-        queue.lc_lo = sent.saturating_sub(SLACK);
-        queue.lc_hi = now + SLACK;
-        if verdict != Verdict::Registered {
-            j.fail(
-                "resurrected",
-                format!(
-                    "queue {q}: after its release a registration at {generation} answered {verdict}"
-                ),
-            );
-        }
+    account(j, q, &held, at);
+    if at.lo <= released_at {
+        return None;
     }
+    // Surely released: a fresh registration at t + 1 is an arrival.
+    j.counts.releases_seen += 1;
+    let queue = &mut j.queues[q];
+    let generation = queue.generation + 1;
+    let principal = queue.principal;
+    queue.pending = Some((principal, generation));
+    Some((recipient(queue.secret, principal, generation), generation))
 }
 
 // ---------------------------------------------------------------------------

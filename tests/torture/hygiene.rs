@@ -217,7 +217,7 @@ async fn slowloris_streams_meet_the_read_deadline_and_oversize_prefixes_are_refu
                     if body_stall {
                         // The whole header and a first body byte, then nothing.
                         let _ = send.write_all(&header).await;
-                        let _ = send.write_all(&[b'{']).await;
+                        let _ = send.write_all(b"{").await;
                         std::future::pending::<()>().await;
                     }
                     for byte in header.iter().take(header.len() - 1) {
