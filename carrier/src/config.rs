@@ -523,7 +523,10 @@ key = "k.pem"
 
     #[test]
     fn the_metrics_endpoint_is_off_by_default_and_loopback_when_on() {
-        assert_eq!(Config::defaults().unwrap().metrics, MetricsConfig::default());
+        assert_eq!(
+            Config::defaults().unwrap().metrics,
+            MetricsConfig::default()
+        );
         assert_eq!(Config::defaults().unwrap().metrics.listen, None);
         let on = Config::from_toml("[metrics]\nlisten = \"127.0.0.1:9464\"").unwrap();
         assert_eq!(on.metrics.listen, Some("127.0.0.1:9464".parse().unwrap()));

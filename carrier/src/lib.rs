@@ -10,12 +10,12 @@
 //! - [`admin`]: backup, restore and counts for operators (no
 //!   cross-principal answers, §5a.1).
 
-pub mod engine;
-pub mod wire;
+pub mod admin;
+pub mod cli;
+pub mod client;
 pub mod config;
-pub mod tls;
+pub mod engine;
 pub mod net;
 pub mod server;
-pub mod client;
-pub mod cli;
-pub mod admin;
+pub mod tls;
+pub mod wire;

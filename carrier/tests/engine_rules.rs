@@ -446,7 +446,11 @@ fn governor_meter_keeps_no_per_key_state<F: StoreFactory>(f: &F) {
         h.submit(&key.rkid, &envelope(&key.rkid, 300, "held")),
         SubmitVerdict::Admitted
     );
-    assert_eq!(entries(), 1, "the registration itself named an unknown address");
+    assert_eq!(
+        entries(),
+        1,
+        "the registration itself named an unknown address"
+    );
     h.collect(&key.rkid, &p).unwrap();
     assert_eq!(entries(), 2, "one key per held binding and per held queue");
     std::thread::sleep(std::time::Duration::from_millis(50));
