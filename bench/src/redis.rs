@@ -86,6 +86,37 @@ impl RedisProc {
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
+
+    /// Waits (at most `limit`) until no AOF rewrite or snapshot runs in the
+    /// background, so that Redis's background work never lands in the
+    /// window of the run that follows (the carrier's, in a pair). Returns
+    /// the time waited.
+    ///
+    /// # Errors
+    /// Connection failures.
+    pub async fn wait_background(&self, limit: Duration) -> anyhow::Result<Duration> {
+        let start = Instant::now();
+        let mut c = Resp::connect(&self.addr).await?;
+        loop {
+            let busy = match c.call(&[b"INFO", b"persistence"]).await? {
+                Reply::Bulk(Some(text)) => {
+                    let text = String::from_utf8_lossy(&text).into_owned();
+                    text.lines().any(|l| {
+                        l.strip_suffix(":1").is_some_and(|k| {
+                            k == "aof_rewrite_in_progress"
+                                || k == "rdb_bgsave_in_progress"
+                                || k == "aof_rewrite_scheduled"
+                        })
+                    })
+                }
+                other => bail!("INFO persistence: {other:?}"),
+            };
+            if !busy || start.elapsed() >= limit {
+                return Ok(start.elapsed());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
 }
 
 impl Drop for RedisProc {
