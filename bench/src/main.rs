@@ -104,6 +104,10 @@ struct Cli {
     /// Connections of the `--profile` cell.
     #[arg(long, default_value_t = 64)]
     profile_connections: usize,
+    /// What `--profile` drives: `deposit` (the cell above) or `register`
+    /// (fresh registrations, 8 connections x 64 in flight).
+    #[arg(long, default_value = "deposit", value_parser = ["deposit", "register"])]
+    profile_op: String,
     /// Only check that FILE is a well-formed report, then exit.
     #[arg(long, value_name = "FILE")]
     check_report: Option<PathBuf>,
@@ -903,7 +907,11 @@ async fn profile(cli: &Cli, plan: &Plan, bin: &Path, out: &Path) -> anyhow::Resu
         .prefix("carrier-bench-")
         .tempdir_in(&base)?;
     let queues = plan.few_queues as u64;
-    let (carrier, _) = CarrierProc::start(bin, work.path(), queues + 16, &cli.carrier_log).await?;
+    let registering = cli.profile_op == "register";
+    // Enough fresh recipients for two windows of registrations.
+    let fresh = 40_000u64;
+    let (carrier, _) =
+        CarrierProc::start(bin, work.path(), queues + 2 * fresh + 16, &cli.carrier_log).await?;
     let recipients = Recipients::fresh();
     let (_, rkids) = recipient::register(&carrier, recipients, 0, queues, 8, 64, false).await?;
     let targets = Targets::new(
@@ -940,8 +948,12 @@ async fn profile(cli: &Cli, plan: &Plan, bin: &Path, out: &Path) -> anyhow::Resu
         .map(|s| s.to_string())
         .chain([trace_out.to_string_lossy().into_owned()])
         .collect();
-    for args in [record, trace] {
-        let warmup = spec.warmup;
+    for (round, args) in [record, trace].into_iter().enumerate() {
+        let warmup = if registering {
+            Duration::from_millis(500)
+        } else {
+            spec.warmup
+        };
         let secs = secs.clone();
         let perf = tokio::spawn(async move {
             tokio::time::sleep(warmup).await;
@@ -953,6 +965,17 @@ async fn profile(cli: &Cli, plan: &Plan, bin: &Path, out: &Path) -> anyhow::Resu
             })
             .await
         });
+        if registering {
+            let from = queues + round as u64 * fresh;
+            let (r, _) =
+                recipient::register(&carrier, recipients, from, from + fresh, 8, 64, false).await?;
+            let status = perf.await???;
+            eprintln!(
+                "profiled registration: {:.0}/s, carrier cpu {:.2} cores, harness {:.2}; perf exit {status}",
+                r.per_s, r.server_cpu_cores, r.client_cpu_cores
+            );
+            continue;
+        }
         let result = load::run(System::Ours(&carrier), &spec, &targets).await?;
         let status = perf.await???;
         eprintln!(
