@@ -30,6 +30,7 @@ pub mod committer;
 pub mod mem;
 pub mod model;
 pub mod redb_store;
+mod oplog;
 mod segment;
 
 pub use model::*;

@@ -79,6 +79,7 @@
 //!
 //! Live challenges are held in memory (see the crate docs).
 
+use crate::oplog::{self, Cursor, tag};
 use crate::segment::{self, ActiveSegment};
 use crate::{
     Binding, Challenge, DeclarationRecord, Departure, DepartureRecord, Deposit, DepositId, Due, Ms,
@@ -89,6 +90,7 @@ use redb::{
     WriteTransaction,
 };
 use rltp_proofs::multikey::Rkid;
+use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::ops::Bound;
@@ -119,7 +121,11 @@ const META_OCCUPANCY: &[u8] = b"occupancy";
 const META_DECLARATION: &[u8] = b"declaration";
 const META_ACTIVE: &[u8] = b"active_segment";
 const META_NEXT_SEGMENT: &[u8] = b"next_segment";
-const FORMAT_VERSION: u32 = 1;
+const META_APPLIED: &[u8] = b"applied";
+/// Format 2 writes operation-log records into segments; a format-1 store
+/// (bare envelope bytes in segments, every commit durable) is upgraded in
+/// place on open, and an older binary refuses the result.
+const FORMAT_VERSION: u32 = 2;
 
 /// The segment number that marks a deposit stored inline in redb.
 const INLINE: u64 = u64::MAX;
@@ -153,6 +159,15 @@ pub struct RedbOptions {
     /// A sealed segment is compacted when its live bytes are below this
     /// percentage of its extent (at least `segment_bytes`). Default 25.
     pub compact_below_percent: u8,
+    /// A commit is a durable redb checkpoint once this many logged
+    /// operations have been committed since the last one (every other
+    /// commit is made durable by its operation-log record alone; see
+    /// [`crate::oplog`]). Bounds what an open replays. `1` makes every
+    /// commit durable in redb too. Default 4 096.
+    pub checkpoint_ops: u64,
+    /// … or once this many bytes of log (envelopes included) have been
+    /// committed since the last one. Default 16 MiB.
+    pub checkpoint_bytes: u64,
 }
 
 impl Default for RedbOptions {
@@ -162,6 +177,8 @@ impl Default for RedbOptions {
             segment_bytes: 64 << 20,
             quick_repair: true,
             compact_below_percent: 25,
+            checkpoint_ops: 4_096,
+            checkpoint_bytes: 16 << 20,
         }
     }
 }
@@ -182,6 +199,18 @@ pub struct IntegrityReport {
     /// rkids holding both a binding and a tombstone (the engine must keep
     /// this 0; the store itself does not forbid it).
     pub binding_and_tombstone: u64,
+}
+
+/// What the last replay of the operation log applied ([`crate::oplog`]):
+/// at open, and after a failed batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReplayReport {
+    /// Records read (void records included).
+    pub records: u64,
+    /// Operations applied.
+    pub ops: u64,
+    /// Log bytes read.
+    pub bytes: u64,
 }
 
 /// The outcome of one [`RedbStore::compact_step`].
@@ -216,6 +245,7 @@ pub struct RedbStore {
     files: Mutex<HashMap<u64, Arc<File>>>,
     readers: Mutex<Readers>,
     challenges: crate::challenges::ChallengeTable,
+    last_replay: Mutex<ReplayReport>,
 }
 
 impl std::fmt::Debug for RedbStore {
@@ -236,6 +266,18 @@ struct WriterState {
     unlinked: Vec<u64>,
     /// Where the compaction pass resumes (a `deposits` key).
     compaction_cursor: Option<Vec<u8>>,
+    /// Segments drained by non-durable commits: unlinked only after the
+    /// next durable one (until then a crash recovers a state that
+    /// references them, before replay removes those references).
+    drained_undurable: Vec<u64>,
+    /// Logged operations and log bytes committed since the last durable
+    /// commit (the checkpoint policy, [`RedbOptions::checkpoint_ops`]).
+    unchecked_ops: u64,
+    unchecked_bytes: u64,
+    /// `[start, end)` of a log record that reached the file but did not
+    /// commit, until a void header over it is durable. While set, no write
+    /// transaction begins (replay must be able to step over it).
+    void_pending: Option<(u64, u64)>,
 }
 
 /// Live read snapshots by the commit generation they started at.
@@ -736,35 +778,46 @@ impl RedbStore {
         match txn.get_with(META, META_FORMAT, |v| {
             Ok(v.try_into().map(u32::from_be_bytes).ok())
         })? {
-            None => {
+            None | Some(Some(1)) => {
                 put(&txn, META, META_FORMAT, &FORMAT_VERSION.to_be_bytes())?;
             }
             Some(Some(FORMAT_VERSION)) => {}
-            Some(other) => return Err(corrupt(format!("store format {other:?}, expected 1"))),
+            Some(other) => return Err(corrupt(format!("store format {other:?}, expected 1 or 2"))),
         }
         let mut gc = Vec::new();
         txn.scan(SEGMENT_GC, (Bound::Unbounded, Bound::Unbounded), |k, _| {
             gc.push(u64_at(k, 0)?);
             Ok(true)
         })?;
-        let next = get_u64(&txn, META, META_NEXT_SEGMENT)?.unwrap_or(1);
-        if let Some(previous) = get_u64(&txn, META, META_ACTIVE)?
-            && query::seg_stat(&txn, previous)?.is_none_or(|s| s.live == 0)
-        {
-            retire_segment(&txn, previous)?;
-            gc.push(previous);
-        }
-        // The file first: if the transaction below never commits, the
-        // orphan sits at `next`, which the next open truncates and reuses.
-        let active = ActiveSegment::create(&segments_dir, next)?;
-        record_active(&txn, next)?;
+        let previous = get_u64(&txn, META, META_ACTIVE)?;
+        let active = match previous {
+            // The log resumes in the previous active segment, after the
+            // records redb already holds (or, for a format-1 store, after
+            // its committed extent: nothing to replay).
+            Some(id) => {
+                let at = match applied(&txn)? {
+                    Some((segment, at)) if segment == id => at,
+                    _ => query::seg_stat(&txn, id)?.map_or(segment::HEADER_LEN, |s| s.end),
+                };
+                ActiveSegment::reopen(&segments_dir, id, at)?
+            }
+            None => {
+                let next = get_u64(&txn, META, META_NEXT_SEGMENT)?.unwrap_or(1);
+                // The file first: if the transaction below never commits,
+                // the orphan sits at `next`, which the next open truncates
+                // and reuses.
+                let active = ActiveSegment::create(&segments_dir, next)?;
+                record_active(&txn, next)?;
+                active
+            }
+        };
         txn.commit().map_err(engine)?;
         for &id in &gc {
             segment::remove(&segments_dir, id)?;
         }
         segment::sync_dir(&segments_dir)?;
         let files = HashMap::from([(active.id, Arc::clone(&active.file))]);
-        Ok(RedbStore {
+        let store = RedbStore {
             db: RwLock::new(Some(Arc::new(db))),
             db_path,
             db_failed: AtomicBool::new(false),
@@ -775,11 +828,85 @@ impl RedbStore {
                 deferred: Vec::new(),
                 unlinked: gc,
                 compaction_cursor: None,
+                drained_undurable: Vec::new(),
+                unchecked_ops: 0,
+                unchecked_bytes: 0,
+                void_pending: None,
             }),
             files: Mutex::new(files),
             readers: Mutex::new(Readers::default()),
             challenges: crate::challenges::ChallengeTable::default(),
-        })
+            last_replay: Mutex::new(ReplayReport::default()),
+        };
+        if previous.is_some() {
+            // Replay what the log holds beyond redb's state, then seal the
+            // segment and start the next one (every open does).
+            let mut state = store.replay(lock(&store.writer))?;
+            store.rotate(&mut state)?;
+            // No snapshot exists yet: an empty previous segment goes now.
+            store.collect_garbage(&mut state);
+        }
+        Ok(store)
+    }
+
+    /// Makes everything committed so far durable in redb itself (a
+    /// checkpoint), so that the next open replays nothing. For a clean
+    /// shutdown; never needed for durability.
+    ///
+    /// # Errors
+    /// [`StoreError`] as for a commit.
+    pub fn checkpoint(&self) -> StoreResult<()> {
+        let mut w = self.begin_write()?;
+        w.force_durable = true;
+        self.commit(w)
+    }
+
+    /// Replays the operation-log records of the active segment that redb's
+    /// state does not hold yet (those after `applied`), in one durable
+    /// transaction; the log then continues after the last valid record
+    /// ([`crate::oplog`]). Work is bounded by the checkpoint interval.
+    /// Takes and returns the writer lock.
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] if a valid record holds an operation that
+    /// cannot be decoded or applied; I/O and engine errors.
+    fn replay<'a>(
+        &'a self,
+        state: MutexGuard<'a, WriterState>,
+    ) -> StoreResult<MutexGuard<'a, WriterState>> {
+        let txn = begin(self.db()?.as_ref(), &self.options)?;
+        let from = match applied(&txn)? {
+            Some((segment, at)) if segment == state.active.id => at,
+            _ => return Ok(state),
+        };
+        let mut w = self.write_with(state, txn, false)?;
+        let file = Arc::clone(&w.state.active.file);
+        let len = file.metadata()?.len();
+        let (mut at, mut records, mut ops) = (from, 0u64, 0u64);
+        while let Some(record) = oplog::read_record(&file, len, at)? {
+            if record.kind == oplog::BATCH {
+                ops += w.apply_record(&record)?;
+            }
+            records += 1;
+            at = record.end;
+        }
+        w.state.active.resume_at(at);
+        w.force_durable = true;
+        self.commit(w)?;
+        if records > 0 {
+            tracing::info!(records, ops, from, to = at, "replayed the operation log");
+        }
+        *lock(&self.last_replay) = ReplayReport {
+            records,
+            ops,
+            bytes: at - from,
+        };
+        Ok(lock(&self.writer))
+    }
+
+    /// What the last replay of the operation log applied.
+    pub fn last_replay(&self) -> ReplayReport {
+        *lock(&self.last_replay)
     }
 
     /// The options the store was opened with.
@@ -812,9 +939,9 @@ impl RedbStore {
     /// [`StoreError`] if the reopen fails (a snapshot of the old handle
     /// still holds the file, or the file cannot be read); the next write
     /// transaction tries again.
-    fn reopen_if_failed(&self) -> StoreResult<()> {
+    fn reopen_if_failed(&self) -> StoreResult<bool> {
         if !self.db_failed.load(Ordering::SeqCst) {
-            return Ok(());
+            return Ok(false);
         }
         let mut slot = self
             .db
@@ -828,7 +955,39 @@ impl RedbStore {
         *slot = Some(Arc::new(db));
         self.db_failed.store(false, Ordering::SeqCst);
         tracing::warn!("the database was reopened after a failed batch");
+        Ok(true)
+    }
+
+    /// Writes the void header over a log record that reached the file but
+    /// did not commit, and syncs it (module docs of [`crate::oplog`]).
+    /// Until that succeeds no write transaction may begin.
+    fn void_if_pending(&self, state: &mut WriterState) -> StoreResult<()> {
+        let Some((start, end)) = state.void_pending else {
+            return Ok(());
+        };
+        let body = end.saturating_sub(start + oplog::HEADER as u64);
+        if end >= start + oplog::HEADER as u64 {
+            state
+                .active
+                .patch_durably(start, &oplog::void_header(start, body))
+                .inspect_err(|error| {
+                    tracing::error!(%error, start, end, "voiding an uncommitted log record failed; will retry");
+                })?;
+        }
+        state.void_pending = None;
         Ok(())
+    }
+
+    /// After a durable commit at `generation`: segments drained since the
+    /// last one may be unlinked once no older snapshot reads them, and the
+    /// checkpoint counters start again.
+    fn durable_done(state: &mut WriterState, generation: u64) {
+        let drained = std::mem::take(&mut state.drained_undurable);
+        state
+            .deferred
+            .extend(drained.into_iter().map(|id| (id, generation)));
+        state.unchecked_ops = 0;
+        state.unchecked_bytes = 0;
     }
 
     /// Seals the active segment and starts `next_segment` (one small
@@ -848,8 +1007,9 @@ impl RedbStore {
         state.active = active;
         let generation = self.bump_generation();
         if drained {
-            state.deferred.push((old, generation));
+            state.drained_undurable.push(old);
         }
+        RedbStore::durable_done(state, generation);
         Ok(())
     }
 
@@ -1187,18 +1347,17 @@ impl RedbStore {
         })?;
         for (rkid, stored) in to_move {
             let bytes = self.bytes_of(w.txn()?, &rkid, &stored.deposit, None)?;
-            let offset = w.state.active.append(&bytes)?;
-            let len = u64::from(stored.deposit.len);
-            put(
-                w.txn()?,
-                DEPOSITS,
-                &key_seq(&rkid, stored.deposit.seq),
-                &encode_deposit(&stored.deposit, active, offset, &[]),
-            )?;
-            w.seg_adjust(stored.segment, -1, len)?;
-            w.seg_adjust(active, 1, len)?;
+            let seq = stored.deposit.seq;
+            let end = w.log(&[
+                &[tag::MOVE_DEPOSIT],
+                rkid.as_bytes(),
+                &seq.to_be_bytes(),
+                &stored.deposit.len.to_be_bytes(),
+                &bytes,
+            ])?;
+            w.move_deposit(&rkid, seq, end - bytes.len() as u64)?;
             step.moved += 1;
-            step.moved_bytes += len;
+            step.moved_bytes += u64::from(stored.deposit.len);
         }
         step.pass_complete = step.scanned < max_scan.max(1);
         let resume = if step.pass_complete { None } else { last };
@@ -1232,7 +1391,20 @@ fn record_active(txn: &WriteTransaction, id: u64) -> StoreResult<()> {
     put(txn, SEGMENTS, &id.to_be_bytes(), &encode_seg(&fresh))?;
     put(txn, META, META_ACTIVE, &id.to_be_bytes())?;
     put(txn, META, META_NEXT_SEGMENT, &(id + 1).to_be_bytes())?;
-    Ok(())
+    put_applied(txn, id, segment::HEADER_LEN)
+}
+
+/// Records that redb's state holds every log record of `segment` before
+/// offset `at` ([`crate::oplog`]).
+fn put_applied(txn: &WriteTransaction, segment: u64, at: u64) -> StoreResult<()> {
+    let value = cat(&[&segment.to_be_bytes(), &at.to_be_bytes()]);
+    put(txn, META, META_APPLIED, &value).map(drop)
+}
+
+/// Where the log resumes: `(segment, offset)` of the first record redb's
+/// state does not hold (`None` for a format-1 store).
+fn applied(t: &impl Tables) -> StoreResult<Option<(u64, u64)>> {
+    t.get_with(META, META_APPLIED, |v| Ok((u64_at(v, 0)?, u64_at(v, 8)?)))
 }
 
 // ---------------------------------------------------------------------------
@@ -1448,12 +1620,33 @@ pub struct RedbWrite<'a> {
     queues: HashMap<Rkid, (QueueMeta, bool)>,
     segments: HashMap<u64, SegStat>,
     committed: bool,
+    /// Whether mutations are written to the operation log (`false` while
+    /// replaying it).
+    logging: bool,
+    /// This transaction's log record: its offset and the hash of its body
+    /// so far (`None` until the first logged operation).
+    record: Option<(u64, Sha256)>,
+    /// Operations logged.
+    ops: u64,
+    /// Commit durably in redb (a checkpoint) whatever the counters say.
+    force_durable: bool,
 }
 
 impl Drop for RedbWrite<'_> {
     fn drop(&mut self) {
-        if !self.committed {
-            self.state.active.abandon();
+        if self.committed {
+            return;
+        }
+        // A record that reached the file (spilled, or synced before a
+        // failed commit) is voided before anything else is written.
+        if let Some((start, _)) = self.record.take()
+            && self.state.active.written() > start
+        {
+            self.state.void_pending = Some((start, self.state.active.written()));
+        }
+        self.state.active.abandon();
+        if self.state.void_pending.is_some() {
+            let _ = self.store.void_if_pending(&mut *self.state);
         }
     }
 }
@@ -1461,6 +1654,168 @@ impl Drop for RedbWrite<'_> {
 impl RedbWrite<'_> {
     fn txn(&self) -> StoreResult<&WriteTransaction> {
         self.txn.as_ref().ok_or(StoreError::Closed)
+    }
+
+    /// Appends one operation (`parts`, concatenated) to this transaction's
+    /// log record ([`crate::oplog`]), opening the record first; returns the
+    /// segment offset just past it. Does nothing while replaying.
+    fn log(&mut self, parts: &[&[u8]]) -> StoreResult<u64> {
+        if !self.logging {
+            return Ok(0);
+        }
+        let active = &mut self.state.active;
+        let (_, hasher) = match &mut self.record {
+            Some(record) => record,
+            record @ None => {
+                let start = active.append(&[0u8; oplog::HEADER])?;
+                record.insert((start, Sha256::new()))
+            }
+        };
+        for part in parts {
+            hasher.update(part);
+            active.append(part)?;
+        }
+        self.ops += 1;
+        Ok(active.end())
+    }
+
+    /// Indexes a deposit whose bytes are at `offset` of the active segment
+    /// (inside a log record): `append_deposit` and its replay.
+    fn index_deposit(
+        &mut self,
+        rkid: &Rkid,
+        bytes: &[u8],
+        admitted_at: Ms,
+        give_up_at: Ms,
+        offset: u64,
+    ) -> StoreResult<Deposit> {
+        let len = u32::try_from(bytes.len())
+            .map_err(|_| corrupt(format!("deposit of {} bytes", bytes.len())))?;
+        let queue = self.queue_mut(rkid)?;
+        queue.next_seq += 1;
+        queue.bytes += u64::from(len);
+        let deposit = Deposit {
+            seq: queue.next_seq,
+            id: DepositId::of(bytes),
+            len,
+            admitted_at,
+            give_up_at,
+        };
+        let value = match self.store.options.placement {
+            Placement::Inline => encode_deposit(&deposit, INLINE, 0, bytes),
+            Placement::Segments => {
+                let active = self.state.active.id;
+                self.seg_adjust(active, 1, u64::from(len))?;
+                encode_deposit(&deposit, active, offset, &[])
+            }
+        };
+        let txn = self.txn()?;
+        put(txn, DEPOSITS, &key_seq(rkid, deposit.seq), &value)?;
+        put(
+            txn,
+            IDENTITY,
+            &key_id(rkid, &deposit.id),
+            &deposit.seq.to_be_bytes(),
+        )?;
+        self.occupancy.total_bytes += u64::from(len);
+        self.occupancy.deposits += 1;
+        self.occupancy_dirty = true;
+        Ok(deposit)
+    }
+
+    /// Re-points held deposit `seq` of `rkid` to `offset` of the active
+    /// segment, where a copy of its bytes was logged (compaction and its
+    /// replay).
+    fn move_deposit(&mut self, rkid: &Rkid, seq: u64, offset: u64) -> StoreResult<()> {
+        let stored = query::stored(self.txn()?, rkid, seq)?
+            .ok_or_else(|| corrupt(format!("moved deposit {seq} is not held")))?;
+        let active = self.state.active.id;
+        let len = u64::from(stored.deposit.len);
+        put(
+            self.txn()?,
+            DEPOSITS,
+            &key_seq(rkid, seq),
+            &encode_deposit(&stored.deposit, active, offset, &[]),
+        )?;
+        if stored.segment != INLINE {
+            self.seg_adjust(stored.segment, -1, len)?;
+        }
+        self.seg_adjust(active, 1, len)
+    }
+
+    /// Applies the operations of a replayed batch record; returns how many.
+    fn apply_record(&mut self, record: &oplog::Record) -> StoreResult<u64> {
+        let mut c = Cursor::new(&record.body);
+        let mut ops = 0;
+        while !c.done() {
+            let op = c.u8()?;
+            match op {
+                tag::PUT_BINDING => {
+                    let rkid = Rkid::from_bytes(c.arr32()?);
+                    self.put_binding(&rkid, &decode_binding(c.take(57)?)?)?;
+                }
+                tag::REMOVE_BINDING => {
+                    self.remove_binding(&Rkid::from_bytes(c.arr32()?))?;
+                }
+                tag::PUT_TOMBSTONE => {
+                    let rkid = Rkid::from_bytes(c.arr32()?);
+                    self.put_tombstone(&rkid, &decode_tombstone(c.take(16)?)?)?;
+                }
+                tag::REMOVE_TOMBSTONE => {
+                    self.remove_tombstone(&Rkid::from_bytes(c.arr32()?))?;
+                }
+                tag::APPEND_DEPOSIT => {
+                    let rkid = Rkid::from_bytes(c.arr32()?);
+                    let (admitted_at, give_up_at, len) = (c.u64()?, c.u64()?, c.u32()?);
+                    let offset = record.body_at + c.pos() as u64;
+                    let bytes = c.take(len as usize)?;
+                    self.index_deposit(&rkid, bytes, admitted_at, give_up_at, offset)?;
+                }
+                tag::REMOVE_DEPOSIT => {
+                    let rkid = Rkid::from_bytes(c.arr32()?);
+                    self.remove_deposit(&rkid, c.u64()?)?;
+                }
+                tag::PUT_DEPARTURE => {
+                    let rkid = Rkid::from_bytes(c.arr32()?);
+                    let id = DepositId(c.arr32()?);
+                    self.put_departure(&rkid, &id, &decode_departure(c.take(9)?)?)?;
+                }
+                tag::REMOVE_DEPARTURE => {
+                    let rkid = Rkid::from_bytes(c.arr32()?);
+                    self.remove_departure(&rkid, &DepositId(c.arr32()?))?;
+                }
+                tag::SCHEDULE | tag::UNSCHEDULE => {
+                    let len = c.u8()?;
+                    let (at, due) = decode_due(c.take(len.into())?)?;
+                    if op == tag::SCHEDULE {
+                        self.schedule(at, &due)?;
+                    } else {
+                        self.unschedule(at, &due)?;
+                    }
+                }
+                tag::ADD_ELASTIC => {
+                    self.add_elastic_bytes(c.u64()?.cast_signed())?;
+                }
+                tag::PUT_DECLARATION => {
+                    let len = c.u32()?;
+                    let value = c.take(len as usize)?;
+                    self.put_declaration(&DeclarationRecord {
+                        revision: u64_at(value, 0)?,
+                        document: value.get(8..).unwrap_or_default().to_vec(),
+                    })?;
+                }
+                tag::MOVE_DEPOSIT => {
+                    let rkid = Rkid::from_bytes(c.arr32()?);
+                    let (seq, len) = (c.u64()?, c.u32()?);
+                    let offset = record.body_at + c.pos() as u64;
+                    c.take(len as usize)?;
+                    self.move_deposit(&rkid, seq, offset)?;
+                }
+                other => return Err(corrupt(format!("log record: operation tag {other}"))),
+            }
+            ops += 1;
+        }
+        Ok(ops)
     }
 
     fn queue_mut(&mut self, rkid: &Rkid) -> StoreResult<&mut QueueMeta> {
@@ -1625,22 +1980,20 @@ impl ReadTxn for RedbWrite<'_> {
     }
 }
 
+/// Every mutation is logged first ([`RedbWrite::log`], a no-op during
+/// replay), then applied to redb.
 impl WriteTxn for RedbWrite<'_> {
     fn put_binding(&mut self, rkid: &Rkid, binding: &Binding) -> StoreResult<()> {
-        if put(
-            self.txn()?,
-            BINDINGS,
-            rkid.as_bytes(),
-            &encode_binding(binding),
-        )?
-        .is_none()
-        {
+        let value = encode_binding(binding);
+        self.log(&[&[tag::PUT_BINDING], rkid.as_bytes(), &value])?;
+        if put(self.txn()?, BINDINGS, rkid.as_bytes(), &value)?.is_none() {
             self.occupancy.bindings += 1;
             self.occupancy_dirty = true;
         }
         Ok(())
     }
     fn remove_binding(&mut self, rkid: &Rkid) -> StoreResult<Option<Binding>> {
+        self.log(&[&[tag::REMOVE_BINDING], rkid.as_bytes()])?;
         let Some(old) = del(self.txn()?, BINDINGS, rkid.as_bytes())? else {
             return Ok(None);
         };
@@ -1649,13 +2002,10 @@ impl WriteTxn for RedbWrite<'_> {
         decode_binding(&old).map(Some)
     }
     fn put_tombstone(&mut self, rkid: &Rkid, tombstone: &Tombstone) -> StoreResult<()> {
+        let value = encode_tombstone(tombstone);
+        self.log(&[&[tag::PUT_TOMBSTONE], rkid.as_bytes(), &value])?;
         let txn = self.txn()?;
-        match put(
-            txn,
-            TOMBSTONES,
-            rkid.as_bytes(),
-            &encode_tombstone(tombstone),
-        )? {
+        match put(txn, TOMBSTONES, rkid.as_bytes(), &value)? {
             Some(old) => {
                 let old = decode_tombstone(&old)?;
                 del(txn, EVICTION, &eviction_key(old.released_at, rkid))?;
@@ -1674,6 +2024,7 @@ impl WriteTxn for RedbWrite<'_> {
         Ok(())
     }
     fn remove_tombstone(&mut self, rkid: &Rkid) -> StoreResult<Option<Tombstone>> {
+        self.log(&[&[tag::REMOVE_TOMBSTONE], rkid.as_bytes()])?;
         let txn = self.txn()?;
         let Some(old) = del(txn, TOMBSTONES, rkid.as_bytes())? else {
             return Ok(None);
@@ -1684,6 +2035,8 @@ impl WriteTxn for RedbWrite<'_> {
         self.occupancy_dirty = true;
         Ok(Some(old))
     }
+    /// The envelope bytes are written once, inside this transaction's log
+    /// record; the deposit points at them there.
     fn append_deposit(
         &mut self,
         rkid: &Rkid,
@@ -1693,39 +2046,19 @@ impl WriteTxn for RedbWrite<'_> {
     ) -> StoreResult<Deposit> {
         let len = u32::try_from(bytes.len())
             .map_err(|_| corrupt(format!("deposit of {} bytes", bytes.len())))?;
-        let queue = self.queue_mut(rkid)?;
-        queue.next_seq += 1;
-        queue.bytes += u64::from(len);
-        let deposit = Deposit {
-            seq: queue.next_seq,
-            id: DepositId::of(bytes),
-            len,
-            admitted_at,
-            give_up_at,
-        };
-        let value = match self.store.options.placement {
-            Placement::Inline => encode_deposit(&deposit, INLINE, 0, bytes),
-            Placement::Segments => {
-                let offset = self.state.active.append(bytes)?;
-                let active = self.state.active.id;
-                self.seg_adjust(active, 1, u64::from(len))?;
-                encode_deposit(&deposit, active, offset, &[])
-            }
-        };
-        let txn = self.txn()?;
-        put(txn, DEPOSITS, &key_seq(rkid, deposit.seq), &value)?;
-        put(
-            txn,
-            IDENTITY,
-            &key_id(rkid, &deposit.id),
-            &deposit.seq.to_be_bytes(),
-        )?;
-        self.occupancy.total_bytes += u64::from(len);
-        self.occupancy.deposits += 1;
-        self.occupancy_dirty = true;
-        Ok(deposit)
+        let end = self.log(&[
+            &[tag::APPEND_DEPOSIT],
+            rkid.as_bytes(),
+            &admitted_at.to_be_bytes(),
+            &give_up_at.to_be_bytes(),
+            &len.to_be_bytes(),
+            bytes,
+        ])?;
+        let offset = end.saturating_sub(u64::from(len));
+        self.index_deposit(rkid, bytes, admitted_at, give_up_at, offset)
     }
     fn remove_deposit(&mut self, rkid: &Rkid, seq: u64) -> StoreResult<Option<Deposit>> {
+        self.log(&[&[tag::REMOVE_DEPOSIT], rkid.as_bytes(), &seq.to_be_bytes()])?;
         let txn = self.txn()?;
         let Some(old) = del(txn, DEPOSITS, &key_seq(rkid, seq))? else {
             return Ok(None);
@@ -1749,53 +2082,119 @@ impl WriteTxn for RedbWrite<'_> {
         id: &DepositId,
         record: &DepartureRecord,
     ) -> StoreResult<()> {
-        put(
-            self.txn()?,
-            DEPARTURES,
-            &key_id(rkid, id),
-            &encode_departure(record),
-        )
-        .map(drop)
+        let value = encode_departure(record);
+        self.log(&[&[tag::PUT_DEPARTURE], rkid.as_bytes(), &id.0, &value])?;
+        put(self.txn()?, DEPARTURES, &key_id(rkid, id), &value).map(drop)
     }
     fn remove_departure(&mut self, rkid: &Rkid, id: &DepositId) -> StoreResult<()> {
+        self.log(&[&[tag::REMOVE_DEPARTURE], rkid.as_bytes(), &id.0])?;
         del(self.txn()?, DEPARTURES, &key_id(rkid, id)).map(drop)
     }
     fn schedule(&mut self, at: Ms, due: &Due) -> StoreResult<()> {
-        put(self.txn()?, DUE, &due_key(at, due), &[]).map(drop)
+        let key = due_key(at, due);
+        self.log(&[&[tag::SCHEDULE, key.len() as u8], &key])?;
+        put(self.txn()?, DUE, &key, &[]).map(drop)
     }
     fn unschedule(&mut self, at: Ms, due: &Due) -> StoreResult<()> {
-        del(self.txn()?, DUE, &due_key(at, due)).map(drop)
+        let key = due_key(at, due);
+        self.log(&[&[tag::UNSCHEDULE, key.len() as u8], &key])?;
+        del(self.txn()?, DUE, &key).map(drop)
     }
     fn add_elastic_bytes(&mut self, delta: i64) -> StoreResult<()> {
+        self.log(&[&[tag::ADD_ELASTIC], &delta.to_be_bytes()])?;
         self.occupancy.elastic_bytes = self.occupancy.elastic_bytes.saturating_add_signed(delta);
         self.occupancy_dirty = true;
         Ok(())
     }
     fn put_declaration(&mut self, record: &DeclarationRecord) -> StoreResult<()> {
         let value = cat(&[&record.revision.to_be_bytes(), &record.document]);
+        let len = u32::try_from(value.len())
+            .map_err(|_| corrupt(format!("declaration of {} bytes", value.len())))?;
+        self.log(&[&[tag::PUT_DECLARATION], &len.to_be_bytes(), &value])?;
         put(self.txn()?, META, META_DECLARATION, &value).map(drop)
     }
 }
 
 impl RedbStore {
     /// [`Store::commit`]'s body (the caller marks the store on failure).
+    ///
+    /// 1. The transaction's log record is closed (its header written) and
+    ///    the active segment `fdatasync`ed: the record and every envelope
+    ///    byte in it are durable.
+    /// 2. redb commits, with `applied` = the end of that record: durably
+    ///    (a checkpoint) when the checkpoint policy says so or
+    ///    `force_durable`, else non-durably (visible, held in memory;
+    ///    durable through the record).
+    /// 3. Segments drained by durable commits are unlinked once no older
+    ///    snapshot can read them.
     fn commit_or_mark(&self, mut w: RedbWrite<'_>) -> StoreResult<()> {
+        let active = w.state.active.id;
+        // The active segment's extent is rewritten by every commit.
+        w.seg_adjust(active, 0, 0)?;
+        let logged = match &w.record {
+            Some((start, hasher)) => {
+                let start = *start;
+                let end = w.state.active.end();
+                let body = end - start - oplog::HEADER as u64;
+                let header = oplog::batch_header(start, body, hasher.clone());
+                w.state.active.overwrite(start, &header)?;
+                end - start
+            }
+            None => 0,
+        };
         let drained = w.flush_counters()?;
-        // 1. The bytes, durable before anything references them.
         w.state.active.sync()?;
-        // 2. The metadata that references them.
-        let txn = w.txn.take().ok_or(StoreError::Closed)?;
+        let options = &self.options;
+        let durable = w.force_durable
+            || w.state.unchecked_ops + w.ops >= options.checkpoint_ops
+            || w.state.unchecked_bytes + logged >= options.checkpoint_bytes;
+        put_applied(w.txn()?, active, w.state.active.end())?;
+        let mut txn = w.txn.take().ok_or(StoreError::Closed)?;
+        let durability = if durable {
+            Durability::Immediate
+        } else {
+            Durability::None
+        };
+        txn.set_durability(durability).map_err(engine)?;
         txn.commit().map_err(engine)?;
         w.committed = true;
         let generation = self.bump_generation();
+        let ops = w.ops;
         let state = &mut *w.state;
         state.unlinked.clear();
-        state
-            .deferred
-            .extend(drained.into_iter().map(|id| (id, generation)));
-        // 3. Reclaim what no snapshot can reference any more.
+        state.drained_undurable.extend(drained);
+        if durable {
+            RedbStore::durable_done(state, generation);
+        } else {
+            state.unchecked_ops += ops;
+            state.unchecked_bytes += logged;
+        }
         self.collect_garbage(state);
         Ok(())
+    }
+
+    /// A write transaction over `txn` holding the writer lock.
+    fn write_with<'a>(
+        &'a self,
+        state: MutexGuard<'a, WriterState>,
+        txn: WriteTransaction,
+        logging: bool,
+    ) -> StoreResult<RedbWrite<'a>> {
+        let occupancy = query::occupancy(&txn)?;
+        Ok(RedbWrite {
+            store: self,
+            txn: Some(txn),
+            state,
+            occupancy,
+            occupancy_dirty: false,
+            queues: HashMap::new(),
+            segments: HashMap::new(),
+            committed: false,
+            logging,
+            record: None,
+            ops: 0,
+            force_durable: false,
+        })
     }
 }
 
@@ -1820,7 +2219,11 @@ impl Store for RedbStore {
 
     fn begin_write(&self) -> StoreResult<RedbWrite<'_>> {
         let mut state = lock(&self.writer);
-        self.reopen_if_failed()?;
+        self.void_if_pending(&mut state)?;
+        if self.reopen_if_failed()? {
+            // redb is back at its last durable commit: replay the log.
+            state = self.replay(state).inspect_err(|_| self.after_failure())?;
+        }
         self.collect_garbage(&mut state);
         if self.options.placement == Placement::Segments
             && state.active.end() >= self.options.segment_bytes
@@ -1831,17 +2234,7 @@ impl Store for RedbStore {
         for id in &state.unlinked {
             del(&txn, SEGMENT_GC, &id.to_be_bytes())?;
         }
-        let occupancy = query::occupancy(&txn)?;
-        Ok(RedbWrite {
-            store: self,
-            txn: Some(txn),
-            state,
-            occupancy,
-            occupancy_dirty: false,
-            queues: HashMap::new(),
-            segments: HashMap::new(),
-            committed: false,
-        })
+        self.write_with(state, txn, true)
     }
 
     fn commit(&self, w: RedbWrite<'_>) -> StoreResult<()> {
@@ -1866,9 +2259,16 @@ impl Store for RedbStore {
         self.challenges.len()
     }
 
-    /// Compacts sparse segments in bounded steps (see [`RedbStore::compact_step`]).
+    /// Compacts sparse segments in bounded steps (see
+    /// [`RedbStore::compact_step`]); then, if segments drained since the
+    /// last durable commit wait to be unlinked, makes a checkpoint so that
+    /// their space comes back even when traffic stops.
     fn maintenance_step(&self) -> StoreResult<()> {
-        self.compact_step(MAINTENANCE_SCAN).map(|_| ())
+        self.compact_step(MAINTENANCE_SCAN)?;
+        if !lock(&self.writer).drained_undurable.is_empty() {
+            self.checkpoint()?;
+        }
+        Ok(())
     }
 }
 

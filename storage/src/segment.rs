@@ -8,13 +8,13 @@
 //! |---|---|---|
 //! | 0 | 8 | magic `RLTPSEG1` |
 //! | 8 | 8 | segment id, u64 big-endian |
-//! | 16 | … | envelope bytes, concatenated, no framing |
+//! | 16 | … | operation-log records ([`crate::oplog`]), back to back |
 //!
-//! A deposit is located by `(segment, offset, len)` held in redb; the bytes
-//! carry no header of their own, and their integrity is the deposit id
-//! (SHA-256), verified on every read. Bytes past the extent a committed
-//! redb transaction references are garbage (an aborted or crashed batch)
-//! and are never read.
+//! Envelope bytes live inside the records of the transactions that
+//! admitted them. A deposit is located by `(segment, offset, len)` held in
+//! redb; its integrity is the deposit id (SHA-256), verified on every read.
+//! (Stores written before the operation log hold bare envelope bytes,
+//! which stay readable the same way.)
 //!
 //! ## Writing
 //! Exactly one segment is *active*: the write transaction appends into an
@@ -129,9 +129,65 @@ impl ActiveSegment {
         })
     }
 
+    /// Opens existing segment `id` to append from `at` (what follows `at`
+    /// is overwritten), after `fdatasync`ing what the file holds, so that
+    /// bytes a crashed process left in the page cache are durable before
+    /// anything is built on them.
+    pub(crate) fn reopen(segments_dir: &Path, id: u64, at: u64) -> io::Result<ActiveSegment> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(segment_path(segments_dir, id))?;
+        file.sync_data()?;
+        Ok(ActiveSegment {
+            id,
+            file: Arc::new(file),
+            end: at,
+            written: at,
+            synced: at,
+            buffer: Vec::new(),
+        })
+    }
+
     /// The next offset to assign (the extent once everything is synced).
     pub(crate) fn end(&self) -> u64 {
         self.end
+    }
+
+    /// Bytes that reached the file (`≤ end`).
+    pub(crate) fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// Continues appending at `at` (after a replay found the log's end
+    /// there); nothing may be buffered.
+    pub(crate) fn resume_at(&mut self, at: u64) {
+        self.buffer.clear();
+        self.end = at;
+        self.written = at;
+        self.synced = self.synced.min(at);
+    }
+
+    /// Overwrites `bytes` at `offset`, which was handed out by
+    /// [`ActiveSegment::append`] (a record header reserved earlier): in the
+    /// buffer if it is still there, else in the file.
+    pub(crate) fn overwrite(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        if offset >= self.written {
+            let start = usize::try_from(offset - self.written).map_err(io::Error::other)?;
+            let stop = start + bytes.len();
+            if let Some(slot) = self.buffer.get_mut(start..stop) {
+                slot.copy_from_slice(bytes);
+                return Ok(());
+            }
+        }
+        self.file.write_all_at(bytes, offset)
+    }
+
+    /// Writes `bytes` at `offset` below [`ActiveSegment::written`] and
+    /// `fdatasync`s (voiding a record that reached the file).
+    pub(crate) fn patch_durably(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        self.file.write_all_at(bytes, offset)?;
+        self.file.sync_data()
     }
 
     /// Appends `bytes` (buffered); returns their offset.

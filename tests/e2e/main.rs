@@ -56,7 +56,8 @@ impl Carrier {
             .arg("--data-dir")
             .arg(data_dir)
             .args(["--listen", "127.0.0.1:0", "--log-format", "json"])
-            .env("RUST_LOG", "info")
+            // Per-deposit lines (`submit`) are `debug`; the tests read them.
+            .env("RUST_LOG", "info,rltp_carrier=debug")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
