@@ -29,8 +29,8 @@ pub mod challenges;
 pub mod committer;
 pub mod mem;
 pub mod model;
-pub mod redb_store;
 mod oplog;
+pub mod redb_store;
 mod segment;
 
 pub use model::*;

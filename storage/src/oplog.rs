@@ -163,7 +163,8 @@ pub(crate) fn read_record(file: &File, file_len: u64, at: u64) -> StoreResult<Op
             end,
         }));
     }
-    let len = usize::try_from(body_len).map_err(|_| StoreError::Corrupt("log record size".into()))?;
+    let len =
+        usize::try_from(body_len).map_err(|_| StoreError::Corrupt("log record size".into()))?;
     let mut body = vec![0u8; len];
     file.read_exact_at(&mut body, body_at)?;
     let mut hasher = Sha256::new();
@@ -211,10 +212,14 @@ impl<'a> Cursor<'a> {
         Ok(self.take(1)?[0])
     }
     pub(crate) fn u32(&mut self) -> StoreResult<u32> {
-        Ok(u32::from_be_bytes(self.take(4)?.try_into().map_err(|_| short())?))
+        Ok(u32::from_be_bytes(
+            self.take(4)?.try_into().map_err(|_| short())?,
+        ))
     }
     pub(crate) fn u64(&mut self) -> StoreResult<u64> {
-        Ok(u64::from_be_bytes(self.take(8)?.try_into().map_err(|_| short())?))
+        Ok(u64::from_be_bytes(
+            self.take(8)?.try_into().map_err(|_| short())?,
+        ))
     }
     pub(crate) fn arr32(&mut self) -> StoreResult<[u8; 32]> {
         self.take(32)?.try_into().map_err(|_| short())

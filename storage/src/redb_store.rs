@@ -168,6 +168,11 @@ pub struct RedbOptions {
     /// … or once this many bytes of log (envelopes included) have been
     /// committed since the last one. Default 16 MiB.
     pub checkpoint_bytes: u64,
+    /// redb's in-process page cache, bytes (read cache and the pages of
+    /// non-durable commits together; past it, pages are read again from
+    /// the file through the kernel's page cache). Bounds the carrier's
+    /// resident memory as the store grows. Default 64 MiB.
+    pub cache_bytes: usize,
 }
 
 impl Default for RedbOptions {
@@ -179,6 +184,7 @@ impl Default for RedbOptions {
             compact_below_percent: 25,
             checkpoint_ops: 4_096,
             checkpoint_bytes: 16 << 20,
+            cache_bytes: 64 << 20,
         }
     }
 }
@@ -770,7 +776,7 @@ impl RedbStore {
         let segments_dir = segment::segments_dir(dir);
         std::fs::create_dir_all(&segments_dir)?;
         let db_path = dir.join("carrier.redb");
-        let db = Database::builder().create(&db_path).map_err(engine)?;
+        let db = open_db(&db_path, &options)?;
         let txn = begin(&db, &options)?;
         for def in ALL_TABLES {
             txn.open_table(def).map_err(engine)?;
@@ -949,7 +955,7 @@ impl RedbStore {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         // The old handle goes first: redb refuses a second open of a file.
         drop(slot.take());
-        let db = Database::builder().create(&self.db_path).map_err(|e| {
+        let db = open_db(&self.db_path, &self.options).map_err(|e| {
             StoreError::Engine(format!("reopening the database after a failure: {e}"))
         })?;
         *slot = Some(Arc::new(db));
@@ -1365,6 +1371,14 @@ impl RedbStore {
         lock(&self.writer).compaction_cursor = resume;
         Ok(step)
     }
+}
+
+/// Opens (or creates) the redb file with the store's cache size.
+fn open_db(path: &Path, options: &RedbOptions) -> StoreResult<Database> {
+    Database::builder()
+        .set_cache_size(options.cache_bytes)
+        .create(path)
+        .map_err(engine)
 }
 
 fn begin(db: &Database, options: &RedbOptions) -> StoreResult<WriteTransaction> {

@@ -10,12 +10,12 @@
 mod common;
 
 use common::*;
+use rltp_proofs::multikey::Rkid;
 use rltp_storage::redb_store::{RedbOptions, RedbStore, ReplayReport};
 use rltp_storage::{
     DeclarationRecord, Departure, DepartureRecord, DepositId, Due, ReadTxn, Store, StoreResult,
     WriteTxn,
 };
-use rltp_proofs::multikey::Rkid;
 use std::path::Path;
 
 fn write<R>(
@@ -52,7 +52,9 @@ fn the_active_segment(dir: &Path) -> std::io::Result<std::path::PathBuf> {
         .map(|e| e.map(|e| e.path()))
         .collect::<Result<_, _>>()?;
     names.sort();
-    names.pop().ok_or_else(|| std::io::Error::other("no segment"))
+    names
+        .pop()
+        .ok_or_else(|| std::io::Error::other("no segment"))
 }
 
 const RKIDS: [u8; 3] = [1, 2, 3];
@@ -150,11 +152,17 @@ fn a_torn_record_at_the_tail_is_not_applied() -> StoreResult<()> {
     let segment = the_active_segment(dir.path())?;
     let committed = std::fs::metadata(&segment)?.len();
     // One more batch, whose record the "crash" tears in half.
-    write(&store, |t| t.append_deposit(&rkid(1), &payload(99, 700), 0, 0).map(drop))?;
+    write(&store, |t| {
+        t.append_deposit(&rkid(1), &payload(99, 700), 0, 0)
+            .map(drop)
+    })?;
     copy_dir(dir.path(), image.path())?;
     drop(store);
     let full = std::fs::metadata(&segment)?.len();
-    let torn = image.path().join("segments").join(segment.file_name().unwrap_or_default());
+    let torn = image
+        .path()
+        .join("segments")
+        .join(segment.file_name().unwrap_or_default());
     std::fs::OpenOptions::new()
         .write(true)
         .open(&torn)?
@@ -174,13 +182,20 @@ fn a_flipped_bit_ends_the_log_there() -> StoreResult<()> {
     let store = RedbStore::open_with(dir.path(), no_checkpoints())?;
     let a = rkid(1);
     write(&store, |t| t.put_binding(&a, &live(1, 1)))?;
-    write(&store, |t| t.append_deposit(&a, &payload(1, 300), 0, 0).map(drop))?;
+    write(&store, |t| {
+        t.append_deposit(&a, &payload(1, 300), 0, 0).map(drop)
+    })?;
     let segment = the_active_segment(dir.path())?;
     let second = std::fs::metadata(&segment)?.len();
-    write(&store, |t| t.append_deposit(&a, &payload(2, 300), 0, 0).map(drop))?;
+    write(&store, |t| {
+        t.append_deposit(&a, &payload(2, 300), 0, 0).map(drop)
+    })?;
     copy_dir(dir.path(), image.path())?;
     drop(store);
-    let copy = image.path().join("segments").join(segment.file_name().unwrap_or_default());
+    let copy = image
+        .path()
+        .join("segments")
+        .join(segment.file_name().unwrap_or_default());
     let mut bytes = std::fs::read(&copy)?;
     let at = usize::try_from(second).unwrap_or(usize::MAX) + 100;
     bytes[at] ^= 0x01;
@@ -190,7 +205,10 @@ fn a_flipped_bit_ends_the_log_there() -> StoreResult<()> {
     assert_eq!(crashed.last_replay().records, 2);
     let held = crashed.read()?.deposits(&a, None, 10)?;
     assert_eq!(held.len(), 1);
-    assert_eq!(crashed.read()?.deposit_bytes(&a, &held[0])?, payload(1, 300));
+    assert_eq!(
+        crashed.read()?.deposit_bytes(&a, &held[0])?,
+        payload(1, 300)
+    );
     crashed.integrity_check()?;
     Ok(())
 }
@@ -201,7 +219,9 @@ fn an_abandoned_record_that_reached_the_file_is_voided_and_stepped_over() -> Sto
     let image = tempfile::tempdir()?;
     let store = RedbStore::open_with(dir.path(), no_checkpoints())?;
     let a = rkid(1);
-    write(&store, |t| t.append_deposit(&a, &payload(1, 500), 0, 0).map(drop))?;
+    write(&store, |t| {
+        t.append_deposit(&a, &payload(1, 500), 0, 0).map(drop)
+    })?;
     {
         // More than the spill threshold: part of it reaches the file.
         let mut t = store.begin_write()?;
@@ -209,7 +229,9 @@ fn an_abandoned_record_that_reached_the_file_is_voided_and_stepped_over() -> Sto
             t.append_deposit(&a, &payload(100 + i, 60_000), 0, 0)?;
         }
     }
-    write(&store, |t| t.append_deposit(&a, &payload(2, 500), 0, 0).map(drop))?;
+    write(&store, |t| {
+        t.append_deposit(&a, &payload(2, 500), 0, 0).map(drop)
+    })?;
     let before = store.read()?.deposits(&a, None, 100)?;
     copy_dir(dir.path(), image.path())?;
     drop(store);
@@ -223,7 +245,10 @@ fn an_abandoned_record_that_reached_the_file_is_voided_and_stepped_over() -> Sto
     let after = crashed.read()?.deposits(&a, None, 100)?;
     assert_eq!(after, before);
     assert_eq!(after.iter().map(|d| d.seq).collect::<Vec<_>>(), [1, 2]);
-    assert_eq!(crashed.read()?.deposit_bytes(&a, &after[1])?, payload(2, 500));
+    assert_eq!(
+        crashed.read()?.deposit_bytes(&a, &after[1])?,
+        payload(2, 500)
+    );
     crashed.integrity_check()?;
     Ok(())
 }
@@ -239,7 +264,9 @@ fn checkpoints_bound_what_an_open_replays() -> StoreResult<()> {
     let store = RedbStore::open_with(dir.path(), options.clone())?;
     let a = rkid(1);
     for i in 0..25 {
-        write(&store, |t| t.append_deposit(&a, &payload(i, 100), 0, 0).map(drop))?;
+        write(&store, |t| {
+            t.append_deposit(&a, &payload(i, 100), 0, 0).map(drop)
+        })?;
     }
     copy_dir(dir.path(), image.path())?;
     drop(store);
@@ -267,7 +294,9 @@ fn compaction_moves_are_replayed() -> StoreResult<()> {
     let a = rkid(1);
     let mut held = Vec::new();
     for i in 0..12 {
-        held.push(write(&store, |t| t.append_deposit(&a, &payload(i, 1500), 0, 0))?);
+        held.push(write(&store, |t| {
+            t.append_deposit(&a, &payload(i, 1500), 0, 0)
+        })?);
     }
     // Leave one deposit in each of the early segments, then compact.
     for d in held.iter().filter(|d| d.seq % 4 != 1) {

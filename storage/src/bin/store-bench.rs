@@ -37,6 +37,9 @@ enum Design {
     Inline,
     Segments,
     SegmentsFullRepair,
+    /// The operation log written, and every redb commit durable too (what
+    /// the store did before the log: `checkpoint_ops` 1).
+    SegmentsEveryCommitDurable,
 }
 
 impl Design {
@@ -45,6 +48,7 @@ impl Design {
             "inline" => Some(Design::Inline),
             "segments" => Some(Design::Segments),
             "segments-full-repair" => Some(Design::SegmentsFullRepair),
+            "every-commit-durable" => Some(Design::SegmentsEveryCommitDurable),
             _ => None,
         }
     }
@@ -53,6 +57,7 @@ impl Design {
             Design::Inline => "inline",
             Design::Segments => "segments",
             Design::SegmentsFullRepair => "segments-full-repair",
+            Design::SegmentsEveryCommitDurable => "every-commit-durable",
         }
     }
     fn options(self) -> RedbOptions {
@@ -61,6 +66,7 @@ impl Design {
             Design::Inline => options.placement = Placement::Inline,
             Design::Segments => {}
             Design::SegmentsFullRepair => options.quick_repair = false,
+            Design::SegmentsEveryCommitDurable => options.checkpoint_ops = 1,
         }
         options
     }
