@@ -78,6 +78,10 @@ struct Config {
     inflight: Vec<usize>,
     designs: Vec<Design>,
     dir: PathBuf,
+    /// Overrides `RedbOptions::checkpoint_ops` of every design.
+    checkpoint_ops: Option<u64>,
+    /// Overrides `RedbOptions::cache_bytes` (MiB) of every design.
+    cache_mib: Option<usize>,
 }
 
 fn parse_args() -> Result<Config, String> {
@@ -87,6 +91,8 @@ fn parse_args() -> Result<Config, String> {
         inflight: vec![1, 64, 256],
         designs: vec![Design::Inline, Design::Segments],
         dir: std::env::temp_dir().join(format!("rltp-store-bench-{}", std::process::id())),
+        checkpoint_ops: None,
+        cache_mib: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -107,6 +113,12 @@ fn parse_args() -> Result<Config, String> {
                     .collect::<Result<_, _>>()?;
             }
             "--dir" => config.dir = PathBuf::from(value),
+            "--checkpoint-ops" => {
+                config.checkpoint_ops = Some(value.parse().map_err(|_| "bad --checkpoint-ops")?);
+            }
+            "--cache-mib" => {
+                config.cache_mib = Some(value.parse().map_err(|_| "bad --cache-mib")?);
+            }
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -192,9 +204,22 @@ fn allocated_bytes(dir: &Path) -> u64 {
     total
 }
 
-fn run(design: Design, inflight: usize, secs: f64, dir: &Path) -> Result<Outcome, StoreError> {
+fn run(
+    design: Design,
+    inflight: usize,
+    config: &Config,
+    dir: &Path,
+) -> Result<Outcome, StoreError> {
+    let secs = config.secs;
     let _ = std::fs::remove_dir_all(dir);
-    let store = Arc::new(RedbStore::open_with(dir, design.options())?);
+    let mut options = design.options();
+    if let Some(ops) = config.checkpoint_ops {
+        options.checkpoint_ops = ops;
+    }
+    if let Some(mib) = config.cache_mib {
+        options.cache_bytes = mib << 20;
+    }
+    let store = Arc::new(RedbStore::open_with(dir, options)?);
     {
         let mut txn = store.begin_write()?;
         for q in 0..QUEUES {
@@ -357,7 +382,7 @@ fn main() {
     for &inflight in &config.inflight {
         for round in 0..config.rounds {
             for &design in &config.designs {
-                match run(design, inflight, config.secs, &config.dir) {
+                match run(design, inflight, &config, &config.dir) {
                     Ok(o) => {
                         let rate = o.appends as f64 / o.secs;
                         println!(
