@@ -1660,7 +1660,7 @@ impl Drop for RedbWrite<'_> {
         }
         self.state.active.abandon();
         if self.state.void_pending.is_some() {
-            let _ = self.store.void_if_pending(&mut *self.state);
+            let _ = self.store.void_if_pending(&mut self.state);
         }
     }
 }

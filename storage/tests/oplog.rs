@@ -319,3 +319,52 @@ fn compaction_moves_are_replayed() -> StoreResult<()> {
     crashed.integrity_check()?;
     Ok(())
 }
+
+fn io(e: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::other(e.to_string())
+}
+
+#[test]
+fn a_format_1_store_is_upgraded_in_place() -> StoreResult<()> {
+    use redb::{ReadableDatabase, TableDefinition};
+    const META: TableDefinition<&[u8], &[u8]> = TableDefinition::new("meta");
+    let dir = tempfile::tempdir()?;
+    let a = rkid(1);
+    {
+        let store = RedbStore::open(dir.path())?;
+        write(&store, |t| {
+            t.append_deposit(&a, &payload(1, 400), 0, 0).map(drop)
+        })?;
+    }
+    // What a format-1 store lacks: the format number 2 and `applied`.
+    {
+        let db = redb::Database::create(dir.path().join("carrier.redb")).map_err(io)?;
+        let txn = db.begin_write().map_err(io)?;
+        {
+            let mut meta = txn.open_table(META).map_err(io)?;
+            meta.insert(&b"format"[..], &1u32.to_be_bytes()[..])
+                .map_err(io)?;
+            meta.remove(&b"applied"[..]).map_err(io)?;
+        }
+        txn.commit().map_err(io)?;
+    }
+    let mut store = RedbStore::open(dir.path())?;
+    assert_eq!(store.last_replay(), ReplayReport::default());
+    let held = store.read()?.deposits(&a, None, 10)?;
+    assert_eq!(store.read()?.deposit_bytes(&a, &held[0])?, payload(1, 400));
+    write(&store, |t| {
+        t.append_deposit(&a, &payload(2, 400), 0, 0).map(drop)
+    })?;
+    store.integrity_check()?;
+    drop(store);
+    let db = redb::Database::create(dir.path().join("carrier.redb")).map_err(io)?;
+    let read = db.begin_read().map_err(io)?;
+    let meta = read.open_table(META).map_err(io)?;
+    let format = meta
+        .get(&b"format"[..])
+        .map_err(io)?
+        .map(|v| v.value().to_vec());
+    assert_eq!(format, Some(2u32.to_be_bytes().to_vec()));
+    assert!(meta.get(&b"applied"[..]).map_err(io)?.is_some());
+    Ok(())
+}

@@ -362,51 +362,78 @@ impl<S: Store> Engine<S> {
     /// `refused(possession-failed)`, `registration-refused(capacity)`.
     /// Answered only after the commit is durable.
     pub fn register(&self, proof_bytes: &[u8]) -> Verdict {
+        match self.register_op(proof_bytes) {
+            Ok(op) => self
+                .committer
+                .execute(op)
+                .unwrap_or(Verdict::RegistrationCapacity),
+            Err(verdict) => verdict,
+        }
+    }
+
+    /// [`Engine::register`] for async callers: r1–r3 run on the caller's
+    /// thread, then the commit is awaited without blocking it.
+    pub async fn register_async(&self, proof_bytes: &[u8]) -> Verdict {
+        match self.register_op(proof_bytes) {
+            Ok(op) => self
+                .committer
+                .run(op)
+                .await
+                .unwrap_or(Verdict::RegistrationCapacity),
+            Err(verdict) => verdict,
+        }
+    }
+
+    /// r1–r3 now; r4–r5 as the returned writer operation (or the verdict
+    /// that ends the registration before the writer).
+    fn register_op(
+        &self,
+        proof_bytes: &[u8],
+    ) -> Result<impl FnOnce(&mut dyn WriteTxn, Ms) -> StoreResult<Verdict> + Send + 'static, Verdict>
+    {
         let proof = match self.authorize(proof_bytes, Operation::Register) {
             Ok(p) => p,
-            Err(Denied::Verdict(v)) => return v,
-            Err(Denied::Unavailable(_)) => return Verdict::RegistrationCapacity,
+            Err(Denied::Verdict(v)) => return Err(v),
+            Err(Denied::Unavailable(_)) => return Err(Verdict::RegistrationCapacity),
         };
         let rkid = *proof.rkid();
         let generation = proof.generation().unwrap_or(0);
         let principal = *proof.principal().as_bytes();
         let shared = Arc::clone(&self.shared);
-        self.committer
-            .execute(move |txn, now| {
-                let c = shared.constants();
-                let held = binding::held(txn, &rkid)?;
-                // r4: a return is refused only over the limits, an arrival
-                // whenever it would not fit (a return outranks an arrival).
-                let returning = matches!(held.state, State::Live | State::Closing);
-                if capacity::registration_refused(
-                    &txn.occupancy()?,
-                    c.queue_floor,
-                    shared.limits(),
-                    returning,
-                ) {
-                    return Ok(Verdict::RegistrationCapacity);
-                }
-                // r5: the table.
-                let guard = Guard::of_registration((generation, &principal), held.record());
-                let (outcome, next) = table::transition(held.state, Input::RegisterRebind, guard);
-                let Some(verdict) = presenter_verdict(outcome, held.held_generation()) else {
-                    tracing::error!(?outcome, "register reached an internal cell");
-                    return Ok(Verdict::RegistrationCapacity);
+        Ok(move |txn: &mut dyn WriteTxn, now: Ms| {
+            let c = shared.constants();
+            let held = binding::held(txn, &rkid)?;
+            // r4: a return is refused only over the limits, an arrival
+            // whenever it would not fit (a return outranks an arrival).
+            let returning = matches!(held.state, State::Live | State::Closing);
+            if capacity::registration_refused(
+                &txn.occupancy()?,
+                c.queue_floor,
+                shared.limits(),
+                returning,
+            ) {
+                return Ok(Verdict::RegistrationCapacity);
+            }
+            // r5: the table.
+            let guard = Guard::of_registration((generation, &principal), held.record());
+            let (outcome, next) = table::transition(held.state, Input::RegisterRebind, guard);
+            let Some(verdict) = presenter_verdict(outcome, held.held_generation()) else {
+                tracing::error!(?outcome, "register reached an internal cell");
+                return Ok(Verdict::RegistrationCapacity);
+            };
+            if matches!(
+                verdict,
+                Verdict::Registered | Verdict::RegisteredIdempotent | Verdict::Rebound
+            ) {
+                let install = Install {
+                    generation,
+                    principal,
+                    now,
                 };
-                if matches!(
-                    verdict,
-                    Verdict::Registered | Verdict::RegisteredIdempotent | Verdict::Rebound
-                ) {
-                    let install = Install {
-                        generation,
-                        principal,
-                        now,
-                    };
-                    binding::realize(txn, &rkid, &held, next, now, Some(install), &c)?;
-                }
-                Ok(verdict)
-            })
-            .unwrap_or(Verdict::RegistrationCapacity)
+                binding::realize(txn, &rkid, &held, next, now, Some(install), &c)?;
+            }
+            Ok(verdict)
+        })
     }
 
     /// Runs r1–r3 for a session operation, then `served` in the writer
