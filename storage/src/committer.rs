@@ -4,11 +4,21 @@
 //! waiting operation, then every operation that arrived meanwhile (up to
 //! `max_batch`), runs a prelude (the engine's due transitions at this
 //! batch's `now`), runs each operation in arrival order inside **one**
-//! write transaction, commits it with fsync, and only then answers every
-//! caller. Operations that arrive while a commit is in flight join the next
-//! batch. So every answer (`admitted`, `rebound`, `concluded`, …) follows
-//! its durable commit, and throughput scales with operations in flight
-//! instead of with fsyncs.
+//! write transaction and commits it ([`Store::commit_deferred`]). A second
+//! thread, the syncer, makes committed batches durable in commit order
+//! ([`Store::sync`]: one `fdatasync` covers every batch waiting) and only
+//! then answers their callers. So every answer (`admitted`, `rebound`,
+//! `concluded`, …) follows its durable commit, the writer builds the next
+//! batch while the previous one's fsync runs (at most 4 batches ahead), and
+//! throughput scales with operations in flight instead of with fsyncs.
+//!
+//! A committed batch is visible before it is durable (for at most those 4
+//! batches). Writer operations are safe with that: a batch that saw another
+//! batch's effects is durable only after it, since syncs are in order and
+//! one `fdatasync` covers all earlier ones. Readers outside the writer see
+//! it early, which is why the engine answers the sender-status path
+//! through the writer too. If a sync fails, that batch and every later one
+//! are refused and rolled back ([`Store::sync`]).
 //!
 //! Every operation runs against the state left by the ones before it in the
 //! same batch: the batch is a serial schedule, so each check-and-commit is
@@ -20,7 +30,7 @@
 //! never a partial effect. The writer survives the error and serves the
 //! next batch (a single I/O error never wedges the carrier).
 
-use crate::{Ms, Store, StoreError, StoreResult, WriteTxn};
+use crate::{Ms, PendingSync, Store, StoreError, StoreResult, WriteTxn};
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
@@ -73,9 +83,17 @@ pub struct BatchReport {
     pub commit_time: Duration,
 }
 
-/// Called with every [`BatchReport`], on the writer thread: keep it short,
-/// the next batch waits for it.
+/// Called with every [`BatchReport`], on the syncer thread, before the
+/// batch's callers are answered: keep it short, later batches wait for it.
 pub type BatchObserver = Arc<dyn Fn(&BatchReport) + Send + Sync>;
+
+/// What runs once a batch's fate is known: `true` when it became durable.
+pub type Settle = Box<dyn FnOnce(bool) + Send>;
+/// Called on the writer thread as each batch ends (committed or failed),
+/// before the next one begins; what it returns runs once the batch's fate
+/// is known, before its callers are answered. For state the batch's
+/// operations staged on the writer thread (the engine's event tallies).
+pub type BatchStage = Arc<dyn Fn() -> Settle + Send + Sync>;
 
 /// Handle to the writer thread. Dropping every handle stops the writer
 /// after it has drained the queued operations.
@@ -113,12 +131,20 @@ impl Committer {
         prelude: Prelude,
         max_batch: usize,
     ) -> StoreResult<Committer> {
-        Committer::start_observed(store, clock, prelude, max_batch, Arc::new(|_| {}))
+        Committer::start_observed(
+            store,
+            clock,
+            prelude,
+            max_batch,
+            Arc::new(|_| {}),
+            Arc::new(|| Box::new(|_| {})),
+        )
     }
 
     /// [`Committer::start`] with an `observer` told about every batch
-    /// (metrics: batch size, commit latency; and whatever must follow
-    /// exactly the batches that became durable).
+    /// (metrics: batch size, commit latency) and a `stage` hook for what
+    /// the batch's operations staged on the writer thread and must follow
+    /// exactly the batches that became durable.
     ///
     /// # Errors
     /// [`StoreError::Io`] if the thread cannot be spawned.
@@ -128,6 +154,7 @@ impl Committer {
         prelude: Prelude,
         max_batch: usize,
         observer: BatchObserver,
+        stage: BatchStage,
     ) -> StoreResult<Committer> {
         let (jobs, queue) = mpsc::channel::<Job>();
         let stats = Arc::new(CommitStats::default());
@@ -144,6 +171,7 @@ impl Committer {
                     &Observed {
                         stats: &thread_stats,
                         observer: &observer,
+                        stage: &stage,
                     },
                 )
             })?;
@@ -210,9 +238,16 @@ impl Committer {
 struct Observed<'a> {
     stats: &'a CommitStats,
     observer: &'a BatchObserver,
+    stage: &'a BatchStage,
 }
 
 impl Observed<'_> {
+    /// A batch that failed on the writer thread: its staged state is dropped.
+    fn failed_here(&self, operations: usize, commit_time: Duration) {
+        (self.stage)()(false);
+        self.failed(operations, commit_time);
+    }
+
     fn failed(&self, operations: usize, commit_time: Duration) {
         use std::sync::atomic::Ordering::Relaxed;
         self.stats.failed_batches.fetch_add(1, Relaxed);
@@ -235,6 +270,19 @@ impl Observed<'_> {
     }
 }
 
+/// Batches committed but not yet durable that the writer may run ahead
+/// of the syncer by (bounds what is visible before it is durable).
+const SYNC_DEPTH: usize = 4;
+
+/// A committed batch on its way to durability.
+struct Pending {
+    sync: PendingSync,
+    settle: Settle,
+    completions: Vec<Completion>,
+    count: usize,
+    started: Instant,
+}
+
 fn writer_loop<S: Store>(
     store: &S,
     clock: &ClockFn,
@@ -243,36 +291,106 @@ fn writer_loop<S: Store>(
     max_batch: usize,
     stats: &Observed<'_>,
 ) {
-    while let Ok(first) = queue.recv() {
-        let mut batch = vec![first];
-        while batch.len() < max_batch {
-            match queue.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
+    std::thread::scope(|scope| {
+        let (to_syncer, pending) = mpsc::sync_channel::<Pending>(SYNC_DEPTH);
+        let syncer = std::thread::Builder::new()
+            .name("rltp-sync".into())
+            .spawn_scoped(scope, move || syncer_loop(store, &pending, stats));
+        if let Err(error) = syncer {
+            tracing::error!(%error, "the sync thread could not start; the writer stops");
+            return;
+        }
+        while let Ok(first) = queue.recv() {
+            let mut batch = vec![first];
+            while batch.len() < max_batch {
+                match queue.try_recv() {
+                    Ok(job) => batch.push(job),
+                    Err(_) => break,
+                }
+            }
+            if let Some(committed) = run_batch(store, clock, prelude, batch, stats)
+                && let Err(mpsc::SendError(lost)) = to_syncer.send(committed)
+            {
+                // The syncer is gone: nothing can be made durable.
+                (lost.settle)(false);
+                fail_all(
+                    store,
+                    stats,
+                    lost.completions,
+                    lost.count,
+                    StoreError::Closed,
+                    lost.started.elapsed(),
+                );
             }
         }
-        // Statistics are recorded inside `run_batch`, before any caller is
-        // answered, so a caller that saw its answer also sees its batch counted.
-        run_batch(store, clock, prelude, batch, stats);
+        // Dropping the sender ends the syncer once it has answered the rest.
+    });
+}
+
+/// Makes committed batches durable in commit order, one `fdatasync` for
+/// all that are waiting, then answers their callers.
+fn syncer_loop<S: Store>(store: &S, pending: &mpsc::Receiver<Pending>, stats: &Observed<'_>) {
+    while let Ok(first) = pending.recv() {
+        let mut group = vec![first];
+        while let Ok(more) = pending.try_recv() {
+            group.push(more);
+        }
+        for batch in group {
+            // Statistics are recorded before any caller is answered, so a
+            // caller that saw its answer also sees its batch counted.
+            let synced = store.sync(batch.sync);
+            (batch.settle)(synced.is_ok());
+            match synced {
+                Ok(()) => {
+                    stats.committed(batch.count, batch.started.elapsed());
+                    for completion in batch.completions {
+                        completion(Ok(()));
+                    }
+                }
+                Err(error) => {
+                    tracing::error!(%error, "batch not durable; its callers are refused");
+                    fail_all(
+                        store,
+                        stats,
+                        batch.completions,
+                        batch.count,
+                        error,
+                        batch.started.elapsed(),
+                    );
+                }
+            }
+        }
     }
 }
 
+/// Answers every caller of a failed batch with `error` (its staged state
+/// already settled).
+fn fail_all<S: Store>(
+    store: &S,
+    stats: &Observed<'_>,
+    completions: Vec<Completion>,
+    count: usize,
+    error: StoreError,
+    commit_time: Duration,
+) {
+    store.after_failure();
+    stats.failed(count, commit_time);
+    let error = Arc::new(error);
+    for completion in completions {
+        completion(Err(Arc::clone(&error)));
+    }
+}
+
+/// Runs one batch in one write transaction and commits it visibly; returns
+/// it for the syncer, or `None` when it failed (its callers are answered).
 fn run_batch<S: Store>(
     store: &S,
     clock: &ClockFn,
     prelude: &Prelude,
     batch: Vec<Job>,
     stats: &Observed<'_>,
-) {
+) -> Option<Pending> {
     let count = batch.len();
-    let fail_all = |completions: Vec<Completion>, error: StoreError, commit_time| {
-        store.after_failure();
-        stats.failed(count, commit_time);
-        let error = Arc::new(error);
-        for completion in completions {
-            completion(Err(Arc::clone(&error)));
-        }
-    };
     let mut txn = match store.begin_write() {
         Ok(txn) => txn,
         Err(error) => {
@@ -280,9 +398,9 @@ fn run_batch<S: Store>(
             // so their callers see `NotRun`.
             drop(batch);
             store.after_failure();
-            stats.failed(count, Duration::ZERO);
+            stats.failed_here(count, Duration::ZERO);
             tracing::error!(%error, "write transaction could not begin");
-            return;
+            return None;
         }
     };
     let now = clock();
@@ -291,8 +409,8 @@ fn run_batch<S: Store>(
         drop(txn);
         drop(batch);
         store.after_failure();
-        stats.failed(count, Duration::ZERO);
-        return;
+        stats.failed_here(count, Duration::ZERO);
+        return None;
     }
     let mut completions = Vec::with_capacity(batch.len());
     let mut failure = None;
@@ -311,22 +429,26 @@ fn run_batch<S: Store>(
     if let Some(error) = failure {
         drop(txn);
         tracing::error!(%error, "operation failed; batch dropped");
-        fail_all(completions, error, Duration::ZERO);
-        return;
+        (stats.stage)()(false);
+        fail_all(store, stats, completions, count, error, Duration::ZERO);
+        return None;
     }
     let started = Instant::now();
-    let committed = store.commit(txn);
-    let commit_time = started.elapsed();
+    let committed = store.commit_deferred(txn);
+    let settle = (stats.stage)();
     match committed {
-        Ok(()) => {
-            stats.committed(count, commit_time);
-            for completion in completions {
-                completion(Ok(()));
-            }
-        }
+        Ok(sync) => Some(Pending {
+            sync,
+            settle,
+            completions,
+            count,
+            started,
+        }),
         Err(error) => {
             tracing::error!(%error, "commit failed; batch dropped");
-            fail_all(completions, error, commit_time);
+            settle(false);
+            fail_all(store, stats, completions, count, error, started.elapsed());
+            None
         }
     }
 }

@@ -77,6 +77,20 @@ pub struct Challenge {
     pub expires_at: Ms,
 }
 
+/// What a transaction committed with [`Store::commit_deferred`] still
+/// waits for before it is durable (opaque; default: nothing).
+#[derive(Debug, Default)]
+pub struct PendingSync {
+    /// The file to `fdatasync` (`None`: durable already).
+    pub(crate) file: Option<std::sync::Arc<std::fs::File>>,
+    /// Segment and offset the transaction's log record ends at.
+    pub(crate) segment: u64,
+    pub(crate) end: u64,
+    /// The store's rollback epoch when it was committed: a rollback in
+    /// between means it was undone.
+    pub(crate) epoch: u64,
+}
+
 /// Read access to the carrier state (a consistent snapshot, or the
 /// current state inside a write transaction).
 pub trait ReadTxn {
@@ -218,6 +232,38 @@ pub trait Store: Send + Sync + 'static {
     /// [`StoreError`]; on error nothing of `txn` may be assumed durable,
     /// and nothing of it is visible.
     fn commit(&self, txn: Self::Write<'_>) -> StoreResult<()>;
+    /// Commits `txn` so that it is visible, and returns what its
+    /// durability still waits for, for [`Store::sync`]: the pipelined group
+    /// commit of [`committer::Committer`] builds the next batch while this
+    /// one's fsync runs. Nobody may be told of `txn`'s effects before
+    /// `sync` returned `Ok` for it. Default: [`Store::commit`] (durable on
+    /// return, nothing left to wait for).
+    ///
+    /// # Errors
+    /// As [`Store::commit`].
+    fn commit_deferred(&self, txn: Self::Write<'_>) -> StoreResult<PendingSync> {
+        self.commit(txn).map(|()| PendingSync::default())
+    }
+    /// Waits until the transaction `pending` came from is durable (and
+    /// with it every transaction committed before it).
+    ///
+    /// # Errors
+    /// [`StoreError`] if it cannot be made durable. Then no transaction
+    /// committed after the last durable one stays: the store rolls back
+    /// to its durable state before its next write transaction, and every
+    /// later `sync` of those transactions fails too. Default: `Ok`.
+    fn sync(&self, pending: PendingSync) -> StoreResult<()> {
+        let _ = pending;
+        Ok(())
+    }
+    /// Makes everything visible now durable (for a reader about to answer
+    /// from a snapshot; usually the syncer has done it already).
+    ///
+    /// # Errors
+    /// As [`Store::sync`]. Default: `Ok`.
+    fn sync_visible(&self) -> StoreResult<()> {
+        Ok(())
+    }
     /// Told by the group-commit writer that a batch failed (an operation,
     /// the prelude, the commit or `begin_write` returned an error), before
     /// the next batch. A store whose storage engine latches an I/O failure

@@ -83,7 +83,7 @@ use crate::oplog::{self, Cursor, tag};
 use crate::segment::{self, ActiveSegment};
 use crate::{
     Binding, Challenge, DeclarationRecord, Departure, DepartureRecord, Deposit, DepositId, Due, Ms,
-    Occupancy, Phase, ReadTxn, Store, StoreError, StoreResult, Tombstone, WriteTxn,
+    Occupancy, PendingSync, Phase, ReadTxn, Store, StoreError, StoreResult, Tombstone, WriteTxn,
 };
 use redb::{
     Database, Durability, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition,
@@ -252,6 +252,27 @@ pub struct RedbStore {
     readers: Mutex<Readers>,
     challenges: crate::challenges::ChallengeTable,
     last_replay: Mutex<ReplayReport>,
+    /// What is known durable, shared by the writer and the syncer
+    /// (deferred commits, [`Store::sync`]). Held across every `fdatasync`
+    /// of the active segment, so that a sync error is seen by exactly one
+    /// caller and recorded before any other sync can report success.
+    durable: Mutex<DurableState>,
+    /// The sync that makes the last visible commit durable.
+    visible: Mutex<PendingSync>,
+}
+
+/// Held by [`RedbStore::durable`].
+#[derive(Debug, Default)]
+struct DurableState {
+    /// `(segment, offset)`: every log byte before it is durable.
+    through: (u64, u64),
+    /// A sync failed: the transactions after `through` must be rolled
+    /// back (voided, redb reopened, the log replayed) before the next
+    /// write transaction.
+    failed: bool,
+    /// Incremented by every rollback; a pending sync from an older epoch
+    /// belongs to a transaction that was undone.
+    epoch: u64,
 }
 
 impl std::fmt::Debug for RedbStore {
@@ -301,6 +322,12 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 fn engine<E: std::fmt::Display>(error: E) -> StoreError {
     StoreError::Engine(error.to_string())
+}
+
+fn sync_failed() -> StoreError {
+    StoreError::Io(std::io::Error::other(
+        "an earlier sync of the operation log failed; its transactions are being rolled back",
+    ))
 }
 
 fn corrupt(what: impl Into<String>) -> StoreError {
@@ -823,6 +850,8 @@ impl RedbStore {
         }
         segment::sync_dir(&segments_dir)?;
         let files = HashMap::from([(active.id, Arc::clone(&active.file))]);
+        // What the reopened segment holds up to `at` was synced by `reopen`.
+        let through = (active.id, active.end());
         let store = RedbStore {
             db: RwLock::new(Some(Arc::new(db))),
             db_path,
@@ -843,6 +872,12 @@ impl RedbStore {
             readers: Mutex::new(Readers::default()),
             challenges: crate::challenges::ChallengeTable::default(),
             last_replay: Mutex::new(ReplayReport::default()),
+            durable: Mutex::new(DurableState {
+                through,
+                failed: false,
+                epoch: 0,
+            }),
+            visible: Mutex::new(PendingSync::default()),
         };
         if previous.is_some() {
             // Replay what the log holds beyond redb's state, then seal the
@@ -984,6 +1019,53 @@ impl RedbStore {
         Ok(())
     }
 
+    /// `fdatasync`s the active segment under the durable lock (before a
+    /// durable redb commit, which must never reference log bytes that are
+    /// not durable).
+    ///
+    /// # Errors
+    /// [`StoreError::Io`] if the sync fails, or an earlier one did (the
+    /// rollback has not happened yet).
+    fn sync_active(&self, state: &mut WriterState) -> StoreResult<()> {
+        let mut durable = lock(&self.durable);
+        if durable.failed {
+            return Err(sync_failed());
+        }
+        if let Err(error) = state.active.sync() {
+            durable.failed = true;
+            return Err(error.into());
+        }
+        durable.through = (state.active.id, state.active.end());
+        Ok(())
+    }
+
+    /// After a failed sync: voids every log byte after the last durable
+    /// one (one void record, synced), starts a new epoch (so pending syncs
+    /// of the undone transactions fail), and marks redb for a reopen, whose
+    /// replay rebuilds exactly the durable transactions.
+    fn roll_back_if_sync_failed(&self, state: &mut WriterState) -> StoreResult<()> {
+        let mut durable = lock(&self.durable);
+        if !durable.failed {
+            return Ok(());
+        }
+        let (segment, from) = durable.through;
+        let end = state.active.end();
+        if segment == state.active.id && end >= from + oplog::HEADER as u64 {
+            state.void_pending = Some((from, end));
+        }
+        self.void_if_pending(state)?;
+        tracing::error!(
+            from,
+            end,
+            "a sync failed: the transactions after the last durable one are rolled back"
+        );
+        durable.failed = false;
+        durable.epoch += 1;
+        durable.through = (state.active.id, end);
+        self.after_failure();
+        Ok(())
+    }
+
     /// After a durable commit at `generation`: segments drained since the
     /// last one may be unlinked once no older snapshot reads them, and the
     /// checkpoint counters start again.
@@ -999,6 +1081,9 @@ impl RedbStore {
     /// Seals the active segment and starts `next_segment` (one small
     /// durable transaction; the file is created first).
     fn rotate(&self, state: &mut WriterState) -> StoreResult<()> {
+        // Its durable commit makes every earlier non-durable one durable:
+        // their log records must be durable first.
+        self.sync_active(state)?;
         let txn = begin(self.db()?.as_ref(), &self.options)?;
         let next = get_u64(&txn, META, META_NEXT_SEGMENT)?.unwrap_or(1);
         let old = state.active.id;
@@ -1010,6 +1095,7 @@ impl RedbStore {
         record_active(&txn, next)?;
         txn.commit().map_err(engine)?;
         lock(&self.files).insert(active.id, Arc::clone(&active.file));
+        lock(&self.durable).through = (active.id, active.end());
         state.active = active;
         let generation = self.bump_generation();
         if drained {
@@ -2130,18 +2216,20 @@ impl WriteTxn for RedbWrite<'_> {
 }
 
 impl RedbStore {
-    /// [`Store::commit`]'s body (the caller marks the store on failure).
+    /// [`Store::commit_deferred`]'s body (the caller marks the store on
+    /// failure).
     ///
     /// 1. The transaction's log record is closed (its header written) and
-    ///    the active segment `fdatasync`ed: the record and every envelope
-    ///    byte in it are durable.
-    /// 2. redb commits, with `applied` = the end of that record: durably
-    ///    (a checkpoint) when the checkpoint policy says so or
-    ///    `force_durable`, else non-durably (visible, held in memory;
-    ///    durable through the record).
-    /// 3. Segments drained by durable commits are unlinked once no older
+    ///    written to the active segment.
+    /// 2. At a checkpoint (the policy says so, or `force_durable`): the
+    ///    segment is `fdatasync`ed and redb commits durably; nothing is left
+    ///    to wait for. Otherwise redb commits non-durably (visible, held in
+    ///    memory), and the returned [`PendingSync`] is the `fdatasync` that
+    ///    makes the record, and so the transaction, durable.
+    /// 3. Either way redb records `applied` = the end of that record.
+    /// 4. Segments drained by durable commits are unlinked once no older
     ///    snapshot can read them.
-    fn commit_or_mark(&self, mut w: RedbWrite<'_>) -> StoreResult<()> {
+    fn commit_visible(&self, mut w: RedbWrite<'_>) -> StoreResult<PendingSync> {
         let active = w.state.active.id;
         // The active segment's extent is rewritten by every commit.
         w.seg_adjust(active, 0, 0)?;
@@ -2157,12 +2245,17 @@ impl RedbStore {
             None => 0,
         };
         let drained = w.flush_counters()?;
-        w.state.active.sync()?;
         let options = &self.options;
         let durable = w.force_durable
             || w.state.unchecked_ops + w.ops >= options.checkpoint_ops
             || w.state.unchecked_bytes + logged >= options.checkpoint_bytes;
-        put_applied(w.txn()?, active, w.state.active.end())?;
+        if durable {
+            self.sync_active(&mut w.state)?;
+        } else {
+            w.state.active.flush()?;
+        }
+        let end = w.state.active.end();
+        put_applied(w.txn()?, active, end)?;
         let mut txn = w.txn.take().ok_or(StoreError::Closed)?;
         let durability = if durable {
             Durability::Immediate
@@ -2177,14 +2270,25 @@ impl RedbStore {
         let state = &mut *w.state;
         state.unlinked.clear();
         state.drained_undurable.extend(drained);
-        if durable {
+        let pending = if durable {
             RedbStore::durable_done(state, generation);
+            PendingSync::default()
         } else {
             state.unchecked_ops += ops;
             state.unchecked_bytes += logged;
-        }
+            PendingSync {
+                file: Some(Arc::clone(&state.active.file)),
+                segment: active,
+                end,
+                epoch: lock(&self.durable).epoch,
+            }
+        };
+        *lock(&self.visible) = PendingSync {
+            file: pending.file.clone(),
+            ..pending
+        };
         self.collect_garbage(state);
-        Ok(())
+        Ok(pending)
     }
 
     /// A write transaction over `txn` holding the writer lock.
@@ -2233,6 +2337,7 @@ impl Store for RedbStore {
 
     fn begin_write(&self) -> StoreResult<RedbWrite<'_>> {
         let mut state = lock(&self.writer);
+        self.roll_back_if_sync_failed(&mut state)?;
         self.void_if_pending(&mut state)?;
         if self.reopen_if_failed()? {
             // redb is back at its last durable commit: replay the log.
@@ -2252,7 +2357,47 @@ impl Store for RedbStore {
     }
 
     fn commit(&self, w: RedbWrite<'_>) -> StoreResult<()> {
-        self.commit_or_mark(w).inspect_err(|_| self.after_failure())
+        let pending = self.commit_deferred(w)?;
+        self.sync(pending)
+    }
+
+    fn sync_visible(&self) -> StoreResult<()> {
+        let visible = {
+            let v = lock(&self.visible);
+            PendingSync {
+                file: v.file.clone(),
+                ..*v
+            }
+        };
+        self.sync(visible)
+    }
+
+    fn commit_deferred(&self, w: RedbWrite<'_>) -> StoreResult<PendingSync> {
+        self.commit_visible(w).inspect_err(|_| self.after_failure())
+    }
+
+    /// `fdatasync`s the segment of `pending` unless a sync already covered
+    /// it, under the durable lock. A failure marks the store for the
+    /// rollback (`roll_back_if_sync_failed`); a pending sync of an epoch
+    /// that was rolled back, or issued after a failure, fails.
+    fn sync(&self, pending: PendingSync) -> StoreResult<()> {
+        let Some(file) = pending.file else {
+            return Ok(());
+        };
+        let mut durable = lock(&self.durable);
+        if durable.failed || durable.epoch != pending.epoch {
+            return Err(sync_failed());
+        }
+        if durable.through >= (pending.segment, pending.end) {
+            return Ok(());
+        }
+        if let Err(error) = file.sync_data() {
+            durable.failed = true;
+            tracing::error!(%error, "fdatasync of the operation log failed");
+            return Err(error.into());
+        }
+        durable.through = (pending.segment, pending.end);
+        Ok(())
     }
 
     fn after_failure(&self) {

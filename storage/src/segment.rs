@@ -222,6 +222,12 @@ impl ActiveSegment {
         result
     }
 
+    /// Writes the buffer to the file, without syncing it (a deferred
+    /// commit: the syncer `fdatasync`s the file later).
+    pub(crate) fn flush(&mut self) -> io::Result<()> {
+        self.spill()
+    }
+
     /// Writes the buffer and `fdatasync`s the file: every byte appended so
     /// far is durable when this returns `Ok`. Called before the redb commit.
     pub(crate) fn sync(&mut self) -> io::Result<()> {

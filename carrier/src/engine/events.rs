@@ -5,10 +5,10 @@
 //!
 //! A transition is counted where it is realized (`record`), into a tally
 //! local to the thread that runs it. Every state change runs on the
-//! engine's group-commit writer thread, inside a batch; when the batch has
-//! committed, the committer's observer publishes the tally into the
-//! engine's [`EventCounters`] (`EventCounters::settle`), and when it
-//! failed the tally is dropped. So a counter never counts a transition
+//! engine's group-commit writer thread, inside a batch; as the batch ends
+//! the committer's stage hook takes the tally (`take`) and, once the batch
+//! is durable, publishes it into the engine's [`EventCounters`]
+//! (`EventCounters::add`); when it failed the tally is dropped. So a counter never counts a transition
 //! that did not become durable, and a caller answered after its batch sees
 //! its batch counted.
 
@@ -30,8 +30,9 @@ pub(crate) enum Event {
     Concluded,
 }
 
+/// Transitions of one batch, by kind.
 #[derive(Debug, Clone, Copy, Default)]
-struct Tally([u64; 5]);
+pub(crate) struct Tally([u64; 5]);
 
 impl Event {
     fn index(self) -> usize {
@@ -60,6 +61,12 @@ pub(crate) fn record(event: Event) {
     });
 }
 
+/// Takes the tally of the batch that just ended on this thread (the
+/// writer thread), leaving it empty for the next batch.
+pub(crate) fn take() -> Tally {
+    PENDING.with(|pending| pending.replace(Tally::default()))
+}
+
 /// Counters of durable transitions, monotonic since the engine started.
 #[derive(Debug, Default)]
 pub struct EventCounters([AtomicU64; 5]);
@@ -67,12 +74,18 @@ pub struct EventCounters([AtomicU64; 5]);
 impl EventCounters {
     /// Publishes (when `committed`) or drops the tally of the batch that
     /// just ended on this thread (the writer thread).
+    #[cfg(test)]
     pub(crate) fn settle(&self, committed: bool) {
-        let tally = PENDING.with(|pending| pending.replace(Tally::default()));
+        let tally = take();
         if committed {
-            for (counter, n) in self.0.iter().zip(tally.0) {
-                counter.fetch_add(n, Ordering::Relaxed);
-            }
+            self.add(tally);
+        }
+    }
+
+    /// Adds a batch's tally (taken with [`take`]) once it is durable.
+    pub(crate) fn add(&self, tally: Tally) {
+        for (counter, n) in self.0.iter().zip(tally.0) {
+            counter.fetch_add(n, Ordering::Relaxed);
         }
     }
 

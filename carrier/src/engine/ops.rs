@@ -30,7 +30,7 @@ use crate::engine::capacity::{self, Room};
 use crate::engine::challenge::{self, CounterSnapshot, Counters, IssuedChallenge, Possession};
 use crate::engine::clock::Clock;
 use crate::engine::config::{EngineConfig, EngineConstants, Limits};
-use crate::engine::events::{EventCounters, EventSnapshot};
+use crate::engine::events::{self, EventCounters, EventSnapshot};
 use crate::engine::horizon;
 use crate::engine::meter::{self, Meter, MeterKey};
 use crate::engine::outcome::{Collected, CollectedDeposit, Concluded, EngineError, SessionError};
@@ -44,7 +44,7 @@ use rltp_proofs::proof::{self, CarrierProof, Purpose};
 use rltp_storage::committer::{BatchObserver, BatchReport, CommitStats, Committer};
 use rltp_storage::{DeclarationRecord, Departure, DepositId, Ms, Store, StoreResult, WriteTxn};
 use std::collections::BTreeSet;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock, Weak};
 
 /// The state shared by the engine handle, its writer closures and the
 /// batch prelude.
@@ -186,6 +186,7 @@ impl<S: Store> Engine<S> {
         let prelude_shared = Arc::clone(&shared);
         // Weak: the writer thread must not keep the engine state alive.
         let observer_shared = Arc::downgrade(&shared);
+        let stage_shared = Arc::downgrade(&shared);
         let committer = Committer::start_observed(
             store,
             Arc::new(move || clock.now()),
@@ -194,12 +195,20 @@ impl<S: Store> Engine<S> {
             }),
             config.max_batch,
             Arc::new(move |report: &BatchReport| {
-                if let Some(shared) = observer_shared.upgrade() {
-                    shared.events.settle(report.committed);
-                    if let Some(observer) = shared.batch_observer.get() {
-                        observer(report);
-                    }
+                if let Some(shared) = observer_shared.upgrade()
+                    && let Some(observer) = shared.batch_observer.get()
+                {
+                    observer(report);
                 }
+            }),
+            Arc::new(move || {
+                let tally = events::take();
+                let shared = Weak::clone(&stage_shared);
+                Box::new(move |durable: bool| {
+                    if durable && let Some(shared) = shared.upgrade() {
+                        shared.events.add(tally);
+                    }
+                })
             }),
         )?;
         Ok(Engine { shared, committer })
@@ -644,20 +653,22 @@ impl<S: Store> Engine<S> {
     /// `accepted` (held, or concluded — the carrier never reveals a
     /// conclusion), `given-up` (for `give-up-horizon` after the give-up),
     /// else `unknown`. Read from a snapshot, evaluated at the clock's now
-    /// (a late sweep is never visible).
+    /// (a late sweep is never visible), and answered only once everything
+    /// that snapshot can see is durable ([`Store::sync_visible`]): a
+    /// committed batch is visible before it is durable
+    /// (`rltp_storage::committer`), and `accepted` must never name a
+    /// deposit that a crash could still take back.
     ///
     /// # Errors
-    /// [`EngineError::Unavailable`] if the store cannot be read.
+    /// [`EngineError::Unavailable`] if the store cannot be read or synced.
     pub fn status(&self, rkid: &Rkid, id: &DepositId) -> Result<DepositStatus, EngineError> {
         let now = self.shared.clock.now();
-        let read = self.shared.store.read()?;
-        Ok(horizon::status(
-            &read,
-            rkid,
-            id,
-            now,
-            &self.shared.constants(),
-        )?)
+        let status = {
+            let read = self.shared.store.read()?;
+            horizon::status(&read, rkid, id, now, &self.shared.constants())?
+        };
+        self.shared.store.sync_visible()?;
+        Ok(status)
     }
 
     /// The sweeper (§5a.9): applies every transition due now with no
