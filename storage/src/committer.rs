@@ -16,9 +16,9 @@
 //! batches). Writer operations are safe with that: a batch that saw another
 //! batch's effects is durable only after it, since syncs are in order and
 //! one `fdatasync` covers all earlier ones. Readers outside the writer see
-//! it early, which is why the engine answers the sender-status path
-//! through the writer too. If a sync fails, that batch and every later one
-//! are refused and rolled back ([`Store::sync`]).
+//! it early, which is why the engine's sender-status answer from a
+//! snapshot waits for durability too ([`Store::sync_visible`]). A failed
+//! sync of the embedded store stops the process ([`Store::sync`]).
 //!
 //! Every operation runs against the state left by the ones before it in the
 //! same batch: the batch is a serial schedule, so each check-and-commit is

@@ -86,9 +86,6 @@ pub struct PendingSync {
     /// Segment and offset the transaction's log record ends at.
     pub(crate) segment: u64,
     pub(crate) end: u64,
-    /// The store's rollback epoch when it was committed: a rollback in
-    /// between means it was undone.
-    pub(crate) epoch: u64,
 }
 
 /// Read access to the carrier state (a consistent snapshot, or the
@@ -248,10 +245,9 @@ pub trait Store: Send + Sync + 'static {
     /// with it every transaction committed before it).
     ///
     /// # Errors
-    /// [`StoreError`] if it cannot be made durable. Then no transaction
-    /// committed after the last durable one stays: the store rolls back
-    /// to its durable state before its next write transaction, and every
-    /// later `sync` of those transactions fails too. Default: `Ok`.
+    /// [`StoreError`] if it cannot be made durable (the embedded store
+    /// never returns: a failed `fdatasync` stops the process, see
+    /// `redb_store`). Default: `Ok`.
     fn sync(&self, pending: PendingSync) -> StoreResult<()> {
         let _ = pending;
         Ok(())

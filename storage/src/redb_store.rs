@@ -252,27 +252,12 @@ pub struct RedbStore {
     readers: Mutex<Readers>,
     challenges: crate::challenges::ChallengeTable,
     last_replay: Mutex<ReplayReport>,
-    /// What is known durable, shared by the writer and the syncer
-    /// (deferred commits, [`Store::sync`]). Held across every `fdatasync`
-    /// of the active segment, so that a sync error is seen by exactly one
-    /// caller and recorded before any other sync can report success.
-    durable: Mutex<DurableState>,
+    /// `(segment, offset)`: every log byte before it is durable. Shared by
+    /// the writer and the syncer (deferred commits, [`Store::sync`]) and
+    /// held across every `fdatasync` of the log.
+    durable: Mutex<(u64, u64)>,
     /// The sync that makes the last visible commit durable.
     visible: Mutex<PendingSync>,
-}
-
-/// Held by [`RedbStore::durable`].
-#[derive(Debug, Default)]
-struct DurableState {
-    /// `(segment, offset)`: every log byte before it is durable.
-    through: (u64, u64),
-    /// A sync failed: the transactions after `through` must be rolled
-    /// back (voided, redb reopened, the log replayed) before the next
-    /// write transaction.
-    failed: bool,
-    /// Incremented by every rollback; a pending sync from an older epoch
-    /// belongs to a transaction that was undone.
-    epoch: u64,
 }
 
 impl std::fmt::Debug for RedbStore {
@@ -324,10 +309,17 @@ fn engine<E: std::fmt::Display>(error: E) -> StoreError {
     StoreError::Engine(error.to_string())
 }
 
-fn sync_failed() -> StoreError {
-    StoreError::Io(std::io::Error::other(
-        "an earlier sync of the operation log failed; its transactions are being rolled back",
-    ))
+/// An `fdatasync` of the operation log failed. What reached the disk is
+/// then unknown (the kernel may have dropped the dirty pages), while
+/// transactions after the last durable one are already visible and redb
+/// would make them durable when it closes. So the process stops at once,
+/// without closing anything (as PostgreSQL does on a failed fsync): the
+/// restart recovers exactly the durable log (`storage/README.md`, "Commit
+/// order"), and the supervisor restarts it (`Restart=on-failure`).
+fn fatal_sync_failure(error: &std::io::Error) -> ! {
+    tracing::error!(%error, "fdatasync of the operation log failed: stopping the carrier; the restart recovers what is durable");
+    eprintln!("rltp-storage: fdatasync of the operation log failed ({error}); aborting");
+    std::process::abort()
 }
 
 fn corrupt(what: impl Into<String>) -> StoreError {
@@ -872,11 +864,7 @@ impl RedbStore {
             readers: Mutex::new(Readers::default()),
             challenges: crate::challenges::ChallengeTable::default(),
             last_replay: Mutex::new(ReplayReport::default()),
-            durable: Mutex::new(DurableState {
-                through,
-                failed: false,
-                epoch: 0,
-            }),
+            durable: Mutex::new(through),
             visible: Mutex::new(PendingSync::default()),
         };
         if previous.is_some() {
@@ -1021,48 +1009,16 @@ impl RedbStore {
 
     /// `fdatasync`s the active segment under the durable lock (before a
     /// durable redb commit, which must never reference log bytes that are
-    /// not durable).
-    ///
-    /// # Errors
-    /// [`StoreError::Io`] if the sync fails, or an earlier one did (the
-    /// rollback has not happened yet).
+    /// not durable). A failure stops the process ([`fatal_sync_failure`]).
     fn sync_active(&self, state: &mut WriterState) -> StoreResult<()> {
         let mut durable = lock(&self.durable);
-        if durable.failed {
-            return Err(sync_failed());
-        }
+        // Everything buffered reaches the file first (an ordinary write
+        // error is an ordinary failed batch).
+        state.active.flush()?;
         if let Err(error) = state.active.sync() {
-            durable.failed = true;
-            return Err(error.into());
+            fatal_sync_failure(&error);
         }
-        durable.through = (state.active.id, state.active.end());
-        Ok(())
-    }
-
-    /// After a failed sync: voids every log byte after the last durable
-    /// one (one void record, synced), starts a new epoch (so pending syncs
-    /// of the undone transactions fail), and marks redb for a reopen, whose
-    /// replay rebuilds exactly the durable transactions.
-    fn roll_back_if_sync_failed(&self, state: &mut WriterState) -> StoreResult<()> {
-        let mut durable = lock(&self.durable);
-        if !durable.failed {
-            return Ok(());
-        }
-        let (segment, from) = durable.through;
-        let end = state.active.end();
-        if segment == state.active.id && end >= from + oplog::HEADER as u64 {
-            state.void_pending = Some((from, end));
-        }
-        self.void_if_pending(state)?;
-        tracing::error!(
-            from,
-            end,
-            "a sync failed: the transactions after the last durable one are rolled back"
-        );
-        durable.failed = false;
-        durable.epoch += 1;
-        durable.through = (state.active.id, end);
-        self.after_failure();
+        *durable = (state.active.id, state.active.end());
         Ok(())
     }
 
@@ -1095,7 +1051,7 @@ impl RedbStore {
         record_active(&txn, next)?;
         txn.commit().map_err(engine)?;
         lock(&self.files).insert(active.id, Arc::clone(&active.file));
-        lock(&self.durable).through = (active.id, active.end());
+        *lock(&self.durable) = (active.id, active.end());
         state.active = active;
         let generation = self.bump_generation();
         if drained {
@@ -1530,7 +1486,10 @@ impl RedbStore {
     /// # Errors
     /// [`StoreError`] if the read transaction cannot begin.
     pub fn snapshot(&self) -> StoreResult<Snapshot<'_>> {
-        Ok(Snapshot { read: self.read()? })
+        let read = self.read()?;
+        // Nothing the backup holds may be a batch a crash could undo.
+        self.sync_visible()?;
+        Ok(Snapshot { read })
     }
 }
 
@@ -2280,7 +2239,6 @@ impl RedbStore {
                 file: Some(Arc::clone(&state.active.file)),
                 segment: active,
                 end,
-                epoch: lock(&self.durable).epoch,
             }
         };
         *lock(&self.visible) = PendingSync {
@@ -2337,8 +2295,13 @@ impl Store for RedbStore {
 
     fn begin_write(&self) -> StoreResult<RedbWrite<'_>> {
         let mut state = lock(&self.writer);
-        self.roll_back_if_sync_failed(&mut state)?;
         self.void_if_pending(&mut state)?;
+        if self.db_failed.load(Ordering::SeqCst) {
+            // Closing redb promotes its pending non-durable commits to
+            // durable ones: the log records they reference must be durable
+            // first.
+            self.sync_active(&mut state)?;
+        }
         if self.reopen_if_failed()? {
             // redb is back at its last durable commit: replay the log.
             state = self.replay(state).inspect_err(|_| self.after_failure())?;
@@ -2377,26 +2340,20 @@ impl Store for RedbStore {
     }
 
     /// `fdatasync`s the segment of `pending` unless a sync already covered
-    /// it, under the durable lock. A failure marks the store for the
-    /// rollback (`roll_back_if_sync_failed`); a pending sync of an epoch
-    /// that was rolled back, or issued after a failure, fails.
+    /// it, under the durable lock. A failure stops the process
+    /// ([`fatal_sync_failure`]), so this returns only `Ok`.
     fn sync(&self, pending: PendingSync) -> StoreResult<()> {
         let Some(file) = pending.file else {
             return Ok(());
         };
         let mut durable = lock(&self.durable);
-        if durable.failed || durable.epoch != pending.epoch {
-            return Err(sync_failed());
-        }
-        if durable.through >= (pending.segment, pending.end) {
+        if *durable >= (pending.segment, pending.end) {
             return Ok(());
         }
         if let Err(error) = file.sync_data() {
-            durable.failed = true;
-            tracing::error!(%error, "fdatasync of the operation log failed");
-            return Err(error.into());
+            fatal_sync_failure(&error);
         }
-        durable.through = (pending.segment, pending.end);
+        *durable = (pending.segment, pending.end);
         Ok(())
     }
 
