@@ -83,8 +83,9 @@ pub struct BatchReport {
     pub commit_time: Duration,
 }
 
-/// Called with every [`BatchReport`], on the syncer thread, before the
-/// batch's callers are answered: keep it short, later batches wait for it.
+/// Called with every [`BatchReport`] before the batch's callers are
+/// answered: on the syncer thread, or on the writer thread for a batch that
+/// failed before its commit. Keep it short: later batches wait for it.
 pub type BatchObserver = Arc<dyn Fn(&BatchReport) + Send + Sync>;
 
 /// What runs once a batch's fate is known: `true` when it became durable.
