@@ -16,8 +16,9 @@
 //! batches). Writer operations are safe with that: a batch that saw another
 //! batch's effects is durable only after it, since syncs are in order and
 //! one `fdatasync` covers all earlier ones. Readers outside the writer see
-//! it early, which is why the engine's sender-status answer from a
-//! snapshot waits for durability too ([`Store::sync_visible`]). A failed
+//! it early, which is why the sender-status answer, the watch push and the
+//! backup snapshot, all read from snapshots, wait for durability too
+//! ([`Store::sync_visible`]). A failed
 //! sync of the embedded store stops the process ([`Store::sync`]).
 //!
 //! Every operation runs against the state left by the ones before it in the
@@ -271,8 +272,9 @@ impl Observed<'_> {
     }
 }
 
-/// Batches committed but not yet durable that the writer may run ahead
-/// of the syncer by (bounds what is visible before it is durable).
+/// Batches committed but not yet durable that may wait for the syncer,
+/// besides the group it is syncing (bounds what is visible before it is
+/// durable).
 const SYNC_DEPTH: usize = 4;
 
 /// A committed batch on its way to durability.
@@ -310,18 +312,15 @@ fn writer_loop<S: Store>(
                 }
             }
             if let Some(committed) = run_batch(store, clock, prelude, batch, stats)
-                && let Err(mpsc::SendError(lost)) = to_syncer.send(committed)
+                && to_syncer.send(committed).is_err()
             {
-                // The syncer is gone: nothing can be made durable.
-                (lost.settle)(false);
-                fail_all(
-                    store,
-                    stats,
-                    lost.completions,
-                    lost.count,
-                    StoreError::Closed,
-                    lost.started.elapsed(),
-                );
+                // The syncer died (a panic in an observer or a reply). The
+                // batch is visible and its record written: refusing its
+                // callers would be a lie once the log is synced, and they
+                // cannot be answered truthfully. Stop; the restart recovers
+                // exactly what is durable.
+                tracing::error!("the sync thread is gone: stopping");
+                std::process::abort();
             }
         }
         // Dropping the sender ends the syncer once it has answered the rest.

@@ -906,11 +906,27 @@ impl RedbStore {
         &'a self,
         state: MutexGuard<'a, WriterState>,
     ) -> StoreResult<MutexGuard<'a, WriterState>> {
+        let mut state = state;
         let txn = begin(self.db()?.as_ref(), &self.options)?;
         let from = match applied(&txn)? {
             Some((segment, at)) if segment == state.active.id => at,
+            // A rotation whose commit reported an error but landed: redb's
+            // state already names the next segment (nothing was written to
+            // it yet), so the log continues there.
+            Some((segment, at)) if segment > state.active.id => {
+                let active = ActiveSegment::reopen(&self.segments_dir, segment, at)?;
+                lock(&self.files).insert(active.id, Arc::clone(&active.file));
+                *lock(&self.durable) = (active.id, at);
+                state.active = active;
+                at
+            }
             _ => return Ok(state),
         };
+        // The rows of segments unlinked since the last commit go in this
+        // one (as in every write transaction, `begin_write`).
+        for id in &state.unlinked {
+            del(&txn, SEGMENT_GC, &id.to_be_bytes())?;
+        }
         let mut w = self.write_with(state, txn, false)?;
         let file = Arc::clone(&w.state.active.file);
         let len = file.metadata()?.len();
@@ -1001,10 +1017,14 @@ impl RedbStore {
         if end >= start + oplog::HEADER as u64 {
             state
                 .active
-                .patch_durably(start, &oplog::void_header(start, body))
+                .overwrite_in_file(start, &oplog::void_header(start, body))
                 .inspect_err(|error| {
                     tracing::error!(%error, start, end, "voiding an uncommitted log record failed; will retry");
                 })?;
+            // A failed sync may have dropped the page: as for any log sync.
+            if let Err(error) = state.active.file.sync_data() {
+                fatal_sync_failure(&error);
+            }
         }
         state.void_pending = None;
         Ok(())
@@ -2218,6 +2238,16 @@ impl RedbStore {
         }
         let end = w.state.active.end();
         put_applied(w.txn()?, active, end)?;
+        if !durable {
+            // Before the commit makes the batch visible: a reader that sees
+            // it must find its sync here (`sync_visible`). If the commit
+            // then fails, syncing its (voided) record is harmless.
+            *lock(&self.visible) = PendingSync {
+                file: Some(Arc::clone(&w.state.active.file)),
+                segment: active,
+                end,
+            };
+        }
         let mut txn = w.txn.take().ok_or(StoreError::Closed)?;
         let durability = if durable {
             Durability::Immediate
@@ -2243,10 +2273,6 @@ impl RedbStore {
                 segment: active,
                 end,
             }
-        };
-        *lock(&self.visible) = PendingSync {
-            file: pending.file.clone(),
-            ..pending
         };
         self.collect_garbage(state);
         Ok(pending)

@@ -183,11 +183,10 @@ impl ActiveSegment {
         self.file.write_all_at(bytes, offset)
     }
 
-    /// Writes `bytes` at `offset` below [`ActiveSegment::written`] and
-    /// `fdatasync`s (voiding a record that reached the file).
-    pub(crate) fn patch_durably(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
-        self.file.write_all_at(bytes, offset)?;
-        self.file.sync_data()
+    /// Writes `bytes` at `offset` below [`ActiveSegment::written`], in the
+    /// file (voiding a record that reached it); the caller syncs.
+    pub(crate) fn overwrite_in_file(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        self.file.write_all_at(bytes, offset)
     }
 
     /// Appends `bytes` (buffered); returns their offset.

@@ -497,7 +497,9 @@ enum WatchRead {
 /// Reads the deposits after `after` if `rkid` is still held (`live` or
 /// `closing` at now, §5a.9) by `principal` — the same judgement as the
 /// table's `collect` cell — from a read snapshot. Deposits past their own
-/// give-up instant are left to the sweep.
+/// give-up instant are left to the sweep. Nothing is pushed before
+/// everything the snapshot sees is durable (`Store::sync_visible`: a
+/// committed batch is visible before its log record is synced).
 fn watch_read<S: Store>(
     engine: &crate::engine::Engine<S>,
     rkid: &Rkid,
@@ -526,6 +528,10 @@ fn watch_read<S: Store>(
                 admitted_at: d.admitted_at,
             });
         }
+    }
+    drop(read);
+    if !deposits.is_empty() {
+        engine.store().sync_visible()?;
     }
     Ok(WatchRead::Deposits(deposits))
 }
