@@ -1,11 +1,12 @@
-//! The embedded durable [`Store`]: redb for bindings, indexes and small
-//! metadata; append-only segment files for envelope bytes (key–value
-//! separation, chosen by measurement: see `storage/README.md`).
+//! The embedded durable [`Store`]: an operation log in append-only segment
+//! files (every committed transaction's mutations, envelope bytes inside;
+//! `src/oplog.rs`) and redb for bindings, indexes and small metadata,
+//! made durable at checkpoints (see `storage/README.md`).
 //!
 //! ## On-disk layout
 //! ```text
 //! <dir>/carrier.redb              redb database (tables below)
-//! <dir>/segments/<id:016x>.seg    append-only envelope bytes (crate::segment)
+//! <dir>/segments/<id:016x>.seg    the operation log: records with envelope bytes inside (crate::segment, crate::oplog)
 //! ```
 //!
 //! ## Tables and their encodings
@@ -26,7 +27,7 @@
 //! | `due` | at u64 ‖ tag u8 ‖ rkid ‖ extra | empty; tag 0 `OrphanExpiry`, 1 `Deadline`, 2 `GiveUp` (extra = seq u64), 3 `Forget` (extra = id) |
 //! | `segments` | segment u64 | live_count u64 ‖ live_bytes u64 ‖ end u64 (committed extent) |
 //! | `segment_gc` | segment u64 | empty — segments to unlink (pending deletions) |
-//! | `meta` | ASCII name | `format` u32 = 1; `occupancy` total_bytes ‖ bindings ‖ deposits ‖ tombstones ‖ elastic_bytes (5×u64); `declaration` revision u64 ‖ document; `active_segment` u64; `next_segment` u64 |
+//! | `meta` | ASCII name | `format` u32 = 2 (1: before the operation log, upgraded on open); `applied` segment u64 ‖ offset u64 (the log records before it are in this state); `occupancy` total_bytes ‖ bindings ‖ deposits ‖ tombstones ‖ elastic_bytes (5×u64); `declaration` revision u64 ‖ document; `active_segment` u64; `next_segment` u64 |
 //!
 //! The `due` key order equals the order of `(Ms, Due)` (variant order, then
 //! fields), and the `eviction` key order equals `(released_at, rkid)`, so
@@ -35,29 +36,34 @@
 //! `u64::MAX` and offset 0.
 //!
 //! ## Commit order
-//! A write transaction appends envelope bytes to the active segment through
-//! a buffer and records their location in redb. [`Store::commit`] then:
-//! 1. writes the buffered bytes and `fdatasync`s the segment file — every
-//!    byte the transaction references is durable;
-//! 2. writes the transaction's counters (occupancy, queue bytes, per-segment
-//!    live counts) and moves every sealed segment whose live count reached 0
-//!    to `segment_gc`;
-//! 3. commits redb with `Durability::Immediate` (fsync);
-//! 4. only then unlinks the drained segment files (once no older read
-//!    snapshot can still reference them), and the next write transaction
-//!    drops their `segment_gc` rows.
+//! A write transaction appends each mutation to its log record in the active
+//! segment (through a buffer) and applies it to a redb write transaction.
+//! [`Store::commit_deferred`] then writes the record, the counters
+//! (occupancy, queue bytes, per-segment live counts and extents; sealed
+//! segments whose live count reached 0 move to `segment_gc`) and `applied`,
+//! and commits redb: non-durably, or at a checkpoint (every
+//! [`RedbOptions::checkpoint_ops`] operations, rotation, replay) durably
+//! after `fdatasync`ing the segment. [`Store::sync`] `fdatasync`s the
+//! record: only then is the transaction durable and may be answered.
+//! Drained segments are unlinked after a durable commit, once no older read
+//! snapshot can reference them; the next write transaction drops their
+//! `segment_gc` rows. A failed `fdatasync` of the log stops the process
+//! (`fatal_sync_failure`).
 //!
 //! ## Recovery (what opening does)
-//! Nothing proportional to the data: redb's own recovery (with quick-repair
-//! on by default, so a crash does not force redb to walk the whole file),
+//! Work bounded by the checkpoint interval, never by the data: redb's own
+//! recovery to its last durable commit (with quick-repair on by default,
+//! so a crash does not force redb to walk the whole file); the replay of
+//! the previous active segment's records after `applied`, up to the first
+//! position that does not hold a valid record, in one durable transaction;
 //! then one small transaction that starts a **new** active segment
-//! (`next_segment`), moves the previous active segment to `segment_gc` if
-//! it holds nothing, and unlinks whatever `segment_gc` lists. Bytes past a
-//! segment's committed extent (a batch that never committed) are never
-//! referenced and never read; they are reclaimed with their segment. No
-//! segment or table is scanned. The segment file for a new id is created
-//! (truncated) *before* the transaction that records it, so an orphan file
-//! can only exist at `next_segment` and is overwritten when that id is used.
+//! (`next_segment`) and moves the previous one to `segment_gc` if it holds
+//! nothing; and the unlinking of whatever `segment_gc` lists. Bytes past the
+//! last valid record (a batch that never committed) are never referenced;
+//! they are reclaimed with their segment. The segment file for a new id is
+//! created (truncated) *before* the transaction that records it, so an
+//! orphan file can only exist at `next_segment` and is overwritten when
+//! that id is used.
 //!
 //! ## Reclaiming space
 //! A segment is deleted whole once every deposit in it has left (live count
@@ -71,8 +77,10 @@
 //! fails (a full disk, say), every later operation of that `Database`
 //! answers `PreviousIo` until it is closed and opened again. A failed batch
 //! therefore marks the store ([`Store::after_failure`], and every failed
-//! commit), and the next write transaction first reopens the database —
-//! redb's own recovery from its last durable commit, the same as a start.
+//! commit), and the next write transaction first syncs the log (closing
+//! redb makes its pending non-durable commits durable) and reopens the
+//! database — redb's own recovery, then the replay of the log, the same as
+//! a start.
 //! A read snapshot of the old handle keeps its file locked, so a reopen
 //! that finds it still open fails retriably and is tried again by the next
 //! transaction. A single I/O error therefore never wedges the store.
@@ -162,7 +170,7 @@ pub struct RedbOptions {
     /// A commit is a durable redb checkpoint once this many logged
     /// operations have been committed since the last one (every other
     /// commit is made durable by its operation-log record alone; see
-    /// [`crate::oplog`]). Bounds what an open replays. `1` makes every
+    /// `src/oplog.rs`). Bounds what an open replays. `1` makes every
     /// commit durable in redb too. Default 4 096 (`storage/README.md`,
     /// "The checkpoint interval": shorter intervals cut the tail latency
     /// while the store is small, but cost a third of the throughput once
@@ -210,7 +218,7 @@ pub struct IntegrityReport {
     pub binding_and_tombstone: u64,
 }
 
-/// What the last replay of the operation log applied ([`crate::oplog`]):
+/// What the last replay of the operation log applied (`src/oplog.rs`):
 /// at open, and after a failed batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ReplayReport {
@@ -896,7 +904,7 @@ impl RedbStore {
     /// Replays the operation-log records of the active segment that redb's
     /// state does not hold yet (those after `applied`), in one durable
     /// transaction; the log then continues after the last valid record
-    /// ([`crate::oplog`]). Work is bounded by the checkpoint interval.
+    /// (`src/oplog.rs`). Work is bounded by the checkpoint interval.
     /// Takes and returns the writer lock.
     ///
     /// # Errors
@@ -1007,7 +1015,7 @@ impl RedbStore {
     }
 
     /// Writes the void header over a log record that reached the file but
-    /// did not commit, and syncs it (module docs of [`crate::oplog`]).
+    /// did not commit, and syncs it (module docs of `src/oplog.rs`).
     /// Until that succeeds no write transaction may begin.
     fn void_if_pending(&self, state: &mut WriterState) -> StoreResult<()> {
         let Some((start, end)) = state.void_pending else {
@@ -1032,7 +1040,7 @@ impl RedbStore {
 
     /// `fdatasync`s the active segment under the durable lock (before a
     /// durable redb commit, which must never reference log bytes that are
-    /// not durable). A failure stops the process ([`fatal_sync_failure`]).
+    /// not durable). A failure stops the process (`fatal_sync_failure`).
     fn sync_active(&self, state: &mut WriterState) -> StoreResult<()> {
         let mut durable = lock(&self.durable);
         // Everything buffered reaches the file first (an ordinary write
@@ -1474,7 +1482,7 @@ fn record_active(txn: &WriteTransaction, id: u64) -> StoreResult<()> {
 }
 
 /// Records that redb's state holds every log record of `segment` before
-/// offset `at` ([`crate::oplog`]).
+/// offset `at` (`src/oplog.rs`).
 fn put_applied(txn: &WriteTransaction, segment: u64, at: u64) -> StoreResult<()> {
     let value = cat(&[&segment.to_be_bytes(), &at.to_be_bytes()]);
     put(txn, META, META_APPLIED, &value).map(drop)
@@ -1739,7 +1747,7 @@ impl RedbWrite<'_> {
     }
 
     /// Appends one operation (`parts`, concatenated) to this transaction's
-    /// log record ([`crate::oplog`]), opening the record first; returns the
+    /// log record (`src/oplog.rs`), opening the record first; returns the
     /// segment offset just past it. Does nothing while replaying.
     fn log(&mut self, parts: &[&[u8]]) -> StoreResult<u64> {
         if !self.logging {
@@ -2062,7 +2070,7 @@ impl ReadTxn for RedbWrite<'_> {
     }
 }
 
-/// Every mutation is logged first ([`RedbWrite::log`], a no-op during
+/// Every mutation is logged first (`RedbWrite::log`, a no-op during
 /// replay), then applied to redb.
 impl WriteTxn for RedbWrite<'_> {
     fn put_binding(&mut self, rkid: &Rkid, binding: &Binding) -> StoreResult<()> {
@@ -2370,7 +2378,7 @@ impl Store for RedbStore {
 
     /// `fdatasync`s the segment of `pending` unless a sync already covered
     /// it, under the durable lock. A failure stops the process
-    /// ([`fatal_sync_failure`]), so this returns only `Ok`.
+    /// (`fatal_sync_failure`), so this returns only `Ok`.
     fn sync(&self, pending: PendingSync) -> StoreResult<()> {
         let Some(file) = pending.file else {
             return Ok(());
