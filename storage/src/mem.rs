@@ -13,13 +13,16 @@ use rltp_proofs::multikey::Rkid;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+/// A held deposit and its bytes (shared, so a snapshot clone is cheap).
+type Held = (Deposit, Arc<Vec<u8>>);
+
 /// The whole state, as ordered maps.
 #[derive(Debug, Clone, Default)]
 pub struct MemState {
     bindings: BTreeMap<Rkid, Binding>,
     tombstones: BTreeMap<Rkid, Tombstone>,
     eviction_order: BTreeSet<(Ms, Rkid)>,
-    deposits: BTreeMap<(Rkid, u64), (Deposit, Arc<Vec<u8>>)>,
+    deposits: BTreeMap<(Rkid, u64), Held>,
     identity: BTreeMap<(Rkid, DepositId), u64>,
     next_seq: BTreeMap<Rkid, u64>,
     queue_bytes: BTreeMap<Rkid, u64>,
