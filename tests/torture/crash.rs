@@ -778,20 +778,11 @@ async fn verify_abandoned(client: &Client, journal: &Shared, q: usize) {
         account_statuses(&mut j, q, &checked, statuses, sent, released_at)
     };
     if let Some((keys, generation)) = registration {
-        let sent = lock(journal).now();
-        let verdict = client
-            .register(&keys, Purpose::Register)
-            .await
-            .unwrap()
-            .verdict();
+        let verdict = register_recorded(client, journal, q, &keys).await;
         let mut j = lock(journal);
-        let now = j.now();
-        j.counts.registrations += 1;
         let queue = &mut j.queues[q];
         queue.pending = None;
         queue.generation = generation;
-        queue.lc_lo = sent.saturating_sub(SLACK);
-        queue.lc_hi = now + SLACK;
         if verdict != Verdict::Registered {
             j.fail(
                 "resurrected",
@@ -887,19 +878,32 @@ fn journal(rng: &mut Rng) -> Journal {
 async fn register_all(client: &Client, journal: &Shared) {
     for q in 0..QUEUES {
         let keys = lock(journal).queues[q].keys();
-        let sent = lock(journal).now();
-        let verdict = client
-            .register(&keys, Purpose::Register)
-            .await
-            .unwrap()
-            .verdict();
+        let verdict = register_recorded(client, journal, q, &keys).await;
         assert_eq!(verdict, Verdict::Registered, "queue {q}");
-        let mut j = lock(journal);
-        let now = j.now();
-        j.counts.registrations += 1;
-        j.queues[q].lc_lo = sent.saturating_sub(SLACK);
-        j.queues[q].lc_hi = now + SLACK;
     }
+}
+
+/// Presents `keys`' registration for queue `q`, counts it, and brackets
+/// the queue's last collection by the round trip (a registration is a
+/// collection instant for the orphan horizon).
+async fn register_recorded(
+    client: &Client,
+    journal: &Shared,
+    q: usize,
+    keys: &RecipientKeys,
+) -> Verdict {
+    let sent = lock(journal).now();
+    let verdict = client
+        .register(keys, Purpose::Register)
+        .await
+        .unwrap()
+        .verdict();
+    let mut j = lock(journal);
+    let now = j.now();
+    j.counts.registrations += 1;
+    j.queues[q].lc_lo = sent.saturating_sub(SLACK);
+    j.queues[q].lc_hi = now + SLACK;
+    verdict
 }
 
 /// The whole torture run.

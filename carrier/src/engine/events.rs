@@ -8,9 +8,9 @@
 //! engine's group-commit writer thread, inside a batch; as the batch ends
 //! the committer's stage hook takes the tally (`take`) and, once the batch
 //! is durable, publishes it into the engine's [`EventCounters`]
-//! (`EventCounters::add`); when it failed the tally is dropped. So a counter never counts a transition
-//! that did not become durable, and a caller answered after its batch sees
-//! its batch counted.
+//! (`EventCounters::add`); when it failed the tally is dropped. So a
+//! counter never counts a transition that did not become durable, and a
+//! caller answered after its batch sees its batch counted.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};

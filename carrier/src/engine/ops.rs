@@ -567,15 +567,22 @@ impl<S: Store> Engine<S> {
         check_shape(bytes, rkid, bound).is_ok()
     }
 
-    /// The submission decision: s1–s6 and the append, one closure.
+    /// The submission decision: s1–s6 and the append, one closure; with
+    /// the deposit id it decides on.
     fn submit_op(
         &self,
         rkid: Rkid,
         bytes: Vec<u8>,
-    ) -> impl FnOnce(&mut dyn WriteTxn, Ms) -> StoreResult<SubmitVerdict> + Send + 'static {
+    ) -> (
+        DepositId,
+        impl FnOnce(&mut dyn WriteTxn, Ms) -> StoreResult<SubmitVerdict> + Send + 'static,
+    ) {
         let shape_ok = self.shape_ok(&rkid, &bytes);
+        // The content address, hashed here on the caller's thread rather
+        // than in the (serial) writer.
+        let id = DepositId::of(&bytes);
         let shared = Arc::clone(&self.shared);
-        move |txn, now| {
+        let op = move |txn: &mut dyn WriteTxn, now: Ms| {
             let c = shared.constants();
             // s1: a live or closing binding (released and unbound alike).
             if txn.binding(&rkid)?.is_none() {
@@ -586,7 +593,6 @@ impl<S: Store> Engine<S> {
                 return Ok(SubmitVerdict::Bounds);
             }
             // s3: byte identity with a deposit held now.
-            let id = DepositId::of(&bytes);
             let same_id = txn.deposit_by_id(&rkid, &id)?;
             let duplicate = match &same_id {
                 Some(d) => txn.deposit_bytes(&rkid, d)? == bytes,
@@ -624,7 +630,8 @@ impl<S: Store> Engine<S> {
             }
             queue::admit(txn, &rkid, &bytes, now, &c)?;
             Ok(SubmitVerdict::Admitted)
-        }
+        };
+        (id, op)
     }
 
     /// §5a.5 submit: s1 queue lookup → s2 shape and size → s3 byte
@@ -633,20 +640,23 @@ impl<S: Store> Engine<S> {
     /// The deposit id is [`DepositId::of`] the bytes. A deposit admitted
     /// while the binding is closing inherits the wind-up deadline.
     pub fn submit(&self, rkid: &Rkid, bytes: &[u8]) -> SubmitVerdict {
-        let op = self.submit_op(*rkid, bytes.to_vec());
+        let (_, op) = self.submit_op(*rkid, bytes.to_vec());
         self.committer
             .execute(op)
             .unwrap_or(SubmitVerdict::Capacity)
     }
 
     /// [`Engine::submit`] for async callers: awaits the durable commit
-    /// without blocking a runtime thread.
-    pub async fn submit_async(&self, rkid: &Rkid, bytes: Vec<u8>) -> SubmitVerdict {
-        let op = self.submit_op(*rkid, bytes);
-        self.committer
+    /// without blocking a runtime thread. Also returns the deposit id
+    /// ([`DepositId::of`] the bytes), so the caller need not hash again.
+    pub async fn submit_async(&self, rkid: &Rkid, bytes: Vec<u8>) -> (SubmitVerdict, DepositId) {
+        let (id, op) = self.submit_op(*rkid, bytes);
+        let verdict = self
+            .committer
             .run(op)
             .await
-            .unwrap_or(SubmitVerdict::Capacity)
+            .unwrap_or(SubmitVerdict::Capacity);
+        (verdict, id)
     }
 
     /// §5a.8/§6.1 sender status of deposit `id` in the queue of `rkid`:

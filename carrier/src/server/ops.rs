@@ -19,7 +19,7 @@ use crate::wire::{self, FrameError, Request};
 use rltp_proofs::envelope::MAX_ENVELOPE_BYTES;
 use rltp_proofs::json::Object;
 use rltp_proofs::multikey::Rkid;
-use rltp_storage::{DepositId, ReadTxn, Store, StoreError};
+use rltp_storage::{ReadTxn, Store, StoreError};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::OwnedSemaphorePermit;
@@ -304,8 +304,7 @@ async fn dispatch<S: Store>(
 
 /// One submission (§5a.5); wakes watch sessions of the queue on admission.
 async fn submit<S: Store>(ctx: &Ctx<S>, rkid: Rkid, body: Vec<u8>) -> SubmitAnswer {
-    let id = DepositId::of(&body);
-    let verdict = ctx.engine.submit_async(&rkid, body).await;
+    let (verdict, id) = ctx.engine.submit_async(&rkid, body).await;
     if verdict == SubmitVerdict::Admitted {
         ctx.watchers.admitted(&rkid);
     }
