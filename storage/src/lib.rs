@@ -168,15 +168,29 @@ pub trait WriteTxn: ReadTxn {
     /// Removes the tombstone of `rkid` (consumption or eviction).
     fn remove_tombstone(&mut self, rkid: &Rkid) -> StoreResult<Option<Tombstone>>;
     /// Appends `bytes` to the queue of `rkid` in admission order and
-    /// indexes its identity; returns the stored metadata. Occupancy grows by
-    /// `bytes.len()`.
+    /// indexes its identity `id`, which must be [`DepositId::of`] the bytes
+    /// (the caller has it already: s3 looked it up); returns the stored
+    /// metadata. Occupancy grows by `bytes.len()`. Every read of the bytes
+    /// checks them against `id`, so a wrong one surfaces as
+    /// [`StoreError::Corrupt`], never as wrong bytes.
+    fn append_identified(
+        &mut self,
+        rkid: &Rkid,
+        bytes: &[u8],
+        id: &DepositId,
+        admitted_at: Ms,
+        give_up_at: Ms,
+    ) -> StoreResult<Deposit>;
+    /// [`WriteTxn::append_identified`], hashing the id here.
     fn append_deposit(
         &mut self,
         rkid: &Rkid,
         bytes: &[u8],
         admitted_at: Ms,
         give_up_at: Ms,
-    ) -> StoreResult<Deposit>;
+    ) -> StoreResult<Deposit> {
+        self.append_identified(rkid, bytes, &DepositId::of(bytes), admitted_at, give_up_at)
+    }
     /// Removes a held deposit (conclusion or give-up only) and its identity
     /// entry; occupancy shrinks by its length.
     fn remove_deposit(&mut self, rkid: &Rkid, seq: u64) -> StoreResult<Option<Deposit>>;

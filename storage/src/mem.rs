@@ -162,10 +162,11 @@ impl WriteTxn for MemState {
         }
         Ok(removed)
     }
-    fn append_deposit(
+    fn append_identified(
         &mut self,
         rkid: &Rkid,
         bytes: &[u8],
+        id: &DepositId,
         admitted_at: Ms,
         give_up_at: Ms,
     ) -> StoreResult<Deposit> {
@@ -175,7 +176,7 @@ impl WriteTxn for MemState {
             .map_err(|_| crate::StoreError::Corrupt("deposit over 4 GiB".into()))?;
         let deposit = Deposit {
             seq: *seq,
-            id: DepositId::of(bytes),
+            id: *id,
             len,
             admitted_at,
             give_up_at,
@@ -302,15 +303,16 @@ impl WriteTxn for MemWrite<'_> {
     fn remove_tombstone(&mut self, rkid: &Rkid) -> StoreResult<Option<Tombstone>> {
         self.state.remove_tombstone(rkid)
     }
-    fn append_deposit(
+    fn append_identified(
         &mut self,
         rkid: &Rkid,
         bytes: &[u8],
+        id: &DepositId,
         admitted_at: Ms,
         give_up_at: Ms,
     ) -> StoreResult<Deposit> {
         self.state
-            .append_deposit(rkid, bytes, admitted_at, give_up_at)
+            .append_identified(rkid, bytes, id, admitted_at, give_up_at)
     }
     fn remove_deposit(&mut self, rkid: &Rkid, seq: u64) -> StoreResult<Option<Deposit>> {
         self.state.remove_deposit(rkid, seq)

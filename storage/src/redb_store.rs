@@ -1775,6 +1775,7 @@ impl RedbWrite<'_> {
         &mut self,
         rkid: &Rkid,
         bytes: &[u8],
+        id: &DepositId,
         admitted_at: Ms,
         give_up_at: Ms,
         offset: u64,
@@ -1786,7 +1787,7 @@ impl RedbWrite<'_> {
         queue.bytes += u64::from(len);
         let deposit = Deposit {
             seq: queue.next_seq,
-            id: DepositId::of(bytes),
+            id: *id,
             len,
             admitted_at,
             give_up_at,
@@ -1859,7 +1860,8 @@ impl RedbWrite<'_> {
                     let (admitted_at, give_up_at, len) = (c.u64()?, c.u64()?, c.u32()?);
                     let offset = record.body_at + c.pos() as u64;
                     let bytes = c.take(len as usize)?;
-                    self.index_deposit(&rkid, bytes, admitted_at, give_up_at, offset)?;
+                    let id = DepositId::of(bytes);
+                    self.index_deposit(&rkid, bytes, &id, admitted_at, give_up_at, offset)?;
                 }
                 tag::REMOVE_DEPOSIT => {
                     let rkid = Rkid::from_bytes(c.arr32()?);
@@ -2127,10 +2129,11 @@ impl WriteTxn for RedbWrite<'_> {
     }
     /// The envelope bytes are written once, inside this transaction's log
     /// record; the deposit points at them there.
-    fn append_deposit(
+    fn append_identified(
         &mut self,
         rkid: &Rkid,
         bytes: &[u8],
+        id: &DepositId,
         admitted_at: Ms,
         give_up_at: Ms,
     ) -> StoreResult<Deposit> {
@@ -2145,7 +2148,7 @@ impl WriteTxn for RedbWrite<'_> {
             bytes,
         ])?;
         let offset = end.saturating_sub(u64::from(len));
-        self.index_deposit(rkid, bytes, admitted_at, give_up_at, offset)
+        self.index_deposit(rkid, bytes, id, admitted_at, give_up_at, offset)
     }
     fn remove_deposit(&mut self, rkid: &Rkid, seq: u64) -> StoreResult<Option<Deposit>> {
         self.log(&[&[tag::REMOVE_DEPOSIT], rkid.as_bytes(), &seq.to_be_bytes()])?;

@@ -628,7 +628,7 @@ impl<S: Store> Engine<S> {
                 Room::Capacity => return Ok(SubmitVerdict::Capacity),
                 Room::Fits => {}
             }
-            queue::admit(txn, &rkid, &bytes, now, &c)?;
+            queue::admit(txn, &rkid, &bytes, &id, now, &c)?;
             Ok(SubmitVerdict::Admitted)
         };
         (id, op)

@@ -6,21 +6,25 @@ use crate::engine::capacity::elastic_delta;
 use crate::engine::config::EngineConstants;
 use crate::engine::events::{self, Event};
 use rltp_proofs::multikey::Rkid;
-use rltp_storage::{Departure, DepartureRecord, Deposit, Due, Ms, ReadTxn, StoreResult, WriteTxn};
+use rltp_storage::{
+    Departure, DepartureRecord, Deposit, DepositId, Due, Ms, ReadTxn, StoreResult, WriteTxn,
+};
 
-/// Appends `bytes` to the queue of `rkid`, admitted at `now` with its own
-/// give-up instant `now + give-up-horizon` scheduled; keeps the elastic
-/// occupancy in step (§4.4 guarantee 5). The caller has run s1–s6.
+/// Appends `bytes` (content address `id`) to the queue of `rkid`, admitted
+/// at `now` with its own give-up instant `now + give-up-horizon` scheduled;
+/// keeps the elastic occupancy in step (§4.4 guarantee 5). The caller has
+/// run s1–s6.
 pub(crate) fn admit(
     txn: &mut dyn WriteTxn,
     rkid: &Rkid,
     bytes: &[u8],
+    id: &DepositId,
     now: Ms,
     c: &EngineConstants,
 ) -> StoreResult<Deposit> {
     let before = txn.queue_bytes(rkid)?;
     let give_up_at = now.saturating_add(c.give_up_horizon_ms);
-    let deposit = txn.append_deposit(rkid, bytes, now, give_up_at)?;
+    let deposit = txn.append_identified(rkid, bytes, id, now, give_up_at)?;
     let after = before.saturating_add(u64::from(deposit.len));
     txn.add_elastic_bytes(elastic_delta(before, after, c.queue_floor))?;
     txn.schedule(give_up_at, &Due::GiveUp(*rkid, deposit.seq))?;
