@@ -23,7 +23,8 @@ use x25519_dalek::{PublicKey, StaticSecret, x25519};
 
 // ---------------------------------------------------------------- vector --
 
-/// `vectors/seal.json`, from `RLTP_SPEC_VECTORS` or `../shared/vectors`.
+/// `seal.json`, through the one resolver (`RLTP_SPEC_VECTORS`, else the
+/// vendored copy).
 /// A missing or unreadable file fails the test.
 fn seal_vector() -> serde_json::Value {
     common::shipped("seal.json")

@@ -366,9 +366,9 @@ fn demo_exits_0_and_prints_the_expected_digest() {
         "{missing:?}"
     );
     assert!(
-        missing
-            .stdout
-            .contains("step  1  load vectors               FAILED  no-such-dir/seal.json")
+        missing.stdout.contains(
+            "step  1  load vectors               FAILED  cannot read no-such-dir/seal.json"
+        )
     );
 }
 

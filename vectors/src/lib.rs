@@ -5,16 +5,17 @@
 //! count per file and section. A case passes only on the exact expected
 //! verdict or the exact expected bytes.
 //!
-//! The shipped vectors are read from the directory named by the
-//! `RLTP_SPEC_VECTORS` environment variable (a relative path is taken from
-//! the workspace root); without it, from `../shared/vectors` beside the
-//! workspace. A missing or unreadable file is a **failure** of every section
-//! that needs it, never a skip.
+//! The shipped vectors come from the one resolver, [`SpecVectors`]: the
+//! copy vendored in `vectors/spec/` and compiled in, or the directory named
+//! by `RLTP_SPEC_VECTORS`. A missing or unreadable file is a **failure** of
+//! every section that needs it, never a skip.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
 
+mod source;
 pub mod spec;
+
+pub use source::{ENV, SpecVectors, VENDORED, VENDORED_MANIFEST};
 
 /// One section of one vector file: how many cases ran and which failed.
 #[derive(Debug, Clone)]
@@ -109,45 +110,13 @@ impl fmt::Display for Report {
     }
 }
 
-/// The shipped-vector directory: `RLTP_SPEC_VECTORS` (relative paths are
-/// resolved against the workspace root), else `<workspace>/../shared/vectors`.
-pub fn spec_vectors_dir() -> PathBuf {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
-    match std::env::var_os("RLTP_SPEC_VECTORS") {
-        Some(dir) => {
-            let dir = PathBuf::from(dir);
-            if dir.is_absolute() {
-                dir
-            } else {
-                workspace.join(dir)
-            }
-        }
-        None => workspace.join("../shared/vectors"),
-    }
-}
-
-/// Runs every shipped-vector section found under `dir`.
-pub fn run_spec(dir: &Path) -> Report {
+/// Runs every shipped-vector section of `vectors`.
+pub fn run_spec(vectors: &SpecVectors) -> Report {
     let mut report = Report::default();
-    spec::seal::run(dir, &mut report);
-    spec::carrier_proof::run(dir, &mut report);
-    spec::identity::run(dir, &mut report);
+    spec::seal::run(vectors, &mut report);
+    spec::carrier_proof::run(vectors, &mut report);
+    spec::identity::run(vectors, &mut report);
     report
-}
-
-/// Loads a shipped vector file as raw bytes and as a `serde_json::Value`.
-///
-/// # Errors
-/// A message naming the file if it is missing or not JSON.
-pub fn load(dir: &Path, file: &str) -> Result<(Vec<u8>, serde_json::Value), String> {
-    let path = dir.join(file);
-    let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let value = serde_json::from_slice(&bytes)
-        .map_err(|e| format!("{} is not JSON: {e}", path.display()))?;
-    Ok((bytes, value))
 }
 
 /// Records a load failure as a failed case in each named section.

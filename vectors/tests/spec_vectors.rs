@@ -2,7 +2,7 @@
 //! failures and the exact number of cases per section, so a skipped or
 //! vanished case fails here (a missing file fails every section it feeds).
 
-use rltp_vectors::{run_spec, spec_vectors_dir};
+use rltp_vectors::{SpecVectors, run_spec};
 
 /// (file, section, cases): every case the carrier touches, counted.
 const EXPECTED: [(&str, &str, usize); 14] = [
@@ -42,7 +42,7 @@ const EXPECTED: [(&str, &str, usize); 14] = [
 
 #[test]
 fn every_shipped_case_passes() {
-    let report = run_spec(&spec_vectors_dir());
+    let report = run_spec(&SpecVectors::from_env());
     println!("{report}");
     assert_eq!(report.failures(), 0, "{report}");
     for (file, name, cases) in EXPECTED {
@@ -57,7 +57,14 @@ fn every_shipped_case_passes() {
 
 #[test]
 fn a_missing_directory_fails_every_section() {
-    let report = run_spec(std::path::Path::new("/nonexistent/rltp-vectors"));
-    assert!(report.failures() >= 3, "{report}");
+    let report = run_spec(&SpecVectors::Dir("/nonexistent/rltp-vectors".into()));
+    // Every section fails (none is skipped), each naming the missing path.
+    assert_eq!(report.sections.len(), EXPECTED.len(), "{report}");
     assert_eq!(report.total(), report.failures());
+    for section in &report.sections {
+        assert!(
+            section.failures[0].contains("cannot read /nonexistent/rltp-vectors/"),
+            "{section:?}"
+        );
+    }
 }

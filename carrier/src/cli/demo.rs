@@ -16,10 +16,11 @@
 //! 6. collect, open, verify both digests, conclude;
 //! 7. collect again: nothing is redelivered; the status stays `accepted`.
 //!
-//! Vectors: `--vectors DIR`, else `RLTP_SPEC_VECTORS` (a relative path is
-//! taken from the workspace root, as the tests do), else
-//! `<workspace>/../shared/vectors`. Exit status 0 when every step gave
-//! the expected verdict, 1 at the first that did not.
+//! Vectors: `--vectors DIR`, else `RLTP_SPEC_VECTORS`, else the copy
+//! vendored in `vectors/spec/` and compiled into the binary (one resolver:
+//! [`rltp_vectors::SpecVectors`]), so the demo needs no file beside it.
+//! Exit status 0 when every step gave the expected verdict, 1 at the first
+//! that did not.
 
 use super::collect::{Disposition, collect_all, conclude_terminal};
 use super::keys::KeyFile;
@@ -31,6 +32,7 @@ use crate::engine::verdict::{DepositStatus, Verdict};
 use crate::server::Server;
 use crate::tls::ServerTrust;
 use rltp_proofs::json::{self, Value};
+use rltp_vectors::SpecVectors;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -42,38 +44,15 @@ pub const SEAL_SAMPLE_DIGEST: &str = "uEiAP1JJxup-V-g7lQVzRKJSxPKug1RDGvdI80l4dY
 /// `demo`: the round trip on loopback.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Directory of the shipped vectors (`seal.json`, `delivery-ack.json`).
-    #[arg(long)]
+    /// Read the shipped vectors (`seal.json`, `delivery-ack.json`) from
+    /// this directory instead of the copy compiled in.
+    #[arg(long, env = rltp_vectors::ENV)]
     vectors: Option<PathBuf>,
 }
 
-/// The vector directory: `explicit`, else `RLTP_SPEC_VECTORS` (relative to
-/// the workspace root), else `<workspace>/../shared/vectors`.
-pub fn vectors_dir(explicit: Option<&Path>) -> PathBuf {
-    if let Some(dir) = explicit {
-        return dir.to_owned();
-    }
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
-    match std::env::var_os("RLTP_SPEC_VECTORS") {
-        Some(dir) => {
-            let dir = PathBuf::from(dir);
-            if dir.is_absolute() {
-                dir
-            } else {
-                workspace.join(dir)
-            }
-        }
-        None => workspace.join("../shared/vectors"),
-    }
-}
-
-fn load(dir: &Path, name: &str) -> Result<Value, String> {
-    let path = dir.join(name);
-    let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    json::parse(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+fn load(vectors: &SpecVectors, name: &str) -> Result<Value, String> {
+    let bytes = vectors.bytes(name)?;
+    json::parse(&bytes).map_err(|e| format!("{name} from {}: {e}", vectors.describe()))
 }
 
 fn at<'a>(value: &'a Value, path: &[&str]) -> Result<&'a Value, String> {
@@ -89,8 +68,8 @@ fn at<'a>(value: &'a Value, path: &[&str]) -> Result<&'a Value, String> {
 ///
 /// # Errors
 /// A missing or malformed vector file, named.
-pub fn documents(dir: &Path) -> Result<[(String, Value); 2], String> {
-    let seal = load(dir, "seal.json")?;
+pub fn documents(vectors: &SpecVectors) -> Result<[(String, Value); 2], String> {
+    let seal = load(vectors, "seal.json")?;
     let sample = at(&seal, &["inputs", "document"])?.clone();
     let expected = at(&seal, &["output", "documentDigest"])?
         .as_str()
@@ -100,7 +79,7 @@ pub fn documents(dir: &Path) -> Result<[(String, Value); 2], String> {
             "seal.json output.documentDigest is {expected:?}, not {SEAL_SAMPLE_DIGEST}"
         ));
     }
-    let ack = load(dir, "delivery-ack.json")?;
+    let ack = load(vectors, "delivery-ack.json")?;
     let mut document = at(&ack, &["inputs", "document"])?
         .as_object()
         .cloned()
@@ -192,15 +171,15 @@ async fn send(
 async fn execute(args: &Args) -> Result<u8, Failure> {
     let mut steps = Steps { number: 0 };
     println!("rltp-carrier demo: one carrier on loopback, one sender, one recipient, one restart");
-    let dir = vectors_dir(args.vectors.as_deref());
-    let loaded = documents(&dir);
+    let vectors = SpecVectors::explicit_or_env(args.vectors.clone());
+    let loaded = documents(&vectors);
     let docs: Vec<(String, Value)> = loaded.clone().map(Vec::from).unwrap_or_default();
     steps.record(
         "load vectors",
         loaded.map(|d| {
             d.iter()
                 .map(|(name, _)| name.clone())
-                .chain([format!("from {}", dir.display())])
+                .chain([format!("from the {}", vectors.describe())])
                 .collect()
         }),
     )?;

@@ -19,39 +19,19 @@ use rltp_proofs::proof::{Purpose, UnsignedProof};
 use rltp_proofs::seal::SealedEnvelope;
 use rltp_storage::{Binding, DepositId, ReadTxn, Store, Tombstone};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 // ---------------------------------------------------------------------------
 // Vectors
 // ---------------------------------------------------------------------------
 
-/// `RLTP_SPEC_VECTORS` (relative to the workspace root), else
-/// `<workspace>/../shared/vectors`.
-pub fn vectors_dir() -> PathBuf {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap();
-    match std::env::var_os("RLTP_SPEC_VECTORS") {
-        Some(dir) => {
-            let dir = PathBuf::from(dir);
-            if dir.is_absolute() {
-                dir
-            } else {
-                workspace.join(dir)
-            }
-        }
-        None => workspace.join("../shared/vectors"),
-    }
-}
-
-/// Loads a shipped vector file; a missing file fails the test.
+/// Loads a shipped vector file through the one resolver
+/// (`RLTP_SPEC_VECTORS`, else the vendored copy); a missing file fails the
+/// test.
 pub fn load(name: &str) -> Value {
-    let path = vectors_dir().join(name);
-    let bytes = std::fs::read(&path)
-        .unwrap_or_else(|e| panic!("vector file {} is missing: {e}", path.display()));
-    serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"))
+    rltp_vectors::SpecVectors::from_env()
+        .json(name)
+        .unwrap_or_else(|e| panic!("vector file {name}: {e}"))
 }
 
 pub fn carrier_proof() -> Value {

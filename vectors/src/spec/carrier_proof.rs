@@ -2,7 +2,7 @@
 //! purposes, its transplant negatives, the decoded-encoding surface, the
 //! `generation` spelling, the duration grammar and the declaration rejects.
 
-use crate::{Report, Section, array_at, expect_eq, hex32, load, missing, str_at};
+use crate::{Report, Section, SpecVectors, array_at, expect_eq, hex32, missing, str_at};
 use ed25519_dalek::{Signature, SigningKey, Verifier as _};
 use rltp_proofs::encoding::{base58btc_decode, signature_from_z};
 use rltp_proofs::identity::CarrierId;
@@ -10,7 +10,6 @@ use rltp_proofs::json::from_serde;
 use rltp_proofs::multikey::{DidKey, Rkid};
 use rltp_proofs::proof::{self, Malformed, Purpose, UnsignedProof};
 use rltp_proofs::{constants, jcs};
-use std::path::Path;
 
 const FILE: &str = "carrier-proof.json";
 const SECTIONS: [&str; 8] = [
@@ -25,8 +24,8 @@ const SECTIONS: [&str; 8] = [
 ];
 
 /// Runs the sections of `carrier-proof.json` that `rltp-proofs` answers.
-pub fn run(dir: &Path, report: &mut Report) {
-    let (_, v) = match load(dir, FILE) {
+pub fn run(vectors: &SpecVectors, report: &mut Report) {
+    let (_, v) = match vectors.load(FILE) {
         Ok(loaded) => loaded,
         Err(why) => return missing(report, FILE, &SECTIONS, &why),
     };

@@ -2,13 +2,12 @@
 //! derivation, the adapter-scoped siblings, the `C` validation pipeline and
 //! the pinned Unicode 15.0 ranges.
 
-use crate::{Report, Section, array_at, expect_eq, hex, hex32, load, missing, str_at};
+use crate::{Report, Section, SpecVectors, array_at, expect_eq, hex, hex32, missing, str_at};
 use rltp_proofs::identity::{
     CarrierFamily, CarrierId, control_principal, derivation_info, derive_identity,
     parse_generation_lexeme,
 };
 use rltp_proofs::json;
-use std::path::Path;
 
 const FILE: &str = "identity-derivation.json";
 const SECTIONS: [&str; 5] = [
@@ -20,8 +19,8 @@ const SECTIONS: [&str; 5] = [
 ];
 
 /// Runs every section of `identity-derivation.json` the carrier touches.
-pub fn run(dir: &Path, report: &mut Report) {
-    let (_, v) = match load(dir, FILE) {
+pub fn run(vectors: &SpecVectors, report: &mut Report) {
+    let (_, v) = match vectors.load(FILE) {
         Ok(loaded) => loaded,
         Err(why) => return missing(report, FILE, &SECTIONS, &why),
     };

@@ -1,4 +1,4 @@
-//! Runners for the shipped spec vectors (`RLTP_SPEC_VECTORS`), one module
+//! Runners for the shipped spec vectors ([`crate::SpecVectors`]), one module
 //! per file (the declaration rejects of `carrier-proof.json` have their own).
 
 pub mod carrier_proof;

@@ -1,17 +1,16 @@
 //! `seal.json` (§5): the sealed-envelope construction, byte for byte.
 
-use crate::{Report, Section, expect_eq, load, missing, str_at};
+use crate::{Report, Section, SpecVectors, expect_eq, missing, str_at};
 use rltp_proofs::encoding::{b64url_decode_array, b64url_encode, document_digest};
 use rltp_proofs::json::from_serde;
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::{jcs, seal};
-use std::path::Path;
 
 const FILE: &str = "seal.json";
 
 /// Runs section `seal` of `seal.json`: every intermediate and output value.
-pub fn run(dir: &Path, report: &mut Report) {
-    let (_, v) = match load(dir, FILE) {
+pub fn run(vectors: &SpecVectors, report: &mut Report) {
+    let (_, v) = match vectors.load(FILE) {
         Ok(loaded) => loaded,
         Err(why) => return missing(report, FILE, &["seal"], &why),
     };
