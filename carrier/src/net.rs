@@ -122,6 +122,23 @@ pub async fn read_body(
     read_exact(recv, prefix.body_len).await
 }
 
+/// Reads the body announced by `prefix` and drops it, a chunk at a time
+/// (nothing of it is kept): a `submit-stream` item decided without its
+/// body still has to be consumed for the next item to be found.
+///
+/// # Errors
+/// [`FrameError::Truncated`], [`ReadError::Stream`].
+pub async fn skip_body(recv: &mut quinn::RecvStream, prefix: Prefix) -> Result<(), ReadError> {
+    let mut left = prefix.body_len;
+    while left > 0 {
+        match recv.read_chunk(left, true).await? {
+            Some(chunk) => left = left.saturating_sub(chunk.bytes.len()),
+            None => return Err(FrameError::Truncated.into()),
+        }
+    }
+    Ok(())
+}
+
 /// Reads one whole frame whose body may be up to `max_body` bytes.
 /// `Ok(None)` if the stream ended cleanly before it.
 ///

@@ -370,8 +370,10 @@ async fn oversize_prefixes_are_refused_before_the_body_is_read() {
         ErrorCode::FrameTooLarge
     );
 
-    // A submit whose body exceeds the envelope bound: refused after the
-    // header, before any body byte (none is ever sent).
+    // A submit whose body exceeds the envelope bound: decided after the
+    // header, before any body byte (none is ever sent) — s1 first, so an
+    // unknown queue is refused(no-such-queue); a held one gets
+    // refused(bounds) (e2e wire::oversize_or_non_canonical_envelopes_are_refused_bounds).
     let header = wire::encode_frame(
         &Request::Submit {
             rkid: Rkid::from_bytes([4u8; 32]),
@@ -388,7 +390,7 @@ async fn oversize_prefixes_are_refused_before_the_body_is_read() {
     let answer = raw(&client, &frame, false).await;
     assert_eq!(
         answer,
-        "{\"detail\":\"frame too large: body of 87558 bytes exceeds 87557\",\"error\":\"frame-too-large\"}"
+        "{\"retriable\":false,\"verdict\":\"refused(no-such-queue)\"}"
     );
     // A proof body over 4 096 bytes likewise.
     let header = wire::encode_frame(&Request::Register.to_header(), b"");

@@ -136,6 +136,13 @@ pub enum ShapeError {
         /// Decoded length, in bytes.
         len: usize,
     },
+    /// The bytes are a valid envelope but not its JCS (RFC 8785: members
+    /// in the order `ciphertext`, `epk`, `nonce`, `rkid`, no whitespace, no
+    /// escapes). The wire profile requires the JCS (`PROTOCOL.md` §7), so
+    /// that byte identity (s3) is value identity and the size bound of s2
+    /// is exact.
+    #[error("envelope bytes are not its jcs (rfc 8785: sorted members, no whitespace, no escapes)")]
+    NotCanonical,
     /// `ciphertext` is above 65 552 bytes (a plaintext above 65 536 bytes).
     /// Unreachable under [`MAX_ENVELOPE_BYTES`]; reachable with a larger
     /// `max_envelope_bytes`.
@@ -159,11 +166,16 @@ pub enum ShapeError {
 /// 4. `rkid` decodes as an X25519 Multikey and equals `queue`;
 /// 5. `epk`: canonical unpadded base64url of exactly 32 bytes;
 /// 6. `nonce`: canonical unpadded base64url of exactly 12 bytes;
-/// 7. `ciphertext`: canonical unpadded base64url of 17..=65 552 bytes.
+/// 7. `ciphertext`: canonical unpadded base64url of 17..=65 552 bytes;
+/// 8. `bytes` are the JCS (RFC 8785) of that object: exactly
+///    `{"ciphertext":"…","epk":"…","nonce":"…","rkid":"…"}`.
 ///
 /// Canonical base64url means: no `=` padding, no standard-alphabet `+` `/`,
-/// length mod 4 ≠ 1, zero trailing bits. The bytes need not be in JCS form;
-/// byte-identity (§5a.5 s3) is the caller's comparison on `bytes`.
+/// length mod 4 ≠ 1, zero trailing bits. Requiring the JCS (a wire-profile
+/// decision, `PROTOCOL.md` §7) makes byte identity (§5a.5 s3, the caller's
+/// comparison on `bytes`) value identity: one envelope has one spelling, so
+/// a re-serialized copy is a `duplicate`, never a second deposit, and
+/// [`MAX_ENVELOPE_BYTES`] bounds every envelope exactly.
 ///
 /// # Errors
 /// One [`ShapeError`] per rule above; every one is `refused(bounds)`.
@@ -194,6 +206,7 @@ pub fn check_shape(
         string_member(object, "ciphertext")?,
     ];
 
+    let [rkid_text, epk_text, nonce_text, ciphertext_text] = [rkid, epk, nonce, ciphertext];
     let rkid = Rkid::parse(rkid).map_err(ShapeError::Rkid)?;
     if &rkid != queue {
         return Err(ShapeError::WrongQueue {
@@ -215,12 +228,43 @@ pub fn check_shape(
     if len > MAX_CIPHERTEXT_BYTES {
         return Err(ShapeError::CiphertextTooLarge { len });
     }
+    if !is_jcs(bytes, [ciphertext_text, epk_text, nonce_text, rkid_text]) {
+        return Err(ShapeError::NotCanonical);
+    }
     Ok(SealedEnvelope {
         rkid,
         epk,
         nonce,
         ciphertext,
     })
+}
+
+/// Whether `bytes` are exactly the JCS of the envelope object whose member
+/// values (in JCS order: `ciphertext`, `epk`, `nonce`, `rkid`) are
+/// `values`. Each value has passed its encoding check (base64url or
+/// base58btc: no character JCS escapes), so its JCS is the text itself.
+fn is_jcs(bytes: &[u8], values: [&str; 4]) -> bool {
+    const NAMES: [&str; 4] = ["ciphertext", "epk", "nonce", "rkid"];
+    let mut rest = bytes;
+    let mut take = |piece: &[u8]| match rest.strip_prefix(piece) {
+        Some(after) => {
+            rest = after;
+            true
+        }
+        None => false,
+    };
+    for (i, (name, value)) in NAMES.iter().zip(values).enumerate() {
+        let lead: &[u8] = if i == 0 { b"{\"" } else { b",\"" };
+        if !(take(lead)
+            && take(name.as_bytes())
+            && take(b"\":\"")
+            && take(value.as_bytes())
+            && take(b"\""))
+        {
+            return false;
+        }
+    }
+    take(b"}") && rest.is_empty()
 }
 
 /// The string value of a required §5 member.
@@ -264,6 +308,51 @@ mod tests {
         }
     }
 
+    /// Step 8: only the JCS spelling passes; every other spelling of the
+    /// same valid object is `NotCanonical` (so `refused(bounds)`).
+    #[test]
+    fn only_the_jcs_spelling_passes() {
+        let rkid = Rkid::from_bytes([7; 32]);
+        let jcs = SealedEnvelope {
+            rkid,
+            epk: [1; 32],
+            nonce: [2; 12],
+            ciphertext: vec![3; 40],
+        }
+        .to_bytes();
+        let text = String::from_utf8(jcs.clone()).unwrap();
+        assert!(check_shape(&jcs, &rkid, MAX_ENVELOPE_BYTES).is_ok());
+        let epk = crate::encoding::b64url_encode(&[1; 32]);
+        let first = epk.chars().next().unwrap();
+        let escaped = epk.replacen(first, &format!("\\u{:04x}", first as u32), 1);
+        let reordered = {
+            let v = json::parse(&jcs).unwrap();
+            let o = v.as_object().unwrap();
+            let s = |k: &str| o.get(k).unwrap().as_str().unwrap().to_owned();
+            format!(
+                "{{\"rkid\":\"{}\",\"epk\":\"{}\",\"nonce\":\"{}\",\"ciphertext\":\"{}\"}}",
+                s("rkid"),
+                s("epk"),
+                s("nonce"),
+                s("ciphertext")
+            )
+        };
+        for (name, spelling) in [
+            ("leading space", format!(" {text}")),
+            ("trailing newline", format!("{text}\n")),
+            ("space after a colon", text.replacen("\":\"", "\": \"", 1)),
+            ("reordered members", reordered),
+            ("escaped character", text.replacen(&epk, &escaped, 1)),
+        ] {
+            assert_ne!(spelling, text, "{name}");
+            assert_eq!(
+                check_shape(spelling.as_bytes(), &rkid, MAX_ENVELOPE_BYTES),
+                Err(ShapeError::NotCanonical),
+                "{name}"
+            );
+        }
+    }
+
     #[test]
     fn max_envelope_bytes_is_87557() {
         assert_eq!(JCS_ENVELOPE_OVERHEAD, 47);
@@ -288,6 +377,7 @@ mod tests {
             ShapeError::NonceLength { len: 11 },
             ShapeError::CiphertextTooShort { len: 16 },
             ShapeError::CiphertextTooLarge { len: 65_553 },
+            ShapeError::NotCanonical,
         ];
         for e in samples {
             let text = e.to_string();

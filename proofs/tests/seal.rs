@@ -519,9 +519,13 @@ fn s2_accepts_the_vector_envelope_for_its_queue() {
         check_shape(&bytes, &i.rkid, MAX_ENVELOPE_BYTES),
         Ok(expected)
     );
-    // Insignificant whitespace is not a shape failure.
+    // The wire profile takes the JCS spelling only (PROTOCOL.md §7): the
+    // same object with insignificant whitespace is refused(bounds).
     let spaced = serde_json::to_vec_pretty(&v["output"]["sealedEnvelope"]).expect("pretty");
-    assert!(check_shape(&spaced, &i.rkid, MAX_ENVELOPE_BYTES).is_ok());
+    assert_eq!(
+        check_shape(&spaced, &i.rkid, MAX_ENVELOPE_BYTES),
+        Err(ShapeError::NotCanonical)
+    );
 }
 
 #[test]

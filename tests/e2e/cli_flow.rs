@@ -57,6 +57,8 @@ fn full_flow_through_the_cli() {
         "{foreign:?}"
     );
 
+    // serve prints C on stdout (PROTOCOL.md §5): the value keys new takes.
+    assert_eq!(carrier.carrier, CARRIER);
     let (key, rkid) = keys_new(dir, "alice.json");
     #[cfg(unix)]
     {

@@ -42,6 +42,8 @@ pub struct Carrier {
     pub addr: String,
     /// Its SPKI fingerprint (`sha256/…`).
     pub pin: String,
+    /// The carrier identifier `C` it printed (`carrier …`).
+    pub carrier: String,
     /// Its declaration key (`did:key:…`).
     pub issuer: String,
     logs: Arc<Mutex<Vec<String>>>,
@@ -90,6 +92,7 @@ impl Carrier {
             child: Some(child),
             addr: String::new(),
             pin: String::new(),
+            carrier: String::new(),
             issuer: String::new(),
             logs,
         };
@@ -105,12 +108,16 @@ impl Carrier {
             match line.split_once(' ') {
                 Some(("listening", v)) => carrier.addr = v.to_owned(),
                 Some(("fingerprint", v)) => carrier.pin = v.to_owned(),
+                Some(("carrier", v)) => carrier.carrier = v.to_owned(),
                 Some(("declaration-issuer", v)) => carrier.issuer = v.to_owned(),
                 _ => panic!("unexpected serve output {line:?}"),
             }
         }
         assert!(carrier.addr.starts_with("127.0.0.1:"), "{}", carrier.addr);
         assert!(carrier.pin.starts_with("sha256/"), "{}", carrier.pin);
+        // `C` is on stdout before the issuer (PROTOCOL.md §5): a client
+        // author needs it to derive principals.
+        assert!(!carrier.carrier.is_empty(), "serve printed no carrier line");
         carrier
     }
 

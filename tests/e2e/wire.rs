@@ -220,14 +220,20 @@ async fn oversize_or_non_canonical_envelopes_are_refused_bounds() {
         client.submit(&rkid, &maximal).await.unwrap().verdict,
         SubmitVerdict::Admitted
     );
+    // One byte over the bound: refused(bounds), decided from the header
+    // (the body is never read), which the sender sees as failed(oversize).
     let mut over = maximal.clone();
     over.insert(1, b' ');
-    match client.submit(&rkid, &over).await {
+    let answer = client.submit(&rkid, &over).await.unwrap();
+    assert_eq!(answer.verdict, SubmitVerdict::Bounds);
+    assert_eq!(answer.deposit, None);
+    // A body over the frame bound (262 144) is a frame error, never read.
+    match client.submit(&rkid, &vec![b'x'; 262_145]).await {
         Err(ClientError::Server(e)) => {
             assert_eq!(e.code, ErrorCode::FrameTooLarge);
             assert_eq!(
                 e.detail,
-                "frame too large: body of 87558 bytes exceeds 87557"
+                "frame too large: body of 262145 bytes exceeds 262144"
             );
         }
         other => panic!("expected frame-too-large, got {other:?}"),
@@ -270,6 +276,16 @@ async fn oversize_or_non_canonical_envelopes_are_refused_bounds() {
             valid.replacen('{', &format!("{{\"epk\":\"{epk}\","), 1),
         ),
         ("not json", "not json".to_owned()),
+        // The JCS spelling only (PROTOCOL.md §7): the same object spelled
+        // otherwise is refused(bounds), so it can never be a second deposit.
+        ("whitespace", valid.replacen("\":\"", "\": \"", 1)),
+        (
+            "members out of order",
+            format!(
+                "{{\"rkid\":\"{}\",\"epk\":\"{epk}\",\"nonce\":\"{nonce}\",\"ciphertext\":\"{ciphertext}\"}}",
+                rkid.to_multikey()
+            ),
+        ),
     ];
     assert_ne!(standard, ciphertext, "the ciphertext has a - or _ to swap");
     for (name, bytes) in cases {
@@ -278,7 +294,7 @@ async fn oversize_or_non_canonical_envelopes_are_refused_bounds() {
         assert_eq!(answer.verdict, SubmitVerdict::Bounds, "{name}");
         assert_eq!(answer.deposit, None, "{name}");
     }
-    // The valid envelope itself is admitted; bytes need not be JCS (s2).
+    // The valid (JCS) envelope itself is admitted.
     assert_eq!(
         client
             .submit(&rkid, valid.as_bytes())

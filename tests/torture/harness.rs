@@ -43,6 +43,8 @@ pub struct Carrier {
     pub addr: String,
     /// SPKI pin.
     pub pin: String,
+    /// The carrier identifier `C` it printed (`carrier …`).
+    pub carrier: String,
     logs: Arc<Mutex<Vec<String>>>,
 }
 
@@ -116,6 +118,7 @@ impl Carrier {
             child: Some(child),
             addr: String::new(),
             pin: String::new(),
+            carrier: String::new(),
             logs,
         };
         let deadline = Instant::now() + DEADLINE;
@@ -128,6 +131,7 @@ impl Carrier {
             match line.split_once(' ') {
                 Some(("listening", v)) => carrier.addr = v.to_owned(),
                 Some(("fingerprint", v)) => carrier.pin = v.to_owned(),
+                Some(("carrier", v)) => carrier.carrier = v.to_owned(),
                 Some(("declaration-issuer", _)) => issuer = true,
                 _ => panic!("unexpected serve output {line:?}"),
             }

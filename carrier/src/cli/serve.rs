@@ -1,12 +1,13 @@
 //! `rltp-carrier serve`: run a carrier ([`crate::server`]) until SIGINT or
 //! SIGTERM, then drain and exit 0.
 //!
-//! Once listening it prints three lines on stdout, for people and for
-//! scripts (the e2e tests read them):
+//! Once listening it prints four lines on stdout, for people and for
+//! scripts (the e2e tests read them), always in this order:
 //!
 //! ```text
 //! listening 127.0.0.1:4433
 //! fingerprint sha256/…            (pin this: --pin)
+//! carrier did:web:localhost       (C, named in every proof: keys new --carrier)
 //! declaration-issuer did:key:z6Mk…
 //! ```
 //!
@@ -71,6 +72,7 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
         .map_err(|e| Failure::usage(e.to_string()))?;
     println!("listening {}", server.local_addr());
     println!("fingerprint {}", server.fingerprint());
+    println!("carrier {}", server.carrier().as_str());
     println!(
         "declaration-issuer {}",
         server.declaration_issuer().to_did_key()

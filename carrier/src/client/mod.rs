@@ -267,7 +267,12 @@ impl Client {
         keep_open: bool,
     ) -> Result<(quinn::SendStream, quinn::RecvStream), ClientError> {
         let (mut send, recv) = self.connection.open_bi().await?;
-        net::write_frame(&mut send, &request.to_header(), body).await?;
+        match net::write_frame(&mut send, &request.to_header(), body).await {
+            // The server decided without reading the rest (a `submit` above
+            // the s2 bound, a malformed frame): its answer follows.
+            Ok(()) | Err(quinn::WriteError::Stopped(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
         if !keep_open {
             let _ = send.finish();
         }

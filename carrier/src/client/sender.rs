@@ -20,6 +20,7 @@
 
 use super::{Client, ClientError, ConnectOptions};
 use crate::engine::verdict::SubmitVerdict;
+use crate::wire::response::ErrorCode;
 use rltp_proofs::constants::CarrierConstants;
 use rltp_proofs::multikey::Rkid;
 use rltp_storage::DepositId;
@@ -228,6 +229,18 @@ impl Sender {
         let result = match self.client().await {
             Ok(client) => client.submit(rkid, envelope).await,
             Err(e) => Err(e),
+        };
+        // A body over the frame bound never reached s2; for the sender it
+        // is the same fact as `refused(bounds)`: `failed(oversize)`
+        // (`PROTOCOL.md` §9).
+        let result = match result {
+            Err(ClientError::Server(e)) if e.code == ErrorCode::FrameTooLarge => {
+                Ok(super::response::SubmitAnswer {
+                    verdict: SubmitVerdict::Bounds,
+                    deposit: None,
+                })
+            }
+            other => other,
         };
         if result.as_ref().is_err_and(ClientError::is_transport) {
             self.client = None;

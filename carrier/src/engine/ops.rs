@@ -557,14 +557,20 @@ impl<S: Store> Engine<S> {
         )
     }
 
-    /// The s2 pre-check, on the caller's thread: `true` if `bytes` pass
-    /// the shape-and-size check for `rkid` (§5a.5 s2) under the bound
-    /// `min(MAX_ENVELOPE_BYTES, max-queue-bytes)`.
-    fn shape_ok(&self, rkid: &Rkid, bytes: &[u8]) -> bool {
-        let bound = usize::try_from(self.shared.constants().max_queue_bytes)
+    /// The §5a.5 s2 size bound in force: `min(MAX_ENVELOPE_BYTES,
+    /// max-queue-bytes)` bytes. A submission announcing more is decided
+    /// without its body ([`Engine::submit_unread_async`]).
+    pub fn envelope_bound(&self) -> usize {
+        usize::try_from(self.shared.constants().max_queue_bytes)
             .unwrap_or(usize::MAX)
-            .min(MAX_ENVELOPE_BYTES);
-        check_shape(bytes, rkid, bound).is_ok()
+            .min(MAX_ENVELOPE_BYTES)
+    }
+
+    /// The s2 pre-check, on the caller's thread: `true` if `bytes` pass
+    /// the shape-and-size check for `rkid` (§5a.5 s2) under
+    /// [`Engine::envelope_bound`].
+    fn shape_ok(&self, rkid: &Rkid, bytes: &[u8]) -> bool {
+        check_shape(bytes, rkid, self.envelope_bound()).is_ok()
     }
 
     /// The submission decision: s1–s6 and the append, one closure; with
@@ -584,9 +590,8 @@ impl<S: Store> Engine<S> {
         let shared = Arc::clone(&self.shared);
         let op = move |txn: &mut dyn WriteTxn, now: Ms| {
             let c = shared.constants();
-            // s1: a live or closing binding (released and unbound alike).
-            if txn.binding(&rkid)?.is_none() {
-                return Ok(SubmitVerdict::NoSuchQueue);
+            if let Err(verdict) = s1_queue_lookup(txn, &rkid)? {
+                return Ok(verdict);
             }
             // s2: shape and size (checked before the writer).
             if !shape_ok {
@@ -657,6 +662,24 @@ impl<S: Store> Engine<S> {
             .await
             .unwrap_or(SubmitVerdict::Capacity);
         (verdict, id)
+    }
+
+    /// §5a.5 for a submission whose announced size is above
+    /// [`Engine::envelope_bound`], decided before its body is read: s1
+    /// (`refused(no-such-queue)`) first, else s2 (`refused(bounds)`).
+    /// Linearized with every other decision (one writer closure) and
+    /// changes nothing.
+    pub async fn submit_unread_async(&self, rkid: &Rkid) -> SubmitVerdict {
+        let rkid = *rkid;
+        self.committer
+            .run(move |txn: &mut dyn WriteTxn, _now: Ms| {
+                Ok(match s1_queue_lookup(txn, &rkid)? {
+                    Err(verdict) => verdict,
+                    Ok(()) => SubmitVerdict::Bounds,
+                })
+            })
+            .await
+            .unwrap_or(SubmitVerdict::Capacity)
     }
 
     /// §5a.8/§6.1 sender status of deposit `id` in the queue of `rkid`:
@@ -759,6 +782,16 @@ impl<S: Store> Engine<S> {
             }
         }
     }
+}
+
+/// §5a.5 s1, the queue lookup: the `rkid` names a binding held now (`live`
+/// or `closing`); a released `rkid` and one never bound alike are
+/// `refused(no-such-queue)`.
+fn s1_queue_lookup(txn: &dyn WriteTxn, rkid: &Rkid) -> StoreResult<Result<(), SubmitVerdict>> {
+    Ok(match txn.binding(rkid)? {
+        Some(_) => Ok(()),
+        None => Err(SubmitVerdict::NoSuchQueue),
+    })
 }
 
 /// Re-derives what depends on `queue-floor` and `orphan-horizon` for every

@@ -313,6 +313,11 @@ impl<S: Store> Server<S> {
         self.fingerprint
     }
 
+    /// The carrier identifier `C` every proof names (Identity §7a.2).
+    pub fn carrier(&self) -> &CarrierId {
+        &self.ctx.carrier
+    }
+
     /// The declaration key's `did:key` (the declaration's issuer).
     pub fn declaration_issuer(&self) -> &DidKey {
         &self.issuer

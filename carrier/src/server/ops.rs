@@ -16,7 +16,6 @@ use crate::engine::{CollectedDeposit, SessionError, horizon};
 use crate::net::{self, ReadError};
 use crate::wire::response::{self, ChallengeAnswer, ErrorAnswer, ErrorCode, SubmitAnswer};
 use crate::wire::{self, FrameError, Request};
-use rltp_proofs::envelope::MAX_ENVELOPE_BYTES;
 use rltp_proofs::json::Object;
 use rltp_proofs::multikey::Rkid;
 use rltp_storage::{ReadTxn, Store, StoreError};
@@ -80,12 +79,13 @@ async fn stream_task<S: Store>(
     mut recv: quinn::RecvStream,
 ) {
     let _open = ctx.metrics.as_ref().map(|m| m.stream_opened());
-    let request = tokio::time::timeout(deadline(&ctx), read_request(&mut recv)).await;
+    let bound = ctx.engine.envelope_bound();
+    let request = tokio::time::timeout(deadline(&ctx), read_request(&mut recv, bound)).await;
     match request {
         Err(_elapsed) => {
             let answer = ErrorAnswer {
                 code: ErrorCode::ReadTimeout,
-                detail: "the request did not arrive within the read deadline".into(),
+                detail: "the request frame and the end of its stream did not arrive within the read deadline".into(),
             };
             refuse(&mut send, &mut recv, &answer).await;
         }
@@ -94,41 +94,101 @@ async fn stream_task<S: Store>(
             refuse(&mut send, &mut recv, &ErrorAnswer::of(&e)).await;
         }
         Ok(Err(ReadError::Stream(e))) => tracing::debug!(error = %e, "stream failed"),
-        Ok(Ok(None)) => {
+        Ok(Ok(Read::Empty)) => {
             let _ = send.finish();
         }
-        Ok(Ok(Some((request, body)))) => {
+        Ok(Ok(Read::Unread { rkid, size })) => {
+            let answer = submit_unread(&ctx, rkid, size).await;
+            let _ = net::write_frame(&mut send, &answer.to_header(), b"").await;
+            // The body is never read: the sender stops sending it.
+            let _ = recv.stop(quinn::VarInt::from_u32(0));
+            finish(&mut send).await;
+        }
+        Ok(Ok(Read::Whole(request, body))) => {
             dispatch(&ctx, request, body, &mut send, &mut recv).await;
             finish(&mut send).await;
         }
     }
 }
 
-/// Reads the request frame: prefix, header, then the body under the
-/// operation's own bound; a `submit` body must be `size` bytes.
+/// What [`read_request`] read.
+enum Read {
+    /// The stream ended before its first byte.
+    Empty,
+    /// A whole request: its frame, then the end of the stream (for
+    /// `submit-stream`: its first frame; the items follow).
+    Whole(Request, Vec<u8>),
+    /// A `submit` announcing more than the s2 bound: decided without its
+    /// body (`PROTOCOL.md` §7).
+    Unread {
+        /// The queue named in the header.
+        rkid: Rkid,
+        /// The announced size (bytes).
+        size: u32,
+    },
+}
+
+/// Reads the request: prefix, header, then the body under the
+/// operation's own bound (a `submit` body must be `size` bytes, and one
+/// above `envelope_bound` is left unread), then the end of the stream: a
+/// request is one frame and nothing after it (`PROTOCOL.md` §6), except
+/// for `submit-stream` and a watch session.
 async fn read_request(
     recv: &mut quinn::RecvStream,
-) -> Result<Option<(Request, Vec<u8>)>, ReadError> {
+    envelope_bound: usize,
+) -> Result<Read, ReadError> {
     let Some(prefix) = net::read_prefix(recv).await? else {
-        return Ok(None);
+        return Ok(Read::Empty);
     };
     let header = net::read_header(recv, prefix).await?;
     let request = Request::from_header(&header)?;
-    let body = net::read_body(recv, prefix, request.max_body()).await?;
-    if let Request::Submit { size, .. } = request {
-        check_size(size, &body)?;
+    if let Request::Submit { rkid, size } = request {
+        check_announced(size, prefix)?;
+        if size as usize > envelope_bound {
+            return Ok(Read::Unread { rkid, size });
+        }
     }
-    Ok(Some((request, body)))
+    let body = net::read_body(recv, prefix, request.max_body()).await?;
+    // A `submit-stream`'s items follow its first frame, and the client's
+    // side of a watch session stays open: whatever it sends there is a
+    // second proof, answered `second-proof` (§5a.3, [`watch_session`]).
+    if !matches!(
+        request,
+        Request::SubmitStream | Request::Collect { watch: true, .. }
+    ) {
+        expect_end(recv).await?;
+    }
+    Ok(Read::Whole(request, body))
 }
 
-fn check_size(size: u32, body: &[u8]) -> Result<(), FrameError> {
-    if size as usize == body.len() {
+/// The stream must end here: `Ok` at the client's FIN, else
+/// [`FrameError::TrailingBytes`].
+async fn expect_end(recv: &mut quinn::RecvStream) -> Result<(), ReadError> {
+    let mut probe = [0u8; 1];
+    match recv.read(&mut probe).await? {
+        None => Ok(()),
+        Some(_) => Err(FrameError::TrailingBytes.into()),
+    }
+}
+
+/// A `submit` header's `size` must equal the prefix's body length.
+fn check_announced(size: u32, prefix: net::Prefix) -> Result<(), FrameError> {
+    if size as usize == prefix.body_len {
         Ok(())
     } else {
         Err(FrameError::Header(format!(
             "size {size} does not match the body length {}",
-            body.len()
+            prefix.body_len
         )))
+    }
+}
+
+fn second_proof() -> ErrorAnswer {
+    ErrorAnswer {
+        code: ErrorCode::SecondProof,
+        detail: "a watch stream is one authorization session for one principal (§5a.3); \
+                 open a new stream for another proof"
+            .into(),
     }
 }
 
@@ -316,6 +376,18 @@ async fn submit<S: Store>(ctx: &Ctx<S>, rkid: Rkid, body: Vec<u8>) -> SubmitAnsw
     SubmitAnswer::new(verdict, id)
 }
 
+/// A submission announcing more than the s2 bound, decided before its
+/// body is read (§5a.5 s1, then s2: `refused(bounds)`).
+async fn submit_unread<S: Store>(ctx: &Ctx<S>, rkid: Rkid, size: u32) -> SubmitAnswer {
+    let verdict = ctx.engine.submit_unread_async(&rkid).await;
+    count(ctx, Op::Submit, verdict.as_str());
+    tracing::debug!(op = "submit", %verdict, size, "submit unread");
+    SubmitAnswer {
+        verdict,
+        deposit: None,
+    }
+}
+
 enum Pending {
     Verdict(tokio::task::JoinHandle<SubmitAnswer>),
     Error(ErrorAnswer),
@@ -331,31 +403,35 @@ async fn submit_stream<S: Store>(
     recv: &mut quinn::RecvStream,
 ) {
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Pending>(PIPELINE_DEPTH);
+    let bound = ctx.engine.envelope_bound();
     let reader = async {
         let mut shutdown = ctx.shutdown.clone();
         loop {
             // At shutdown no further item is read; those read are answered.
-            let prefix = tokio::select! {
+            // Each item (its prefix included) must arrive within the read
+            // deadline of the previous one: an idle stream gives its slot
+            // back (`PROTOCOL.md` §7).
+            let item = tokio::select! {
                 _ = super::until_shutdown(&mut shutdown) => break,
-                prefix = net::read_prefix(recv) => prefix,
-            };
-            let item = match prefix {
-                Ok(None) => break,
-                Ok(Some(prefix)) => {
-                    tokio::time::timeout(deadline(ctx), read_item(recv, prefix)).await
-                }
-                Err(e) => Ok(Err(e)),
+                item = tokio::time::timeout(deadline(ctx), read_item(recv, bound)) => item,
             };
             let pending = match item {
-                Ok(Ok((rkid, body))) => {
+                Ok(Ok(None)) => break,
+                Ok(Ok(Some(Item::Whole(rkid, body)))) => {
                     let ctx = Arc::clone(ctx);
                     Pending::Verdict(tokio::spawn(async move { submit(&ctx, rkid, body).await }))
+                }
+                Ok(Ok(Some(Item::Unread(rkid, size)))) => {
+                    let ctx = Arc::clone(ctx);
+                    Pending::Verdict(tokio::spawn(async move {
+                        submit_unread(&ctx, rkid, size).await
+                    }))
                 }
                 Ok(Err(ReadError::Frame(e))) => Pending::Error(ErrorAnswer::of(&e)),
                 Ok(Err(ReadError::Stream(_))) => break,
                 Err(_elapsed) => Pending::Error(ErrorAnswer {
                     code: ErrorCode::ReadTimeout,
-                    detail: "the item did not arrive within the read deadline".into(),
+                    detail: "the next item did not arrive within the read deadline".into(),
                 }),
             };
             let last = matches!(pending, Pending::Error(_));
@@ -389,15 +465,32 @@ async fn submit_stream<S: Store>(
     let _ = recv.stop(quinn::VarInt::from_u32(0));
 }
 
+/// One item of a `submit-stream`, as read.
+enum Item {
+    /// `{rkid, size}` and its envelope.
+    Whole(Rkid, Vec<u8>),
+    /// An item announcing more than the s2 bound: its body was skipped
+    /// unread, and it is decided without it.
+    Unread(Rkid, u32),
+}
+
+/// Reads the next item; `Ok(None)` when the client has finished.
 async fn read_item(
     recv: &mut quinn::RecvStream,
-    prefix: net::Prefix,
-) -> Result<(Rkid, Vec<u8>), ReadError> {
+    envelope_bound: usize,
+) -> Result<Option<Item>, ReadError> {
+    let Some(prefix) = net::read_prefix(recv).await? else {
+        return Ok(None);
+    };
     let header = net::read_header(recv, prefix).await?;
     let (rkid, size) = wire::parse_stream_item(&header)?;
-    let body = net::read_body(recv, prefix, MAX_ENVELOPE_BYTES).await?;
-    check_size(size, &body)?;
-    Ok((rkid, body))
+    check_announced(size, prefix)?;
+    if size as usize > envelope_bound {
+        net::skip_body(recv, prefix).await?;
+        return Ok(Some(Item::Unread(rkid, size)));
+    }
+    let body = net::read_body(recv, prefix, wire::MAX_BODY_BYTES).await?;
+    Ok(Some(Item::Whole(rkid, body)))
 }
 
 async fn write_deposits(send: &mut quinn::SendStream, deposits: &[CollectedDeposit]) -> bool {
@@ -550,11 +643,11 @@ async fn watch_session<S: Store>(
     recv: &mut quinn::RecvStream,
 ) {
     let page = (limit as usize).min(WATCH_PAGE);
+    let mut client_open = true;
+    let mut probe = [0u8; 1];
     let subscription = ctx.watchers.subscribe(rkid);
     let mut shutdown = ctx.shutdown.clone();
     let recheck = Duration::from_millis(ctx.limits.sweep_interval_ms);
-    let mut client_open = true;
-    let mut probe = [0u8; 1];
     loop {
         let notified = subscription.notify().notified();
         tokio::pin!(notified);
@@ -600,12 +693,7 @@ async fn watch_session<S: Store>(
                 Ok(None) => client_open = false,
                 Ok(Some(_)) => {
                     tracing::info!(op = "collect", "second proof on a watch session refused");
-                    let answer = ErrorAnswer {
-                        code: ErrorCode::SecondProof,
-                        detail: "a watch stream is one authorization session for one principal (§5a.3); \
-                                 open a new stream for another proof".into(),
-                    };
-                    refuse(send, recv, &answer).await;
+                    refuse(send, recv, &second_proof()).await;
                     return;
                 }
                 Err(_) => return,

@@ -67,6 +67,10 @@ pub enum FrameError {
     /// The `op` member names no operation.
     #[error("unknown operation {0:?}")]
     UnknownOp(String),
+    /// Bytes followed a complete request frame: a request is one frame
+    /// and then the end of the client's send side (`PROTOCOL.md` §6).
+    #[error("bytes after the request frame (a request is one frame, then the end of the stream)")]
+    TrailingBytes,
 }
 
 impl FrameError {
@@ -75,7 +79,9 @@ impl FrameError {
         match self {
             FrameError::TooLarge { .. } => "frame-too-large",
             FrameError::Truncated => "truncated-frame",
-            FrameError::Json(_) | FrameError::Header(_) => "malformed-frame",
+            FrameError::Json(_) | FrameError::Header(_) | FrameError::TrailingBytes => {
+                "malformed-frame"
+            }
             FrameError::UnknownOp(_) => "unknown-operation",
         }
     }
@@ -206,10 +212,13 @@ impl Request {
         }
     }
 
-    /// The largest body this operation may carry (bytes).
+    /// The largest body this operation's frame may carry (bytes). A
+    /// `submit` body is bounded by the frame alone: its envelope bound is
+    /// §5a.5 s2's, and a `size` above it is answered `refused(bounds)`
+    /// (after s1) without the body being read (`PROTOCOL.md` §7).
     pub const fn max_body(&self) -> usize {
         match self {
-            Request::Submit { .. } => rltp_proofs::envelope::MAX_ENVELOPE_BYTES,
+            Request::Submit { .. } => MAX_BODY_BYTES,
             Request::Register | Request::Collect { .. } | Request::Conclude { .. } => {
                 MAX_PROOF_BYTES
             }
@@ -371,14 +380,6 @@ pub fn stream_item_header(rkid: &Rkid, size: u32) -> Object {
     let mut header = Object::new();
     header.insert("rkid", rkid.to_multikey());
     header.insert("size", Number::from_u64(u64::from(size)));
-    header
-}
-
-/// The answer to a malformed frame: `{"error": code, "detail": text}`.
-pub fn error_header(error: &FrameError) -> Object {
-    let mut header = Object::new();
-    header.insert("error", error.code());
-    header.insert("detail", error.to_string());
     header
 }
 

@@ -76,7 +76,9 @@ impl ErrorCode {
             FrameError::TooLarge { .. } => ErrorCode::FrameTooLarge,
             FrameError::Truncated => ErrorCode::TruncatedFrame,
             FrameError::UnknownOp(_) => ErrorCode::UnknownOperation,
-            FrameError::Json(_) | FrameError::Header(_) => ErrorCode::MalformedFrame,
+            FrameError::Json(_) | FrameError::Header(_) | FrameError::TrailingBytes => {
+                ErrorCode::MalformedFrame
+            }
         }
     }
 }
@@ -96,12 +98,35 @@ pub struct ErrorAnswer {
     pub detail: String,
 }
 
+/// Longest `detail` the server sends, in bytes (`PROTOCOL.md` §6): enough
+/// to name the rule and the offending value's start; a detail never echoes
+/// more of what the client sent.
+pub const MAX_DETAIL_BYTES: usize = 256;
+
+/// `text` cut to at most [`MAX_DETAIL_BYTES`] bytes on a character
+/// boundary, ending in `…` when cut.
+pub fn cap_detail(text: &str) -> &str {
+    if text.len() <= MAX_DETAIL_BYTES {
+        return text;
+    }
+    let mut end = MAX_DETAIL_BYTES - '…'.len_utf8();
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.get(..end).unwrap_or_default()
+}
+
 impl ErrorAnswer {
-    /// The header.
+    /// The header; `detail` capped at [`MAX_DETAIL_BYTES`].
     pub fn to_header(&self) -> Object {
         let mut h = Object::new();
         h.insert("error", self.code.as_str());
-        h.insert("detail", self.detail.as_str());
+        let capped = cap_detail(&self.detail);
+        if capped.len() < self.detail.len() {
+            h.insert("detail", format!("{capped}…"));
+        } else {
+            h.insert("detail", self.detail.as_str());
+        }
         h
     }
 
@@ -655,13 +680,29 @@ mod tests {
             FrameError::Truncated,
             FrameError::Header("x".into()),
             FrameError::UnknownOp("x".into()),
+            FrameError::TrailingBytes,
         ] {
             assert_eq!(ErrorCode::of(&frame_error).as_str(), frame_error.code());
+            let header = ErrorAnswer::of(&frame_error).to_header();
+            assert_eq!(header.len(), 2);
             assert_eq!(
-                jcs(&ErrorAnswer::of(&frame_error).to_header()),
-                jcs(&crate::wire::error_header(&frame_error))
+                header.get("error").and_then(Value::as_str),
+                Some(frame_error.code())
+            );
+            assert_eq!(
+                header.get("detail").and_then(Value::as_str),
+                Some(frame_error.to_string().as_str())
             );
         }
+        // A detail never echoes more than MAX_DETAIL_BYTES of the input.
+        let long = ErrorAnswer::of(&FrameError::Header(format!("size: {}", "9".repeat(5_000))));
+        let header = long.to_header();
+        let detail = header.get("detail").and_then(Value::as_str).unwrap();
+        assert_eq!(detail.len(), MAX_DETAIL_BYTES);
+        assert!(detail.starts_with("bad header: size: 999"), "{detail}");
+        assert!(detail.ends_with("9…"), "{detail}");
+        let multibyte = "é".repeat(200);
+        assert_eq!(cap_detail(&multibyte).len(), 252);
         let e = ErrorAnswer::of(&FrameError::Truncated);
         assert_eq!(
             jcs(&e.to_header()),
