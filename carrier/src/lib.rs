@@ -7,6 +7,8 @@
 //! - [`wire`]: the QUIC wire profile of `PROTOCOL.md` as pure codecs.
 //! - [`server`], [`client`]: the QUIC service and its client library.
 //! - [`cli`]: the `rltp-carrier` subcommands.
+//! - [`conformance`]: the black-box conformance runner (any carrier, from
+//!   the wire).
 //! - [`admin`]: backup, restore and counts for operators (no
 //!   cross-principal answers, §5a.1).
 
@@ -14,6 +16,7 @@ pub mod admin;
 pub mod cli;
 pub mod client;
 pub mod config;
+pub mod conformance;
 pub mod engine;
 pub mod net;
 pub mod server;

@@ -32,6 +32,8 @@ enum Command {
     Collect(cli::collect::Args),
     /// The whole round trip against an in-process loopback carrier.
     Demo(cli::demo::Args),
+    /// Check any carrier from the wire: one line per contract section.
+    Conformance(cli::conformance::Args),
     /// Write a consistent backup archive of a carrier's store (online while `serve` runs).
     Backup(cli::backup::Args),
     /// Check a backup archive and install it into a data dir (or only --verify it).
@@ -51,6 +53,7 @@ async fn main() -> ExitCode {
         Command::Status(args) => cli::status::run(args).await,
         Command::Collect(args) => cli::collect::run(args).await,
         Command::Demo(args) => cli::demo::run(args).await,
+        Command::Conformance(args) => cli::conformance::run(args).await,
         Command::Backup(args) => cli::backup::run(args),
         Command::Restore(args) => cli::restore::run(args),
         Command::Admin(args) => cli::admin::run(args),

@@ -12,6 +12,7 @@
 //! | `status` | [`status`] | a deposit's status by id (§5a.8) |
 //! | `collect` | [`collect`] | collect, open, write, and conclude terminal outcomes (§5a.8) |
 //! | `demo` | [`demo`] | the whole round trip against an in-process carrier |
+//! | `conformance` | [`conformance`] | check any carrier from the wire, one line per contract section |
 //! | `backup` | [`backup`] | an online, consistent backup archive (`deploy/OPERATIONS.md`) |
 //! | `restore` | [`restore`] | check an archive and install it, or `--verify` it |
 //! | `admin stats` | [`admin`] | counts only (no cross-principal answers, §5a.1) |
@@ -31,6 +32,7 @@
 pub mod admin;
 pub mod backup;
 pub mod collect;
+pub mod conformance;
 pub mod declaration;
 pub mod demo;
 pub mod keys;

@@ -146,18 +146,33 @@ pub struct ConnectOptions {
     pub server_name: Option<String>,
     /// Longest wait for a connection or an answer.
     pub timeout: Duration,
+    /// How often to send a QUIC PING while the connection is otherwise
+    /// quiet (`PROTOCOL.md` §5: the carrier closes a connection idle for
+    /// its `idle-timeout-ms`); `None` sends none.
+    pub keep_alive: Option<Duration>,
 }
+
+/// The keep-alive interval of [`ConnectOptions::new`]: a third of the
+/// carrier's default idle timeout (30 s), so one lost PING costs nothing.
+pub const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(10);
 
 impl ConnectOptions {
     /// Options for `server` (`host:port`) trusted by `trust`, with a 30 s
-    /// timeout.
+    /// timeout and a keep-alive every [`DEFAULT_KEEP_ALIVE`].
     pub fn new(server: impl Into<String>, trust: ServerTrust) -> ConnectOptions {
         ConnectOptions {
             server: server.into(),
             trust,
             server_name: None,
             timeout: Duration::from_secs(30),
+            keep_alive: Some(DEFAULT_KEEP_ALIVE),
         }
+    }
+
+    /// The same options with another keep-alive interval (`None`: none).
+    pub fn with_keep_alive(mut self, keep_alive: Option<Duration>) -> ConnectOptions {
+        self.keep_alive = keep_alive;
+        self
     }
 
     /// The same options with another timeout.
@@ -213,7 +228,7 @@ impl Client {
         let mut config = quinn::ClientConfig::new(Arc::new(crypto));
         let mut transport = quinn::TransportConfig::default();
         transport
-            .keep_alive_interval(Some(Duration::from_secs(10)))
+            .keep_alive_interval(options.keep_alive)
             .max_concurrent_uni_streams(quinn::VarInt::from_u32(0));
         config.transport_config(Arc::new(transport));
         let bind: SocketAddr = if addr.is_ipv6() {

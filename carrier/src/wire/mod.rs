@@ -34,9 +34,14 @@ pub const MAX_HEADER_BYTES: usize = 16_384;
 /// bounds proofs and declarations; an envelope body is further bounded by
 /// `proofs::envelope::MAX_ENVELOPE_BYTES` at s2.
 pub const MAX_BODY_BYTES: usize = json::MAX_TOTAL_BYTES;
-/// Most deposits a `conclude` may name in one request.
-pub const MAX_CONCLUDE_IDS: usize = 1_024;
-/// Most deposits one collect page returns.
+/// Most deposits a `conclude` may name in one request: a collect page's
+/// most (`PROTOCOL.md` §7), so one conclude answers one page. It must fit
+/// the header: an id costs 47 characters + 2 quotes + 1 comma = 50 bytes,
+/// so 256 ids take 12 800 bytes plus `{"deposits":[],"op":"conclude"}`
+/// (31), well under [`MAX_HEADER_BYTES`]; 1 024 would not fit.
+pub const MAX_CONCLUDE_IDS: usize = 256;
+/// Largest `limit` a `collect` may ask for (a page holds at most
+/// 256 deposits whatever it asks, `PROTOCOL.md` §7).
 pub const MAX_COLLECT_LIMIT: u32 = 1_024;
 
 /// Why a frame or header was refused (closed set; `code()` is the wire
