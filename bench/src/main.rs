@@ -74,7 +74,7 @@ struct Cli {
     /// Scenario 5: bindings to register (full default 1000000).
     #[arg(long)]
     scale_bindings: Option<u64>,
-    /// Scenario 5: deposits to hold (full default 1000000).
+    /// Scenario 5: deposits to hold, exactly (full default 1000000).
     #[arg(long)]
     scale_deposits: Option<u64>,
     /// Skip scenario 5.
@@ -842,18 +842,23 @@ async fn scale(
             .collect(),
     );
     drop((rk_base, rk_fill));
-    let held_before = base_targets.total_admitted();
+    // The empty-store measurement ran for its window, not to a count: drain
+    // what it deposited, so the store then holds exactly `deposits`.
+    let drained = recipient::drain_ours(&carrier, recipients, &base_targets).await?;
+    anyhow::ensure!(
+        drained.verified_empty,
+        "[5] the empty-store deposits did not drain ({} of {})",
+        drained.concluded,
+        drained.expected
+    );
     let fill_spec = LoadSpec {
         warmup: Duration::ZERO,
-        limit: Some(deposits.saturating_sub(held_before)),
+        limit: Some(deposits),
         ..plan.spec(8, plan.in_flight, 1024, false)
     };
-    eprintln!(
-        "[5] depositing {} more",
-        deposits.saturating_sub(held_before)
-    );
+    eprintln!("[5] depositing {deposits}");
     let fill = load::run(System::Ours(&carrier), &fill_spec, &all).await?;
-    let deposits_held = held_before + all.total_admitted();
+    let deposits_held = all.total_admitted();
     eprintln!(
         "[5] fill {:.0}/s; {} deposits held",
         fill.ops_per_s, deposits_held

@@ -15,6 +15,7 @@
 
 mod cli_flow;
 mod conformance;
+mod transport;
 mod wire;
 
 use std::io::{BufRead, BufReader, Read};

@@ -20,8 +20,19 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// What `serve --help` says about the environment (also in the README).
+const ENVIRONMENT_HELP: &str = "Environment:
+  RUST_LOG              the log filter (default `info`; `info,rltp_carrier=debug`
+                        adds a line per deposit and per challenge)
+  RLTP_TEST_CLOCK_FILE  TEST HOOK, never for production: names a file holding a
+                        decimal millisecond offset that is added to every reading
+                        of the carrier's time (re-read at each reading), so tests
+                        can let days of horizons pass in seconds (PROTOCOL.md §11);
+                        the carrier logs a warning at start when it is set";
+
 /// `serve`: run a carrier.
 #[derive(Debug, clap::Args)]
+#[command(after_help = ENVIRONMENT_HELP)]
 pub struct Args {
     /// TOML configuration file (every key optional; see the README and
     /// `deploy/carrier.toml`).

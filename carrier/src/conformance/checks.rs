@@ -163,6 +163,11 @@ async fn declaration(
     }
     report.record(
         S,
+        "the document's shape (PROTOCOL.md §3)",
+        declaration_shape(&first.bytes),
+    );
+    report.record(
+        S,
         "the same revision is served byte for byte",
         match probe.client.declaration().await {
             Ok(second) if second.bytes == first.bytes => {
@@ -173,6 +178,77 @@ async fn declaration(
         },
     );
     Some(constants)
+}
+
+/// The served document as `PROTOCOL.md` §3 restates it: a JCS
+/// `registry-declaration/0.1` whose issuer is also its recipient, with the
+/// carrier role and one `eddsa-jcs-2022` `DataIntegrityProof` whose
+/// verification method is the issuer's `did:key` with its key as fragment.
+fn declaration_shape(bytes: &[u8]) -> Result<String, String> {
+    let value = rltp_proofs::json::parse(bytes).map_err(|e| e.to_string())?;
+    let jcs = rltp_proofs::jcs::canonicalize(&value).map_err(|e| e.to_string())?;
+    if jcs != bytes {
+        return Err("the served bytes are not JCS".into());
+    }
+    let doc = value.as_object().ok_or("not an object")?;
+    let text = |o: &Object, k: &str| o.get(k).and_then(Value::as_str).map(str::to_owned);
+    let mut members: Vec<&str> = doc.keys().collect();
+    members.sort_unstable();
+    expect(
+        "members",
+        members,
+        vec![
+            "id",
+            "issuedAt",
+            "issuer",
+            "payload",
+            "proof",
+            "recipient",
+            "threadId",
+            "type",
+        ],
+    )?;
+    expect(
+        "type",
+        text(doc, "type").as_deref(),
+        Some("https://real-life.org/trust-tasks/registry-declaration/0.1"),
+    )?;
+    let issuer = text(doc, "issuer").ok_or("no issuer")?;
+    expect("recipient", text(doc, "recipient"), Some(issuer.clone()))?;
+    let declaration = doc
+        .get("payload")
+        .and_then(Value::as_object)
+        .and_then(|p| p.get("declaration"))
+        .and_then(Value::as_object)
+        .ok_or("no payload.declaration")?;
+    expect(
+        "role",
+        text(declaration, "role").as_deref(),
+        Some(rltp_proofs::constants::CARRIER_ROLE),
+    )?;
+    let proof = doc
+        .get("proof")
+        .and_then(Value::as_object)
+        .ok_or("no proof")?;
+    let key = issuer
+        .strip_prefix("did:key:")
+        .ok_or("issuer is not a did:key")?;
+    expect(
+        "proof",
+        (
+            text(proof, "type"),
+            text(proof, "cryptosuite"),
+            text(proof, "proofPurpose"),
+            text(proof, "verificationMethod"),
+        ),
+        (
+            Some("DataIntegrityProof".into()),
+            Some("eddsa-jcs-2022".into()),
+            Some("assertionMethod".into()),
+            Some(format!("{issuer}#{key}")),
+        ),
+    )?;
+    Ok("registry-declaration/0.1, self-addressed, carrier role, eddsa-jcs-2022 by the issuer's key".into())
 }
 
 fn not_observable(report: &mut Report) {
