@@ -130,6 +130,38 @@ fn keys_principal_is_derived_from_the_seed() {
     }
 }
 
+/// PROTOCOL.md §7: a proof body need not be JCS. The shipped registration
+/// proof spelled with whitespace and its members reversed parses to the
+/// same signing input (the JCS of the received object without `sig`) and
+/// its shipped signature verifies.
+#[test]
+fn a_proof_in_any_strict_json_spelling_verifies() {
+    let v = vectors();
+    let shipped = &v["registration"];
+    let obj = object(&shipped["object"]);
+    let mut members: Vec<(String, String)> = obj
+        .iter()
+        .map(|(k, value)| {
+            let text = String::from_utf8(jcs::canonicalize(value).unwrap()).unwrap();
+            (k.to_owned(), text)
+        })
+        .collect();
+    members.push(("sig".into(), format!("\"{}\"", s(&shipped["sig"]))));
+    members.reverse();
+    let spelled = format!(
+        "{{\n  {}\n}}\n",
+        members
+            .iter()
+            .map(|(k, value)| format!("\"{k}\" : {value}"))
+            .collect::<Vec<_>>()
+            .join(",\n  ")
+    );
+    assert_ne!(spelled.as_bytes(), registration_wire(&v).as_slice());
+    let proof = parse(spelled.as_bytes(), &carrier(&v)).unwrap();
+    assert_eq!(proof.signing_input(), s(&shipped["jcs"]).as_bytes());
+    assert_eq!(proof.verify(), Ok(()));
+}
+
 /// `registration`, `collection`, `conclusion`: JCS byte for byte, the
 /// shipped `sig` verifies, the typed fields are the shipped values, and
 /// re-signing with `principalSeed` reproduces the shipped wire bytes.

@@ -1170,6 +1170,29 @@ async fn frames(probe: &Probe, report: &mut Report) {
         report.record(S, what.to_string(), check.await);
     }
     let check = async {
+        // A valid registration with one byte after it registers nothing.
+        let who = Recipient::fresh(&probe.carrier, 1);
+        let (object, _) = registration_object(probe, &who, Purpose::Register).await?;
+        let mut bytes = wire::encode_frame(
+            &Request::Register.to_header(),
+            &sign_object(&who.key, object),
+        );
+        bytes.push(b'x');
+        let answer = probe.raw(&bytes, true).await?;
+        expect("answer", answer.error_code(), Some("malformed-frame"))?;
+        let page = probe
+            .client
+            .collect(&who.keys, None, 1)
+            .await
+            .map_err(|e| e.to_string())?;
+        expect("collect after it", page.verdict, Verdict::NoSuchQueue)
+    };
+    report.record(
+        S,
+        "a valid register followed by a byte is malformed-frame and registers nothing",
+        check.await,
+    );
+    let check = async {
         let answer = probe
             .raw(
                 &Probe::frame(submit_header(&"9".repeat(5_000)).as_bytes(), b""),
