@@ -125,11 +125,15 @@ impl RateConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
 pub struct MeterConfig {
-    /// All registration-side traffic naming an rkid without a held binding.
+    /// All registration-side traffic (challenges and proofs of every
+    /// purpose) naming an rkid without a held binding.
     pub unknown_address: RateConfig,
-    /// Registration-side traffic per held binding.
+    /// `register`/`rebind` challenges and proofs per held binding. Its
+    /// `collect`/`conclude` traffic is not charged here but to a budget of
+    /// twice [`MeterConfig::queue`] (`PROTOCOL.md` §9a).
     pub held_binding: RateConfig,
-    /// Submissions per queue.
+    /// Submissions per queue; also sets each held binding's
+    /// `collect`/`conclude` budget (twice this).
     pub queue: RateConfig,
     /// Submissions that land above a queue's floor, all queues together.
     pub shared_submission: RateConfig,
