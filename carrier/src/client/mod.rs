@@ -28,13 +28,16 @@
 //! The connection carries no authority (§5a.5): every recipient operation
 //! is authorized by its own fresh proof over a fresh challenge.
 
+pub mod clock;
 mod recipient;
+pub mod retry;
 pub mod sender;
 
 pub use recipient::{CollectPage, Delivered, RecipientKeys, RegisterOutcome, Watch, WatchEvent};
-pub use sender::{
-    AwaitingReason, Backoff, FailReason, RetryPolicy, SendEvent, Sender, SenderStatus,
+pub use retry::{
+    AwaitingReason, Backoff, Finished, Link, RetryEvent, RetryPolicy, Schedule, Try, persist,
 };
+pub use sender::{FailReason, SendEvent, Sender, SenderStatus};
 
 use crate::engine::verdict::DepositStatus;
 use crate::net::{self, ReadError};
@@ -78,6 +81,10 @@ pub enum ClientError {
     /// The declaration did not parse, verify or pass the carrier role.
     #[error("declaration refused: {0}")]
     Declaration(String),
+    /// The TLS handshake failed (a pin or certificate that does not match
+    /// the carrier's): a configuration fault, never retried.
+    #[error("TLS handshake: {0}")]
+    Handshake(String),
     /// The sealed address challenge could not be used (`PROTOCOL.md` §8).
     #[error(transparent)]
     AddressChallenge(#[from] crate::engine::challenge::AddressChallengeError),
@@ -233,7 +240,14 @@ impl Client {
             .map_err(|e| ClientError::Transport(e.to_string()))?;
         let connection = tokio::time::timeout(options.timeout, connecting)
             .await
-            .map_err(|_| ClientError::Timeout(options.timeout))??;
+            .map_err(|_| ClientError::Timeout(options.timeout))?
+            .map_err(|e| {
+                if is_handshake_failure(&e) {
+                    ClientError::Handshake(e.to_string())
+                } else {
+                    ClientError::from(e)
+                }
+            })?;
         Ok(Client {
             endpoint,
             connection,
@@ -445,6 +459,18 @@ impl Client {
             )));
         }
         Ok(answer)
+    }
+}
+
+/// Whether a connection failed in the TLS handshake: a QUIC crypto error
+/// (codes `0x100`–`0x1ff`, RFC 9000 §20.1) raised locally (our verifier
+/// refused the certificate) or by the carrier.
+fn is_handshake_failure(e: &quinn::ConnectionError) -> bool {
+    let crypto = |code: quinn::TransportErrorCode| (0x100..0x200).contains(&u64::from(code));
+    match e {
+        quinn::ConnectionError::TransportError(t) => crypto(t.code),
+        quinn::ConnectionError::ConnectionClosed(c) => crypto(c.error_code),
+        _ => false,
     }
 }
 
