@@ -172,7 +172,9 @@ pub struct LimitsConfig {
     pub stream_read_timeout_ms: u64,
     /// How often the sweeper applies due horizons, ms.
     pub sweep_interval_ms: u64,
-    /// At shutdown, longest wait for in-flight operations, ms.
+    /// The whole shutdown, from the signal to the exit, ms: in-flight
+    /// operations, closing connections, a backup in progress; what is left
+    /// at the bound is aborted (`PROTOCOL.md` §5).
     pub drain_timeout_ms: u64,
     /// Private meter budgets.
     pub meters: MeterConfig,

@@ -1005,6 +1005,48 @@ mod tests {
     }
 
     #[test]
+    fn owed_conclusions_are_kept_once_in_order_and_settled_in_batches() {
+        let ids: Vec<DepositId> = (0..300u32)
+            .map(|i| DepositId::of(&i.to_be_bytes()))
+            .collect();
+        let mut owed = Owed::default();
+        for id in ids.iter().chain(&ids[..10]) {
+            owed.push(*id);
+        }
+        assert_eq!(owed.len(), 300, "each once");
+        assert_eq!(owed.batch(), &ids[..CONCLUDE_BATCH]);
+        owed.settle(CONCLUDE_BATCH);
+        assert_eq!(owed.batch(), &ids[CONCLUDE_BATCH..]);
+        owed.push(ids[0]);
+        assert_eq!(owed.len(), 45, "a settled id can be owed again");
+        owed.settle(1_000);
+        assert!(owed.is_empty());
+    }
+
+    #[test]
+    fn exit_statuses_follow_the_summary() {
+        let clean = Summary::default();
+        assert_eq!(clean.exit_status(), exit::OK);
+        let owed = Summary {
+            owed: 1,
+            ..Summary::default()
+        };
+        assert_eq!(owed.exit_status(), exit::REFUSED);
+        let unreachable = Summary {
+            gave_up: Some(AwaitingReason::TransportUnreachable),
+            ..Summary::default()
+        };
+        assert_eq!(unreachable.exit_status(), exit::TRANSPORT);
+        let refused_retriably = Summary {
+            gave_up: Some(AwaitingReason::CarrierRefusedRetriable),
+            ..Summary::default()
+        };
+        assert_eq!(refused_retriably.exit_status(), exit::REFUSED);
+        // Four refreshes fit in the shortest orphan-horizon (§11: P7D).
+        assert_eq!(REFRESH_EVERY_MS * 4, 7 * 86_400_000);
+    }
+
+    #[test]
     fn a_failed_write_is_transient_and_never_terminal() {
         let keys = keys();
         let dir = tempfile::tempdir().unwrap();
