@@ -32,30 +32,36 @@ fn every_client_command_exits_3_when_the_carrier_is_unreachable() {
     let doc = document(dir, "d.json", "{}");
     let server = format!("127.0.0.1:{}", free_udp_port());
     let (key, doc) = (key.to_str().unwrap(), doc.to_str().unwrap());
-    for command in commands(key, &rkid, doc) {
-        let mut args = command.clone();
-        args.extend([
-            "--server",
-            &server,
-            "--pin",
-            NO_PIN,
-            "--timeout",
-            "1",
-            "--give-up-after",
-            "PT3S",
-        ]);
-        let run = cli(dir, &args);
-        assert_eq!(run.code, 3, "{command:?}: {run:#?}");
-        let said = format!("{}{}", run.stdout, run.stderr);
-        assert!(
-            said.contains("awaiting-transport(transport-unreachable)"),
-            "{command:?} reported nothing: {run:#?}"
-        );
-        assert!(
-            run.lines("attempt").len() >= 2,
-            "{command:?} retried: {run:#?}"
-        );
-    }
+    // All at once: each waits out its own give-up bound.
+    std::thread::scope(|scope| {
+        for command in commands(key, &rkid, doc) {
+            let server = &server;
+            scope.spawn(move || {
+                let mut args = command.clone();
+                args.extend([
+                    "--server",
+                    server,
+                    "--pin",
+                    NO_PIN,
+                    "--timeout",
+                    "1",
+                    "--give-up-after",
+                    "PT3S",
+                ]);
+                let run = cli(dir, &args);
+                assert_eq!(run.code, 3, "{command:?}: {run:#?}");
+                let said = format!("{}{}", run.stdout, run.stderr);
+                assert!(
+                    said.contains("awaiting-transport(transport-unreachable)"),
+                    "{command:?} reported nothing: {run:#?}"
+                );
+                assert!(
+                    run.lines("attempt").len() >= 2,
+                    "{command:?} retried: {run:#?}"
+                );
+            });
+        }
+    });
 }
 
 /// 2: bad arguments or files, before anything is sent.

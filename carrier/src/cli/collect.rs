@@ -691,6 +691,9 @@ impl<'a> Collector<'a> {
                     });
                 }
                 SessionEnd::Lost { served } => {
+                    // A fresh connection for the next session: the carrier
+                    // may have closed this one (shutdown) or lost it.
+                    self.link.forget();
                     if served {
                         backoff.reset();
                         reconnects = 0;
@@ -766,7 +769,6 @@ impl<'a> Collector<'a> {
                             // up: a new session redelivers them.
                             Concluded::GaveUp(_) => {
                                 self.summary.gave_up = None;
-                                self.link.forget();
                                 return Ok(SessionEnd::Lost { served });
                             }
                         }
@@ -828,7 +830,6 @@ impl<'a> Collector<'a> {
                         out.emit("session-ended", &[("verdict", Value::Null), ("detail", detail.clone().into())], || {
                             format!("session-ended transport {detail}")
                         });
-                        self.link.forget();
                         return Ok(SessionEnd::Lost { served });
                     }
                 },

@@ -170,7 +170,8 @@ pub struct CarrierArgs {
     /// Stop retrying after this long (Access §7.3 duration, e.g. `PT30S`).
     /// `send`: from its start, at most the carrier's give-up-horizon (the
     /// default; the sender's own declared bound, §6.1). Other commands:
-    /// each request, default PT1M. Not used by `collect --watch`.
+    /// each request, default PT1M (`collect --watch` itself never gives up:
+    /// it reconnects).
     #[arg(long, value_parser = parse_duration)]
     pub give_up_after: Option<Duration>,
 }

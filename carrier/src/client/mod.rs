@@ -140,6 +140,14 @@ impl From<FrameError> for ClientError {
     }
 }
 
+/// How often a client connection sends a keep-alive.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(5);
+/// A client connection that hears nothing from the carrier for this long
+/// is lost (a carrier that crashed, a network that went away): three
+/// keep-alives unanswered. The carrier's own idle timeout still applies;
+/// QUIC uses the smaller of the two.
+pub const CLIENT_IDLE_TIMEOUT: Duration = Duration::from_secs(15);
+
 /// Where and how to connect.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -220,7 +228,11 @@ impl Client {
         let mut config = quinn::ClientConfig::new(Arc::new(crypto));
         let mut transport = quinn::TransportConfig::default();
         transport
-            .keep_alive_interval(Some(Duration::from_secs(10)))
+            .keep_alive_interval(Some(KEEP_ALIVE))
+            .max_idle_timeout(Some(
+                quinn::IdleTimeout::try_from(CLIENT_IDLE_TIMEOUT)
+                    .map_err(|e| TlsError::Config(e.to_string()))?,
+            ))
             .max_concurrent_uni_streams(quinn::VarInt::from_u32(0));
         config.transport_config(Arc::new(transport));
         let bind: SocketAddr = if addr.is_ipv6() {
