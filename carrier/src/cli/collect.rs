@@ -641,8 +641,8 @@ impl<'a> Collector<'a> {
         tokio::pin!(stop);
         let out = self.out;
         let mut backoff = Backoff::new();
-        // Terminal deposits handled in this run and not yet concluded: a
-        // new session redelivers them; they are not handled twice.
+        // Terminal deposits handled in this run and still held: a new
+        // session redelivers them; they are not handled twice.
         let mut known: HashSet<DepositId> = HashSet::new();
         let mut reconnects = 0u32;
         loop {
@@ -732,6 +732,10 @@ impl<'a> Collector<'a> {
         stop: &mut std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
     ) -> Result<SessionEnd, Failure> {
         let out = self.out;
+        // What earlier sessions handled: this one redelivers whatever of it
+        // is still held, and only that stays known (so `known` never holds
+        // more than the queue does).
+        let mut previous = std::mem::take(known);
         let mut served = false;
         let mut page = 0u64;
         let mut in_first_page = true;
@@ -777,13 +781,16 @@ impl<'a> Collector<'a> {
                 event = events.recv() => match event {
                     Some(Ok(Some(WatchEvent::Deposit(delivered)))) => {
                         page += 1;
-                        if !known.contains(&delivered.id) {
+                        if previous.remove(&delivered.id) {
+                            known.insert(delivered.id);
+                            if self.conclude {
+                                self.owed.push(delivered.id);
+                            }
+                        } else {
                             let handled = self.take(&delivered);
                             if handled.disposition.is_terminal() {
                                 known.insert(handled.id);
                             }
-                        } else if self.conclude {
-                            self.owed.push(delivered.id);
                         }
                         if self.owed.len() >= CONCLUDE_BATCH {
                             flush_at = Some(Instant::now());
@@ -843,15 +850,21 @@ impl<'a> Collector<'a> {
     }
 
     /// Ctrl-C: one last attempt at what is owed, then stop.
+    /// Ctrl-C: one last attempt, of at most [`LAST_ATTEMPT`], at what is
+    /// owed, then stop (what is left is redelivered to the next run).
     async fn stopped(&mut self) -> Result<(), Failure> {
         self.out
             .emit("watch-stopped", &[], || "watch stopped".to_owned());
         if self.conclude && !self.owed.is_empty() {
+            self.give_up_after = self.give_up_after.min(LAST_ATTEMPT);
             self.conclude_owed().await?;
         }
         Ok(())
     }
 }
+
+/// How long a stopped watch keeps trying to conclude what it owes.
+const LAST_ATTEMPT: Duration = Duration::from_secs(5);
 
 /// "Never" for a watch's own retries: ten years.
 const FOREVER: Duration = Duration::from_secs(10 * 365 * 86_400);
