@@ -125,11 +125,15 @@ impl RateConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
 pub struct MeterConfig {
-    /// All registration-side traffic naming an rkid without a held binding.
+    /// All registration-side traffic (challenges and proofs of every
+    /// purpose) naming an rkid without a held binding.
     pub unknown_address: RateConfig,
-    /// Registration-side traffic per held binding.
+    /// `register`/`rebind` challenges and proofs per held binding. Its
+    /// `collect`/`conclude` traffic is not charged here but to a budget of
+    /// twice [`MeterConfig::queue`] (`PROTOCOL.md` §9a).
     pub held_binding: RateConfig,
-    /// Submissions per queue.
+    /// Submissions per queue; also sets each held binding's
+    /// `collect`/`conclude` budget (twice this).
     pub queue: RateConfig,
     /// Submissions that land above a queue's floor, all queues together.
     pub shared_submission: RateConfig,
@@ -168,7 +172,9 @@ pub struct LimitsConfig {
     pub stream_read_timeout_ms: u64,
     /// How often the sweeper applies due horizons, ms.
     pub sweep_interval_ms: u64,
-    /// At shutdown, longest wait for in-flight operations, ms.
+    /// The whole shutdown, from the signal to the exit, ms: in-flight
+    /// operations, closing connections, a backup in progress; what is left
+    /// at the bound is aborted (`PROTOCOL.md` §5).
     pub drain_timeout_ms: u64,
     /// Private meter budgets.
     pub meters: MeterConfig,

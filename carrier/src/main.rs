@@ -30,6 +30,8 @@ enum Command {
     Status(cli::status::Args),
     /// Collect, open and store deposits; conclude the terminal ones.
     Collect(cli::collect::Args),
+    /// Conclude deposits of the key file's queue by id.
+    Conclude(cli::conclude::Args),
     /// The whole round trip against an in-process loopback carrier.
     Demo(cli::demo::Args),
     /// Check any carrier from the wire: one line per contract section.
@@ -52,6 +54,7 @@ async fn main() -> ExitCode {
         Command::Send(args) => cli::send::run(args).await,
         Command::Status(args) => cli::status::run(args).await,
         Command::Collect(args) => cli::collect::run(args).await,
+        Command::Conclude(args) => cli::conclude::run(args).await,
         Command::Demo(args) => cli::demo::run(args).await,
         Command::Conformance(args) => cli::conformance::run(args).await,
         Command::Backup(args) => cli::backup::run(args),

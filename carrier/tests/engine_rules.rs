@@ -142,7 +142,7 @@ fn sender_status<F: StoreFactory>(f: &F) {
 }
 
 /// Collect: admission order, ids, paging; last_collection_at moves at
-/// collect (and registration), not at conclude; another principal's
+/// collect, at a served conclude (and registration); another principal's
 /// valid proof is refused(no-such-queue); a concluded deposit is never
 /// offered again; conclusion is idempotent.
 fn collect_and_conclude<F: StoreFactory>(f: &F) {
@@ -195,13 +195,25 @@ fn collect_and_conclude<F: StoreFactory>(f: &F) {
     );
     assert_eq!(
         h.binding(&key.rkid).unwrap().last_collection_at,
-        T0 + 1_000,
-        "conclude does not move last_collection_at"
+        T0 + 2_000,
+        "a served conclude counts as collection (PROTOCOL.md §7)"
     );
+    assert_eq!(
+        h.engine.sweep().unwrap(),
+        Some(T0 + 2_000 + h.engine.constants().orphan_horizon_ms),
+        "the orphan expiry moved with it"
+    );
+    h.advance(500);
+    // Another principal's conclude is refused and moves nothing.
+    assert_eq!(
+        h.conclude(&key.rkid, &q, &ids).unwrap_err().verdict(),
+        Some(Verdict::NoSuchQueue)
+    );
+    assert_eq!(h.binding(&key.rkid).unwrap().last_collection_at, T0 + 2_000);
     let rest = h.collect(&key.rkid, &p).unwrap();
     assert_eq!(rest.deposits.len(), 3);
     assert!(rest.deposits.iter().all(|d| !ids.contains(&d.id)));
-    assert_eq!(h.binding(&key.rkid).unwrap().last_collection_at, T0 + 2_000);
+    assert_eq!(h.binding(&key.rkid).unwrap().last_collection_at, T0 + 2_500);
     // A conclude proof is not a collect proof, and vice versa.
     let conclude_proof = h.session_proof(Purpose::Conclude, &key.rkid, &p).unwrap();
     assert_eq!(

@@ -1148,7 +1148,11 @@ fn g2_precedence_registration<F: StoreFactory>(f: &F) {
                 let proof = h
                     .registration_proof(Purpose::Rebind, &key, &ps.p, 1)
                     .unwrap();
-                while h.engine.challenge(&key.rkid, Purpose::Collect).is_ok() {}
+                // The binding's own registration traffic drains its budget
+                // (its collect/conclude traffic has a budget of its own,
+                // PROTOCOL.md §9a).
+                while h.engine.challenge(&key.rkid, Purpose::Rebind).is_ok() {}
+                assert!(h.engine.challenge(&key.rkid, Purpose::Collect).is_ok());
                 h.engine.register(&proof)
             }
             (other, by) => panic!("no scenario for {other:?} {by:?}"),

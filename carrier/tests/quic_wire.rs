@@ -439,8 +439,9 @@ async fn pinning_decides_the_handshake() {
     let options = ConnectOptions::new(addr.clone(), ServerTrust::Pin(wrong))
         .with_timeout(Duration::from_secs(5));
     match Client::connect(&options).await {
-        Err(rltp_carrier::client::ClientError::Transport(e)) => {
-            assert!(e.contains("certificate") || e.contains("crypto"), "{e}")
+        Err(e @ rltp_carrier::client::ClientError::Handshake(_)) => {
+            assert!(!e.is_retriable() && !e.is_transport(), "never retried");
+            assert!(e.to_string().contains("PinMismatch"), "{e}");
         }
         other => panic!("a wrong pin must fail the handshake, got {other:?}"),
     }

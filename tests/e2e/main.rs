@@ -15,6 +15,10 @@
 
 mod cli_flow;
 mod conformance;
+mod exits;
+mod recipient;
+mod sender;
+mod shutdown;
 mod transport;
 mod wire;
 
@@ -51,21 +55,79 @@ pub struct Carrier {
     logs: Arc<Mutex<Vec<String>>>,
 }
 
+/// How to start a carrier: data dir, config file, listen address, extra
+/// environment (the test clock hook).
+#[derive(Debug, Clone)]
+pub struct Spec {
+    /// `--data-dir`.
+    pub data_dir: PathBuf,
+    /// `--config`.
+    pub config: Option<PathBuf>,
+    /// `--listen` (default `127.0.0.1:0`).
+    pub listen: String,
+    /// Extra environment variables.
+    pub env: Vec<(String, String)>,
+}
+
+impl Spec {
+    /// A carrier over `data_dir` with the TOML `config` (written beside
+    /// it), on a fixed free loopback port (so it can restart on it).
+    pub fn fixed(data_dir: &Path, config: &str) -> Spec {
+        let path = data_dir.with_extension("toml");
+        std::fs::write(&path, config).unwrap();
+        Spec {
+            data_dir: data_dir.to_owned(),
+            config: Some(path),
+            listen: format!("127.0.0.1:{}", free_udp_port()),
+            env: Vec::new(),
+        }
+    }
+
+    /// The same, with `RLTP_TEST_CLOCK_FILE` = `file`.
+    pub fn with_clock(mut self, file: &Path) -> Spec {
+        self.env.push((
+            "RLTP_TEST_CLOCK_FILE".into(),
+            file.to_str().unwrap().to_owned(),
+        ));
+        self
+    }
+}
+
+/// A loopback UDP port that was free a moment ago.
+pub fn free_udp_port() -> u16 {
+    std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 impl Carrier {
     /// Starts a carrier over `data_dir`, optionally with a config file.
     pub fn start(data_dir: &Path, config: Option<&Path>) -> Carrier {
+        Carrier::start_with(&Spec {
+            data_dir: data_dir.to_owned(),
+            config: config.map(Path::to_owned),
+            listen: "127.0.0.1:0".into(),
+            env: Vec::new(),
+        })
+    }
+
+    /// Starts a carrier as `spec` says.
+    pub fn start_with(spec: &Spec) -> Carrier {
         let mut command = Command::new(BIN);
         command
             .arg("serve")
             .arg("--data-dir")
-            .arg(data_dir)
-            .args(["--listen", "127.0.0.1:0", "--log-format", "json"])
+            .arg(&spec.data_dir)
+            .args(["--listen", &spec.listen, "--log-format", "json"])
             // Per-deposit lines (`submit`) are `debug`; the tests read them.
             .env("RUST_LOG", "info,rltp_carrier=debug")
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        if let Some(config) = config {
+        if let Some(config) = &spec.config {
             command.arg("--config").arg(config);
         }
         let mut child = command.spawn().unwrap();
@@ -116,6 +178,9 @@ impl Carrier {
             }
         }
         assert!(carrier.addr.starts_with("127.0.0.1:"), "{}", carrier.addr);
+        if !spec.listen.ends_with(":0") {
+            assert_eq!(carrier.addr, spec.listen);
+        }
         assert!(carrier.pin.starts_with("sha256/"), "{}", carrier.pin);
         // `C` is on stdout before the issuer (PROTOCOL.md §5): a client
         // author needs it to derive principals.
@@ -131,6 +196,11 @@ impl Carrier {
             "--pin".into(),
             self.pin.clone(),
         ]
+    }
+
+    /// The log lines as they come, also after the process is gone.
+    pub fn log_handle(&self) -> Arc<Mutex<Vec<String>>> {
+        Arc::clone(&self.logs)
     }
 
     /// The log lines (JSON) written so far.
@@ -170,6 +240,28 @@ impl Carrier {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+
+    /// The client library's connection to it.
+    pub async fn connect(&self) -> rltp_carrier::client::Client {
+        rltp_carrier::tls::install_crypto_provider();
+        let options = rltp_carrier::client::ConnectOptions::new(
+            self.addr.clone(),
+            rltp_carrier::tls::ServerTrust::Pin(self.pin.parse().unwrap()),
+        )
+        .with_timeout(Duration::from_secs(30));
+        rltp_carrier::client::Client::connect(&options)
+            .await
+            .unwrap()
+    }
+
+    /// The `fields` of every JSON log line with `message`, now.
+    pub fn logged(&self, message: &str) -> Vec<serde_json::Value> {
+        self.logs()
+            .iter()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v["fields"]["message"] == message)
+            .collect()
     }
 
     /// SIGTERM, then waits: a graceful drain.
@@ -311,9 +403,20 @@ pub struct Running {
 impl Running {
     /// Starts `rltp-carrier ARGS…` in `dir` with the carrier's address.
     pub fn start(dir: &Path, carrier: &Carrier, args: &[&str]) -> Running {
+        Running::start_env(dir, &carrier.args(), args, &[])
+    }
+
+    /// Starts `rltp-carrier ARGS… CARRIER_ARGS…` in `dir` with `env`.
+    pub fn start_env(
+        dir: &Path,
+        carrier_args: &[String],
+        args: &[&str],
+        env: &[(String, String)],
+    ) -> Running {
         let mut child = Command::new(BIN)
             .args(args)
-            .args(carrier.args())
+            .args(carrier_args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .current_dir(dir)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -349,8 +452,41 @@ impl Running {
         }
     }
 
+    /// The next JSON line whose `event` is `event` (others are skipped),
+    /// within 20 s.
+    pub fn next_event(&self, event: &str) -> serde_json::Value {
+        self.next_event_of(&[event])
+    }
+
+    /// The next JSON line whose `event` is `event`, within `within`.
+    pub fn next_event_within(&self, event: &str, within: Duration) -> serde_json::Value {
+        self.next_event_of_within(&[event], within)
+    }
+
+    /// The next JSON line whose `event` is one of `events`, within 20 s.
+    pub fn next_event_of(&self, events: &[&str]) -> serde_json::Value {
+        self.next_event_of_within(events, Duration::from_secs(20))
+    }
+
+    /// The next JSON line whose `event` is one of `events`, within `within`.
+    pub fn next_event_of_within(&self, events: &[&str], within: Duration) -> serde_json::Value {
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self
+                .lines
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no {events:?} event"));
+            let value: serde_json::Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"));
+            if events.iter().any(|e| value["event"] == *e) {
+                return value;
+            }
+        }
+    }
+
     /// SIGINT, then the exit code (bounded wait).
-    pub fn interrupt(mut self) -> Option<i32> {
+    pub fn interrupt(self) -> Option<i32> {
         let pid = self.child.id().to_string();
         assert!(
             Command::new("kill")
@@ -359,6 +495,11 @@ impl Running {
                 .unwrap()
                 .success()
         );
+        self.wait()
+    }
+
+    /// Waits for the exit code (bounded wait).
+    pub fn wait(mut self) -> Option<i32> {
         let deadline = Instant::now() + PROCESS_DEADLINE;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
@@ -366,7 +507,7 @@ impl Running {
             }
             if Instant::now() > deadline {
                 let _ = self.child.kill();
-                panic!("the process did not exit on SIGINT");
+                panic!("the process did not exit");
             }
             std::thread::sleep(Duration::from_millis(10));
         }

@@ -1,7 +1,9 @@
 //! `rltp-carrier declaration`: fetch the carrier's signed
 //! `registry-declaration/0.1` (§4.4), verify its `eddsa-jcs-2022` proof
 //! under its `issuer` and the seven constants against their §11 domains,
-//! and print them (`PROTOCOL.md` §3).
+//! and print them (`PROTOCOL.md` §3). Transport failures are retried until
+//! `--give-up-after` (default PT1M); exit status 0, 1 for a declaration
+//! that does not verify, 3 when the carrier could not be reached.
 
 use super::{CarrierArgs, Failure, exit};
 use crate::client::FetchedDeclaration;
@@ -55,16 +57,21 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
         ),
         None => None,
     };
-    let client = args.carrier.connect().await?;
-    let fetched = match &expected {
-        Some(issuer) => client.declaration_from(issuer).await,
-        None => client.declaration().await,
+    let out = super::output::Output::new("declaration", false, tokio::time::Instant::now());
+    let mut link = args.carrier.link()?;
+    let mut schedule = args.carrier.request_schedule();
+    let fetched = link
+        .fetch_declaration(expected.as_ref(), &mut schedule, |e| {
+            out.retry("declaration", &e);
+        })
+        .await;
+    link.close().await;
+    let fetched = match fetched? {
+        crate::client::Finished::Done(fetched) => fetched,
+        crate::client::Finished::GaveUp(reason) => {
+            return Err(super::gave_up("declaration", reason));
+        }
     };
-    client.close().await;
-    let fetched = fetched.map_err(|e| match e {
-        crate::client::ClientError::Declaration(_) => Failure::refused(e.to_string()),
-        e => Failure::from(e),
-    })?;
     if args.json {
         println!("{}", String::from_utf8_lossy(&fetched.bytes));
     } else {

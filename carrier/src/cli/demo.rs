@@ -22,7 +22,7 @@
 //! Exit status 0 when every step gave the expected verdict, 1 at the first
 //! that did not.
 
-use super::collect::{Disposition, collect_all, conclude_terminal};
+use super::collect::{Collector, Concluded, Disposition};
 use super::keys::KeyFile;
 use super::send::{Sealed, seal_value};
 use super::{Failure, exit};
@@ -305,29 +305,35 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
     };
     steps.record("restart carrier", restarted)?;
     let server = server.map_err(|e| Failure::transport(e.to_string()))?;
-    let (_, client) = connect(&server).await.map_err(Failure::transport)?;
+    let (options, client) = connect(&server).await.map_err(Failure::transport)?;
 
     let inbox = temp.path().join("inbox");
     std::fs::create_dir_all(&inbox)
         .map_err(|e| Failure::usage(format!("{}: {e}", inbox.display())))?;
-    let collected = collect_all(&client, &keys, &inbox, false, |_| {}).await;
-    let collected = collected.map_err(|f| f.message);
-    let handled = collected
-        .as_ref()
-        .map(|s| s.handled.clone())
-        .unwrap_or_default();
+    // The collect command's own code, over this connection, printing nothing.
+    let link = crate::client::Link::with_client(options.clone(), client.clone());
+    let mut collector = Collector::new(
+        &keys,
+        link,
+        &inbox,
+        false,
+        super::output::Output::quiet("demo"),
+        std::time::Duration::from_secs(10),
+    );
+    let collected = collector.collect_all().await.map_err(|f| f.message);
+    let refused = collector.summary.refused;
+    let handled = collected.clone().unwrap_or_default();
     steps.record(
         "collect + open",
-        collected.and_then(|summary| {
-            if summary.refused.is_some() || summary.handled.len() != sent.len() {
+        collected.and_then(|handled| {
+            if refused.is_some() || handled.len() != sent.len() {
                 return Err(format!(
-                    "{:?}, {} deposits (expected {})",
-                    summary.refused,
-                    summary.handled.len(),
+                    "{refused:?}, {} deposits (expected {})",
+                    handled.len(),
                     sent.len()
                 ));
             }
-            Ok(summary.handled.iter().map(ToString::to_string).collect())
+            Ok(handled.iter().map(ToString::to_string).collect())
         }),
     )?;
 
@@ -362,34 +368,38 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
         });
     steps.record("verify digests", verified)?;
 
-    let concluded = conclude_terminal(&client, &keys, &handled).await;
+    let terminal: Vec<rltp_storage::DepositId> = handled
+        .iter()
+        .filter(|h| h.disposition.is_terminal())
+        .map(|h| h.id)
+        .collect();
+    let concluded = collector.conclude_ids(&terminal).await;
     steps.record(
         "conclude",
         match concluded {
-            Ok(Ok(n)) if n == sent.len() as u64 => {
+            Ok(Concluded::Served(n)) if n == sent.len() as u64 => {
                 Ok(vec![format!("verdict served, concluded {n}")])
             }
-            Ok(Ok(n)) => Err(format!("concluded {n} of {}", sent.len())),
-            Ok(Err(v)) => Err(format!("verdict {v}")),
+            Ok(Concluded::Served(n)) => Err(format!("concluded {n} of {}", sent.len())),
+            Ok(Concluded::Refused(v)) => Err(format!("verdict {v}")),
+            Ok(Concluded::GaveUp(r)) => Err(format!("gave up, {r}")),
             Err(f) => Err(f.message),
         },
     )?;
 
-    let again = collect_all(&client, &keys, &inbox, false, |_| {}).await;
+    let again = collector.collect_all().await;
+    let refused = collector.summary.refused;
     steps.record(
         "collect again",
         match again {
-            Ok(s) if s.refused.is_none() && s.handled.is_empty() => Ok(vec![
+            Ok(h) if refused.is_none() && h.is_empty() => Ok(vec![
                 "verdict served, 0 deposits: nothing is redelivered".to_owned(),
             ]),
-            Ok(s) => Err(format!(
-                "{} deposits redelivered ({:?})",
-                s.handled.len(),
-                s.refused
-            )),
+            Ok(h) => Err(format!("{} deposits redelivered ({refused:?})", h.len())),
             Err(f) => Err(f.message),
         },
     )?;
+    drop(collector);
 
     let mut statuses = Vec::new();
     for sealed in &sent {

@@ -11,6 +11,7 @@
 //! | `send` | [`send`] | seal a document and submit it, reporting §6.1 status |
 //! | `status` | [`status`] | a deposit's status by id (§5a.8) |
 //! | `collect` | [`collect`] | collect, open, write, and conclude terminal outcomes (§5a.8) |
+//! | `conclude` | [`conclude`] | conclude given deposit ids (§5a.8) |
 //! | `demo` | [`demo`] | the whole round trip against an in-process carrier |
 //! | `conformance` | [`conformance`] | check any carrier from the wire, one line per contract section |
 //! | `backup` | [`backup`] | an online, consistent backup archive (`deploy/OPERATIONS.md`) |
@@ -22,27 +23,41 @@
 //! [`exit::REFUSED`] (1) the carrier answered with a refusal, the sender's
 //! status is `failed(…)`, or a deposit could not be handled;
 //! [`exit::USAGE`] (2) bad arguments, files or configuration;
-//! [`exit::TRANSPORT`] (3) the carrier could not be reached or broke the
-//! wire profile.
+//! [`exit::TRANSPORT`] (3) the carrier could not be reached (every client
+//! command, also when it gave up retrying while the carrier was
+//! unreachable), failed the TLS handshake, or broke the wire profile.
+//!
+//! ## Retrying
+//! Every client command retries retriable refusals and transport failures
+//! with full-jitter backoff and reports `status awaiting-transport(…)` at
+//! least every half status horizon meanwhile ([`crate::client::retry`]),
+//! until `--give-up-after`: for `send` the carrier's declared
+//! `give-up-horizon` shortened by it, measured from the command's start;
+//! for the recipient commands each request gives up after it (default
+//! [`DEFAULT_GIVE_UP_AFTER`]); `collect --watch` never gives up on the
+//! carrier and reconnects until stopped.
 //!
 //! Output is line-oriented `name value` text on stdout (and JSON lines
-//! where a command offers `--json`); diagnostics go to stderr. No command
-//! ever prints a secret or an envelope body.
+//! where a command offers `--json`, [`output`]), each line printed as its
+//! step happens; diagnostics go to stderr. No command ever prints a
+//! secret or an envelope body.
 
 pub mod admin;
 pub mod backup;
 pub mod collect;
+pub mod conclude;
 pub mod conformance;
 pub mod declaration;
 pub mod demo;
 pub mod keys;
+pub mod output;
 pub mod register;
 pub mod restore;
 pub mod send;
 pub mod serve;
 pub mod status;
 
-use crate::client::{Client, ClientError, ConnectOptions};
+use crate::client::{AwaitingReason, Client, ClientError, ConnectOptions, Link, Schedule};
 use crate::tls::{ServerTrust, SpkiFingerprint};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -99,11 +114,30 @@ impl From<ClientError> for Failure {
     fn from(e: ClientError) -> Failure {
         match e {
             ClientError::Tls(_) | ClientError::Proof(_) => Failure::usage(e.to_string()),
-            ClientError::AddressChallenge(_) => Failure::refused(e.to_string()),
+            ClientError::AddressChallenge(_) | ClientError::Declaration(_) => {
+                Failure::refused(e.to_string())
+            }
+            ClientError::Handshake(_) => Failure::transport(format!(
+                "the carrier failed the TLS handshake (wrong --pin?): {e}"
+            )),
             _ => Failure::transport(e.to_string()),
         }
     }
 }
+
+/// The failure of a request that gave up while in `reason`: exit 3 when
+/// the carrier could not be reached, 1 when it kept refusing retriably.
+pub fn gave_up(what: &str, reason: AwaitingReason) -> Failure {
+    let message = format!("{what}: gave up at --give-up-after, {reason}");
+    if reason.is_unreachable() {
+        Failure::transport(message)
+    } else {
+        Failure::refused(message)
+    }
+}
+
+/// How long a recipient command's request retries by default: PT1M.
+pub const DEFAULT_GIVE_UP_AFTER: Duration = Duration::from_secs(60);
 
 /// Turns a command's result into the process exit status, printing a
 /// failure's message to stderr as `rltp-carrier COMMAND: MESSAGE`.
@@ -135,6 +169,20 @@ pub struct CarrierArgs {
     /// Longest wait for a connection or an answer, seconds.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub timeout: u64,
+    /// Stop retrying after this long (Access §7.3 duration, e.g. `PT30S`).
+    /// `send`: from its start, at most the carrier's give-up-horizon (the
+    /// default; the sender's own declared bound, §6.1). Other commands:
+    /// each request, default PT1M (`collect --watch` itself never gives up:
+    /// it reconnects).
+    #[arg(long, value_parser = parse_duration)]
+    pub give_up_after: Option<Duration>,
+}
+
+/// An Access §7.3 duration.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    rltp_proofs::constants::parse_duration(text)
+        .map(Duration::from_millis)
+        .map_err(|e| e.to_string())
 }
 
 impl CarrierArgs {
@@ -166,6 +214,25 @@ impl CarrierArgs {
         Client::connect(&options).await.map_err(|e| {
             Failure::transport(format!("cannot reach the carrier at {}: {e}", self.server))
         })
+    }
+
+    /// A link to the carrier (connected by the first request).
+    ///
+    /// # Errors
+    /// [`Failure`] from [`CarrierArgs::options`].
+    pub fn link(&self) -> Result<Link, Failure> {
+        crate::tls::install_crypto_provider();
+        Ok(Link::new(self.options()?))
+    }
+
+    /// The schedule of one recipient request starting now: reports at the
+    /// §11 floor, gives up after `--give-up-after` (default
+    /// [`DEFAULT_GIVE_UP_AFTER`]).
+    pub fn request_schedule(&self) -> Schedule {
+        Schedule::for_at_most(
+            tokio::time::Instant::now(),
+            self.give_up_after.unwrap_or(DEFAULT_GIVE_UP_AFTER),
+        )
     }
 }
 

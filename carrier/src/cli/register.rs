@@ -7,10 +7,17 @@
 //! On `refused(stale-generation)` it prints the generation the carrier
 //! holds and the smallest one that would win (held + 1), with the
 //! `keys rotate` command that gets there.
+//!
+//! A retriable refusal (of the challenge or of the proof) and a transport
+//! failure are retried with backoff on a fresh challenge until
+//! `--give-up-after` (default PT1M), reporting as it goes. Exit status 0
+//! when the binding is held, 1 for a refusal, 3 when it gave up while the
+//! carrier was unreachable.
 
 use super::keys::KeyFile;
+use super::output::Output;
 use super::{CarrierArgs, Failure, exit};
-use crate::client::{Client, ClientError, RegisterOutcome};
+use crate::client::{Client, ClientError, Finished, Link, RegisterOutcome, Schedule};
 use crate::engine::verdict::Verdict;
 use rltp_proofs::proof::Purpose;
 use std::path::PathBuf;
@@ -30,7 +37,26 @@ pub struct Args {
     purpose: Option<String>,
 }
 
-/// Registers `keys` over `client` with `purpose` (default by generation).
+fn default_purpose(keys: &KeyFile, purpose: Option<Purpose>) -> Purpose {
+    purpose.unwrap_or(if keys.generation() == 1 {
+        Purpose::Register
+    } else {
+        Purpose::Rebind
+    })
+}
+
+fn failure(keys: &KeyFile, e: ClientError) -> Failure {
+    match e {
+        ClientError::AddressChallenge(inner) => Failure::refused(format!(
+            "{inner} (the key file is for carrier {:?}; is the carrier configured with that identifier?)",
+            keys.carrier().as_str()
+        )),
+        e => Failure::from(e),
+    }
+}
+
+/// Registers `keys` over `client` with `purpose` (default by generation),
+/// once.
 ///
 /// # Errors
 /// [`Failure`] for transport faults or an address challenge that is not
@@ -40,21 +66,36 @@ pub async fn register(
     keys: &KeyFile,
     purpose: Option<Purpose>,
 ) -> Result<RegisterOutcome, Failure> {
-    let purpose = purpose.unwrap_or(if keys.generation() == 1 {
-        Purpose::Register
-    } else {
-        Purpose::Rebind
-    });
     client
-        .register(&keys.recipient_keys(), purpose)
+        .register(&keys.recipient_keys(), default_purpose(keys, purpose))
         .await
-        .map_err(|e| match e {
-            ClientError::AddressChallenge(inner) => Failure::refused(format!(
-                "{inner} (the key file is for carrier {:?}; is the carrier configured with that identifier?)",
-                keys.carrier().as_str()
-            )),
-            e => Failure::from(e),
-        })
+        .map_err(|e| failure(keys, e))
+}
+
+/// Registers `keys` over `link`, retried on `schedule` ([`Link::register`]).
+///
+/// # Errors
+/// As [`register`]; a give-up is [`super::gave_up`].
+pub async fn register_retrying(
+    link: &mut Link,
+    keys: &KeyFile,
+    purpose: Option<Purpose>,
+    schedule: &mut Schedule,
+    out: &Output,
+) -> Result<RegisterOutcome, Failure> {
+    let finished = link
+        .register(
+            &keys.recipient_keys(),
+            default_purpose(keys, purpose),
+            schedule,
+            |e| out.retry("register", &e),
+        )
+        .await
+        .map_err(|e| failure(keys, e))?;
+    match finished {
+        Finished::Done(outcome) => Ok(outcome),
+        Finished::GaveUp(reason) => Err(super::gave_up("register", reason)),
+    }
 }
 
 /// Whether a registration verdict holds the binding.
@@ -65,15 +106,17 @@ pub fn holds(verdict: Verdict) -> bool {
     )
 }
 
-async fn execute(args: &Args) -> Result<u8, Failure> {
+async fn execute(args: &Args, started: tokio::time::Instant) -> Result<u8, Failure> {
+    let out = Output::new("register", false, started);
     let keys = KeyFile::load(&args.key)?;
     let purpose = args.purpose.as_deref().and_then(Purpose::from_wire);
     println!("rkid {}", keys.rkid().to_multikey());
     println!("principal {}", keys.principal().to_did_key());
     println!("generation {}", keys.generation());
-    let client = args.carrier.connect().await?;
-    let outcome = register(&client, &keys, purpose).await;
-    client.close().await;
+    let mut link = args.carrier.link()?;
+    let mut schedule = args.carrier.request_schedule();
+    let outcome = register_retrying(&mut link, &keys, purpose, &mut schedule, &out).await;
+    link.close().await;
     let outcome = outcome?;
     if let RegisterOutcome::ChallengeRefused(v) = outcome {
         println!("challenge {v}");
@@ -107,5 +150,6 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
 
 /// Runs `register`.
 pub async fn run(args: Args) -> ExitCode {
-    super::finish("register", execute(&args).await)
+    let started = tokio::time::Instant::now();
+    super::finish("register", execute(&args, started).await)
 }

@@ -1,5 +1,5 @@
 //! `rltp-carrier send`: seal one document to an `rkid` and submit it until
-//! it has a §6.1 state (§5, §5a.5, §6.1, `PROTOCOL.md` §9).
+//! it has a §6.1 state (§5, §5a.5, §6.1, `PROTOCOL.md` §9, §10).
 //!
 //! 1. The file is read with the strict reader, canonicalized (JCS), and
 //!    its document digest computed (§2: over `JCS(document)`, never over
@@ -7,48 +7,48 @@
 //!    sealed: `failed(oversize)` without any submission (§5, §6.1).
 //! 2. The JCS bytes are sealed to the `rkid` (§5, fresh ephemeral key and
 //!    nonce); the deposit id is the sha2-256 of the envelope bytes.
-//! 3. The carrier's declaration is fetched and verified; its
-//!    `status-horizon` and `give-up-horizon` drive the retrying sender
-//!    ([`crate::client::Sender`]). If the carrier cannot be reached to
-//!    read them, the sender reports at the shortest `status-horizon` any
-//!    carrier may declare (PT5S, the §11 floor) and gives up after the
-//!    shortest `give-up-horizon` (P1D); `--give-up-after` shortens either
-//!    case.
-//! 4. Every event is printed as it happens: `awaiting-transport(…)`
-//!    reports within the status horizon, then `accepted` or `failed(…)`.
+//! 3. **§6.1 on the clock, from the instant the command starts:** until
+//!    the carrier's declaration is known the sender reports at the
+//!    shortest `status-horizon` any carrier may declare (PT5S, the §11
+//!    floor) and would give up after the shortest `give-up-horizon` (P1D);
+//!    the first attempt that connects fetches and verifies the declaration
+//!    and its horizons are in force from then on. `--give-up-after`
+//!    shortens the give-up bound in either case. Connecting, the
+//!    handshake, the declaration fetch and every attempt run under the
+//!    report ticker and the give-up timer ([`crate::client::retry`]): a
+//!    report comes at least every half horizon whatever the transport
+//!    does, and `failed(expired-by-adapter-policy)` comes on its instant.
+//! 4. Every event is printed as it happens (`--json`: one object per
+//!    line with `elapsedMs`): `sealed`, `policy` (fallback, then
+//!    declared), `attempt`, `verdict`, `status` reports, `backoff`, then
+//!    `final`.
 //!
-//! Exit status 0 for `accepted`, 1 for `failed(…)`.
+//! Exit status 0 for `accepted`; 1 for `failed(…)` (also a give-up while
+//! the carrier refused retriably); 3 for a give-up while the carrier was
+//! unreachable, or a failed TLS handshake (a wrong pin).
 
-use super::{CarrierArgs, Failure, exit};
-use crate::client::{Client, SendEvent, Sender, SenderStatus};
-use crate::client::{FailReason, RetryPolicy};
-use rltp_proofs::json::{self, Number, Object, Value};
+use super::output::{Output, ms, n};
+use super::{Failure, exit};
+use crate::client::{
+    AwaitingReason, FailReason, RetryPolicy, Schedule, SendEvent, Sender, SenderStatus,
+};
+use rltp_proofs::json::{self, Value};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::seal::{MAX_PLAINTEXT_BYTES, SealError};
 use rltp_storage::DepositId;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
-
-/// `status-horizon` used when the carrier's declaration cannot be read:
-/// PT5S, the §11 floor, so the reports meet any carrier's declared horizon.
-pub const FALLBACK_STATUS_HORIZON: Duration = Duration::from_secs(5);
-/// `give-up-horizon` used when the carrier's declaration cannot be read:
-/// P1D, the §11 floor.
-pub const FALLBACK_GIVE_UP_HORIZON: Duration = Duration::from_secs(86_400);
+use tokio::time::Instant;
 
 /// `send`: seal and submit one document.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]
-    carrier: CarrierArgs,
+    carrier: super::CarrierArgs,
     /// The recipient's queue address (X25519 Multikey `z6LS…`).
     #[arg(long)]
     to: String,
-    /// Give up sooner than the carrier's give-up-horizon (Access §7.3
-    /// duration, e.g. `PT30S`): the sender's own declared bound (§6.1).
-    #[arg(long)]
-    give_up_after: Option<String>,
     /// One JSON object per line (for scripts) instead of progress lines.
     #[arg(long)]
     json: bool,
@@ -116,115 +116,59 @@ pub fn seal_document(bytes: &[u8], rkid: &Rkid) -> Result<Sealed, SealDocumentEr
     seal_value(&document, rkid)
 }
 
-/// The retry policy for `client`'s carrier: its declared horizons, or the
-/// §11 floors when the declaration cannot be fetched; `cap` shortens the
-/// give-up horizon. Returns the policy and where it came from.
-///
-/// # Errors
-/// [`Failure::refused`] when the carrier serves a declaration that does
-/// not verify (nothing is sent to such a carrier).
-pub async fn policy(
-    client: Option<&Client>,
-    cap: Option<Duration>,
-) -> Result<(RetryPolicy, &'static str), Failure> {
-    let fallback = RetryPolicy {
-        give_up_horizon: FALLBACK_GIVE_UP_HORIZON,
-        status_horizon: FALLBACK_STATUS_HORIZON,
-    };
-    let (mut policy, source) = match client {
-        None => (fallback, "fallback"),
-        Some(client) => match client.declaration().await {
-            Ok(fetched) => (
-                RetryPolicy::from_constants(fetched.declaration.constants()),
-                "declared",
-            ),
-            Err(e) if e.is_transport() || e.is_retriable() => (fallback, "fallback"),
-            Err(e) => return Err(Failure::refused(e.to_string())),
-        },
-    };
-    if let Some(cap) = cap {
-        policy.give_up_horizon = policy.give_up_horizon.min(cap);
-    }
-    Ok((policy, source))
+/// Prints the horizons in force: `policy`'s, the give-up shortened by `cap`.
+fn policy_event(out: &Output, source: &str, policy: RetryPolicy, cap: Option<Duration>) {
+    let schedule = Schedule::new(out.started(), policy, cap);
+    let status_ms = ms(schedule.policy.status_horizon);
+    let give_up_ms = ms(schedule.give_up_after());
+    out.emit(
+        "policy",
+        &[
+            ("source", source.into()),
+            ("statusHorizonMs", n(status_ms)),
+            ("giveUpHorizonMs", n(give_up_ms)),
+        ],
+        || format!("policy {source} status-horizon {status_ms} ms give-up-horizon {give_up_ms} ms"),
+    );
 }
 
-/// Whether the first connection failed in the TLS handshake (a pin or
-/// certificate mismatch): a configuration fault that retrying cannot cure,
-/// reported at once rather than as `awaiting-transport(…)` for a day.
-/// The client library reports it as transport text, so this reads quinn's
-/// wording; should that change, the sender merely retries as for an
-/// unreachable carrier.
-fn handshake_refused(e: &crate::client::ClientError) -> bool {
-    matches!(e, crate::client::ClientError::Transport(text)
-        if text.contains("cryptographic handshake failed"))
-}
-
-/// Prints events as progress lines or JSON lines.
-struct Output {
-    json: bool,
-}
-
-impl Output {
-    fn emit(&self, event: &str, fields: &[(&str, Value)], human: String) {
-        if self.json {
-            let mut object = Object::new();
-            object.insert("event", event);
-            for (name, value) in fields {
-                object.insert(*name, value.clone());
-            }
-            match rltp_proofs::jcs::canonicalize_string(&Value::Object(object)) {
-                Ok(line) => println!("{line}"),
-                Err(e) => eprintln!("rltp-carrier send: cannot print an event: {e}"),
-            }
-        } else {
-            println!("{human}");
+fn send_event(out: &Output, event: &SendEvent, cap: Option<Duration>) {
+    match event {
+        SendEvent::Attempt { number } => {
+            out.emit("attempt", &[("number", n(u64::from(*number)))], || {
+                format!("attempt {number}")
+            });
         }
-    }
-
-    fn event(&self, event: &SendEvent) {
-        match event {
-            SendEvent::Attempt { number } => self.emit(
-                "attempt",
-                &[("number", Number::from_u64(u64::from(*number)).into())],
-                format!("attempt {number}"),
-            ),
-            SendEvent::Verdict(v) => self.emit(
-                "verdict",
-                &[
-                    ("verdict", v.as_str().into()),
-                    ("retriable", Value::Bool(v.retriable())),
-                ],
-                format!("verdict {v}"),
-            ),
-            SendEvent::Report(status) => self.emit(
-                "status",
-                &[("status", status.to_string().into())],
-                format!("status {status}"),
-            ),
-            SendEvent::Backoff(d) => {
-                let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-                self.emit(
-                    "backoff",
-                    &[("ms", Number::from_u64(ms).into())],
-                    format!("backoff {ms} ms"),
-                );
-            }
+        SendEvent::Policy(policy) => policy_event(out, "declared", *policy, cap),
+        SendEvent::Verdict(v) => out.emit(
+            "verdict",
+            &[
+                ("verdict", v.as_str().into()),
+                ("retriable", Value::Bool(v.retriable())),
+            ],
+            || format!("verdict {v}"),
+        ),
+        SendEvent::Failed(detail) => out.emit(
+            "transport-failure",
+            &[("detail", detail.clone().into())],
+            || format!("transport-failure {detail}"),
+        ),
+        SendEvent::Report(status) => {
+            out.emit("status", &[("status", status.to_string().into())], || {
+                format!("status {status}")
+            });
         }
+        SendEvent::Backoff(d) => out.emit("backoff", &[("ms", n(ms(*d)))], || {
+            format!("backoff {} ms", ms(*d))
+        }),
     }
 }
 
-async fn execute(args: &Args) -> Result<u8, Failure> {
-    let out = Output { json: args.json };
+async fn execute(args: &Args, started: Instant) -> Result<u8, Failure> {
+    let out = Output::new("send", args.json, started);
     let rkid = Rkid::parse(&args.to).map_err(|e| {
         Failure::usage(format!("--to {:?} is not an x25519 multikey: {e}", args.to))
     })?;
-    let cap = match &args.give_up_after {
-        Some(text) => Some(Duration::from_millis(
-            rltp_proofs::constants::parse_duration(text)
-                .map_err(|e| Failure::usage(format!("--give-up-after: {e}")))?,
-        )),
-        None => None,
-    };
     let bytes = super::read_file(&args.file)?;
     let sealed = match seal_document(&bytes, &rkid) {
         Ok(sealed) => sealed,
@@ -234,11 +178,13 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
                 "final",
                 &[
                     ("status", status.to_string().into()),
-                    ("jcsBytes", Number::from_u64(len as u64).into()),
+                    ("jcsBytes", n(len as u64)),
                 ],
-                format!(
-                    "status {status} (document jcs is {len} bytes, above 65536; nothing was sent)"
-                ),
+                || {
+                    format!(
+                        "status {status} (document jcs is {len} bytes, above 65536; nothing was sent)"
+                    )
+                },
             );
             return Ok(exit::REFUSED);
         }
@@ -254,58 +200,45 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
             ("digest", digest.clone().into()),
             ("deposit", deposit.clone().into()),
             ("rkid", rkid.to_multikey().into()),
-            (
-                "envelopeBytes",
-                Number::from_u64(sealed.envelope.len() as u64).into(),
-            ),
+            ("envelopeBytes", n(sealed.envelope.len() as u64)),
         ],
-        format!(
-            "document-digest {digest}\ndeposit {deposit}\nenvelope-bytes {}",
-            sealed.envelope.len()
-        ),
+        || {
+            format!(
+                "document-digest {digest}\ndeposit {deposit}\nenvelope-bytes {}",
+                sealed.envelope.len()
+            )
+        },
     );
 
     crate::tls::install_crypto_provider();
     let options = args.carrier.options()?;
-    let client = match Client::connect(&options).await {
-        Ok(client) => Some(client),
-        Err(e) if handshake_refused(&e) => {
-            return Err(Failure::transport(format!(
-                "the carrier at {} failed the TLS handshake (wrong --pin?): {e}",
-                args.carrier.server
-            )));
-        }
-        Err(e) if e.is_transport() || e.is_retriable() => None,
-        Err(e) => return Err(Failure::from(e)),
-    };
-    let (policy, source) = policy(client.as_ref(), cap).await?;
-    let status_ms = u64::try_from(policy.status_horizon.as_millis()).unwrap_or(u64::MAX);
-    let give_up_ms = u64::try_from(policy.give_up_horizon.as_millis()).unwrap_or(u64::MAX);
-    out.emit(
-        "policy",
-        &[
-            ("source", source.into()),
-            ("statusHorizonMs", Number::from_u64(status_ms).into()),
-            ("giveUpHorizonMs", Number::from_u64(give_up_ms).into()),
-        ],
-        format!("policy {source} status-horizon {status_ms} ms give-up-horizon {give_up_ms} ms"),
-    );
-    // A handle on the first connection, to close it when done: a process
-    // that exits without closing leaves the carrier waiting on its streams.
-    let first = client.clone();
-    let mut sender = match client {
-        Some(client) => Sender::with_client(options, client),
-        None => Sender::new(options),
-    };
+    let cap = args.carrier.give_up_after;
+    let mut schedule = Schedule::new(started, RetryPolicy::FALLBACK, cap).learning();
+    policy_event(&out, "fallback", RetryPolicy::FALLBACK, cap);
+    let mut sender = Sender::new(options);
+    let mut awaiting: Option<AwaitingReason> = None;
     let status = sender
-        .send(&rkid, &sealed.envelope, policy, |event| out.event(&event))
+        .send_on(&rkid, &sealed.envelope, &mut schedule, |event| {
+            if let SendEvent::Report(SenderStatus::AwaitingTransport(reason)) = event {
+                awaiting = Some(reason);
+            }
+            send_event(&out, &event, cap);
+        })
         .await;
-    drop(sender);
-    if let Some(client) = first {
-        client.close().await;
-    }
-    let status = status.map_err(Failure::from)?;
-    let accepted = matches!(status, SenderStatus::Accepted { .. });
+    // Close the connection: a process that exits without closing leaves
+    // the carrier waiting on its streams.
+    sender.close().await;
+    let status = status.map_err(|e| match e {
+        crate::client::ClientError::Handshake(_) => Failure::transport(format!(
+            "the carrier at {} failed the TLS handshake (wrong --pin?): {e}",
+            args.carrier.server
+        )),
+        crate::client::ClientError::Declaration(_) => Failure::refused(format!(
+            "the carrier at {} serves a declaration that does not verify; nothing was sent: {e}",
+            args.carrier.server
+        )),
+        e => Failure::from(e),
+    })?;
     out.emit(
         "final",
         &[
@@ -313,14 +246,23 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
             ("deposit", deposit.clone().into()),
             ("digest", digest.clone().into()),
         ],
-        format!("final {status} deposit {deposit} digest {digest}"),
+        || format!("final {status} deposit {deposit} digest {digest}"),
     );
-    Ok(if accepted { exit::OK } else { exit::REFUSED })
+    Ok(match status {
+        SenderStatus::Accepted { .. } => exit::OK,
+        SenderStatus::Failed(FailReason::ExpiredByAdapterPolicy)
+            if awaiting.is_some_and(AwaitingReason::is_unreachable) =>
+        {
+            exit::TRANSPORT
+        }
+        _ => exit::REFUSED,
+    })
 }
 
-/// Runs `send`.
+/// Runs `send`; its §6.1 clock starts here.
 pub async fn run(args: Args) -> ExitCode {
-    super::finish("send", execute(&args).await)
+    let started = Instant::now();
+    super::finish("send", execute(&args, started).await)
 }
 
 #[cfg(test)]

@@ -3,7 +3,9 @@
 //! never reveals a conclusion), `given-up` (the sender's status becomes
 //! `failed(expired-by-adapter-policy)`), or `unknown`.
 //!
-//! Exit status 0 for `accepted`, 1 otherwise.
+//! Transport failures are retried with backoff until `--give-up-after`
+//! (default PT1M). Exit status 0 for `accepted`, 1 for `given-up` or
+//! `unknown`, 3 when it gave up while the carrier was unreachable.
 
 use super::{CarrierArgs, Failure, exit};
 use crate::engine::verdict::DepositStatus;
@@ -34,10 +36,17 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
             args.deposit
         ))
     })?;
-    let client = args.carrier.connect().await?;
-    let status = client.status(&rkid, &deposit).await;
-    client.close().await;
-    let status = status?;
+    let out = super::output::Output::new("status", false, tokio::time::Instant::now());
+    let mut link = args.carrier.link()?;
+    let mut schedule = args.carrier.request_schedule();
+    let status = link
+        .status(&rkid, &deposit, &mut schedule, |e| out.retry("status", &e))
+        .await;
+    link.close().await;
+    let status = match status? {
+        crate::client::Finished::Done(status) => status,
+        crate::client::Finished::GaveUp(reason) => return Err(super::gave_up("status", reason)),
+    };
     println!("status {status}");
     if status == DepositStatus::GivenUp {
         println!("sender-status failed(expired-by-adapter-policy)");

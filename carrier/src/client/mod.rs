@@ -28,13 +28,16 @@
 //! The connection carries no authority (§5a.5): every recipient operation
 //! is authorized by its own fresh proof over a fresh challenge.
 
+pub mod clock;
 mod recipient;
+pub mod retry;
 pub mod sender;
 
 pub use recipient::{CollectPage, Delivered, RecipientKeys, RegisterOutcome, Watch, WatchEvent};
-pub use sender::{
-    AwaitingReason, Backoff, FailReason, RetryPolicy, SendEvent, Sender, SenderStatus,
+pub use retry::{
+    AwaitingReason, Backoff, Finished, Link, RetryEvent, RetryPolicy, Schedule, Try, persist,
 };
+pub use sender::{FailReason, SendEvent, Sender, SenderStatus};
 
 use crate::engine::verdict::DepositStatus;
 use crate::net::{self, ReadError};
@@ -78,6 +81,10 @@ pub enum ClientError {
     /// The declaration did not parse, verify or pass the carrier role.
     #[error("declaration refused: {0}")]
     Declaration(String),
+    /// The TLS handshake failed (a pin or certificate that does not match
+    /// the carrier's): a configuration fault, never retried.
+    #[error("TLS handshake: {0}")]
+    Handshake(String),
     /// The sealed address challenge could not be used (`PROTOCOL.md` §8).
     #[error(transparent)]
     AddressChallenge(#[from] crate::engine::challenge::AddressChallengeError),
@@ -133,6 +140,15 @@ impl From<FrameError> for ClientError {
     }
 }
 
+/// How often a client connection sends a keep-alive (a QUIC PING) by
+/// default ([`ConnectOptions::keep_alive`]).
+pub const KEEP_ALIVE: Duration = Duration::from_secs(5);
+/// A client connection that hears nothing from the carrier for this long
+/// is lost (a carrier that crashed, a network that went away): three
+/// keep-alives unanswered. The carrier's own idle timeout still applies;
+/// QUIC uses the smaller of the two.
+pub const CLIENT_IDLE_TIMEOUT: Duration = Duration::from_secs(15);
+
 /// Where and how to connect.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -152,20 +168,17 @@ pub struct ConnectOptions {
     pub keep_alive: Option<Duration>,
 }
 
-/// The keep-alive interval of [`ConnectOptions::new`]: a third of the
-/// carrier's default idle timeout (30 s), so one lost PING costs nothing.
-pub const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(10);
 
 impl ConnectOptions {
     /// Options for `server` (`host:port`) trusted by `trust`, with a 30 s
-    /// timeout and a keep-alive every [`DEFAULT_KEEP_ALIVE`].
+    /// timeout and a keep-alive every [`KEEP_ALIVE`].
     pub fn new(server: impl Into<String>, trust: ServerTrust) -> ConnectOptions {
         ConnectOptions {
             server: server.into(),
             trust,
             server_name: None,
             timeout: Duration::from_secs(30),
-            keep_alive: Some(DEFAULT_KEEP_ALIVE),
+            keep_alive: Some(KEEP_ALIVE),
         }
     }
 
@@ -229,6 +242,10 @@ impl Client {
         let mut transport = quinn::TransportConfig::default();
         transport
             .keep_alive_interval(options.keep_alive)
+            .max_idle_timeout(Some(
+                quinn::IdleTimeout::try_from(CLIENT_IDLE_TIMEOUT)
+                    .map_err(|e| TlsError::Config(e.to_string()))?,
+            ))
             .max_concurrent_uni_streams(quinn::VarInt::from_u32(0));
         config.transport_config(Arc::new(transport));
         let bind: SocketAddr = if addr.is_ipv6() {
@@ -248,7 +265,14 @@ impl Client {
             .map_err(|e| ClientError::Transport(e.to_string()))?;
         let connection = tokio::time::timeout(options.timeout, connecting)
             .await
-            .map_err(|_| ClientError::Timeout(options.timeout))??;
+            .map_err(|_| ClientError::Timeout(options.timeout))?
+            .map_err(|e| {
+                if is_handshake_failure(&e) {
+                    ClientError::Handshake(e.to_string())
+                } else {
+                    ClientError::from(e)
+                }
+            })?;
         Ok(Client {
             endpoint,
             connection,
@@ -465,6 +489,18 @@ impl Client {
             )));
         }
         Ok(answer)
+    }
+}
+
+/// Whether a connection failed in the TLS handshake: a QUIC crypto error
+/// (codes `0x100`–`0x1ff`, RFC 9000 §20.1) raised locally (our verifier
+/// refused the certificate) or by the carrier.
+fn is_handshake_failure(e: &quinn::ConnectionError) -> bool {
+    let crypto = |code: quinn::TransportErrorCode| (0x100..0x200).contains(&u64::from(code));
+    match e {
+        quinn::ConnectionError::TransportError(t) => crypto(t.code),
+        quinn::ConnectionError::ConnectionClosed(c) => crypto(c.error_code),
+        _ => false,
     }
 }
 

@@ -500,3 +500,166 @@ impl Client {
         Ok(response::parse_conclude_header(&header)?)
     }
 }
+
+/// The recipient operations, retried (`PROTOCOL.md` §9, [`super::retry`]):
+/// each runs its [`Client`] method under [`super::retry::persist`], so a
+/// retriable refusal — of the challenge (`refused(admission-resource)`) or
+/// of the proof (`refused(admission-resource)`,
+/// `registration-refused(capacity)`) — and a transport failure are retried
+/// with backoff, on a fresh challenge and, after a transport failure, a
+/// fresh connection, until `schedule` gives up; every other verdict is the
+/// outcome.
+impl super::retry::Link {
+    /// [`Client::register`], retried.
+    ///
+    /// # Errors
+    /// As [`Client::register`], for faults retrying cannot cure.
+    pub async fn register(
+        &mut self,
+        keys: &RecipientKeys,
+        purpose: Purpose,
+        schedule: &mut super::retry::Schedule,
+        on_event: impl FnMut(super::retry::RetryEvent<Verdict>),
+    ) -> Result<super::retry::Finished<RegisterOutcome>, ClientError> {
+        super::retry::persist(
+            self,
+            schedule,
+            async |client: &Client| {
+                let outcome = client.register(keys, purpose).await?;
+                Ok(again_if_retriable(outcome.verdict(), outcome))
+            },
+            on_event,
+        )
+        .await
+    }
+
+    /// [`Client::collect`], retried.
+    ///
+    /// # Errors
+    /// As [`Client::collect`], for faults retrying cannot cure.
+    pub async fn collect(
+        &mut self,
+        keys: &RecipientKeys,
+        after: Option<u64>,
+        limit: u32,
+        schedule: &mut super::retry::Schedule,
+        on_event: impl FnMut(super::retry::RetryEvent<Verdict>),
+    ) -> Result<super::retry::Finished<CollectPage>, ClientError> {
+        super::retry::persist(
+            self,
+            schedule,
+            async |client: &Client| {
+                let page = client.collect(keys, after, limit).await?;
+                Ok(again_if_retriable(page.verdict, page))
+            },
+            on_event,
+        )
+        .await
+    }
+
+    /// [`Client::conclude`], retried: the verdict and, for `served`, how
+    /// many were still held.
+    ///
+    /// # Errors
+    /// As [`Client::conclude`], for faults retrying cannot cure.
+    pub async fn conclude(
+        &mut self,
+        keys: &RecipientKeys,
+        deposits: &[DepositId],
+        schedule: &mut super::retry::Schedule,
+        on_event: impl FnMut(super::retry::RetryEvent<Verdict>),
+    ) -> Result<super::retry::Finished<(Verdict, Option<u64>)>, ClientError> {
+        super::retry::persist(
+            self,
+            schedule,
+            async |client: &Client| {
+                let answer = client.conclude(keys, deposits).await?;
+                Ok(again_if_retriable(answer.0, answer))
+            },
+            on_event,
+        )
+        .await
+    }
+
+    /// [`Client::watch`], retried until the session is open (or refused
+    /// for good).
+    ///
+    /// # Errors
+    /// As [`Client::watch`], for faults retrying cannot cure.
+    pub async fn watch(
+        &mut self,
+        keys: &RecipientKeys,
+        after: Option<u64>,
+        schedule: &mut super::retry::Schedule,
+        on_event: impl FnMut(super::retry::RetryEvent<Verdict>),
+    ) -> Result<super::retry::Finished<Result<Watch, Verdict>>, ClientError> {
+        super::retry::persist(
+            self,
+            schedule,
+            async |client: &Client| {
+                Ok(match client.watch(keys, after).await? {
+                    Err(v) if v.retriable() => super::retry::Try::Again(v),
+                    opened => super::retry::Try::Done(opened),
+                })
+            },
+            on_event,
+        )
+        .await
+    }
+
+    /// [`Client::status`], retried over transport failures.
+    ///
+    /// # Errors
+    /// As [`Client::status`], for faults retrying cannot cure.
+    pub async fn status(
+        &mut self,
+        rkid: &Rkid,
+        deposit: &DepositId,
+        schedule: &mut super::retry::Schedule,
+        on_event: impl FnMut(super::retry::RetryEvent<Verdict>),
+    ) -> Result<super::retry::Finished<crate::engine::verdict::DepositStatus>, ClientError> {
+        super::retry::persist(
+            self,
+            schedule,
+            async |client: &Client| {
+                Ok(super::retry::Try::Done(client.status(rkid, deposit).await?))
+            },
+            on_event,
+        )
+        .await
+    }
+
+    /// [`Client::declaration`] (and, with `expected`, its issuer check),
+    /// retried over transport failures.
+    ///
+    /// # Errors
+    /// As [`Client::declaration_from`], for faults retrying cannot cure.
+    pub async fn fetch_declaration(
+        &mut self,
+        expected: Option<&DidKey>,
+        schedule: &mut super::retry::Schedule,
+        on_event: impl FnMut(super::retry::RetryEvent<Verdict>),
+    ) -> Result<super::retry::Finished<super::FetchedDeclaration>, ClientError> {
+        super::retry::persist(
+            self,
+            schedule,
+            async |client: &Client| {
+                Ok(super::retry::Try::Done(match expected {
+                    Some(issuer) => client.declaration_from(issuer).await?,
+                    None => client.declaration().await?,
+                }))
+            },
+            on_event,
+        )
+        .await
+    }
+}
+
+/// `Again(verdict)` for a retriable verdict, else `Done(value)`.
+fn again_if_retriable<T>(verdict: Verdict, value: T) -> super::retry::Try<T, Verdict> {
+    if verdict.retriable() {
+        super::retry::Try::Again(verdict)
+    } else {
+        super::retry::Try::Done(value)
+    }
+}

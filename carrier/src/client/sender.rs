@@ -11,97 +11,27 @@
 //! | retriable refusal | report `awaiting-transport(carrier-refused-retriable)`, retry |
 //! | carrier unreachable | report `awaiting-transport(transport-unreachable)`, retry |
 //! | no network route | report `awaiting-transport(offline)`, retry |
-//! | `give-up-horizon` passed since the first attempt | `failed(expired-by-adapter-policy)` |
+//! | the give-up instant passed | `failed(expired-by-adapter-policy)` |
 //!
-//! Retries wait with full-jitter exponential backoff ([`Backoff`]).
-//! Reports go to the caller's callback as [`SendEvent`]s, at least once
-//! every half `status-horizon` while no state is reached, so a submission
-//! is never un-described for a whole `status-horizon` (§4.4).
+//! The retrying, the reports on the clock and the give-up instant are the
+//! client library's one driver ([`super::retry::persist`]): a report within
+//! the status horizon in force whatever the transport is doing, and the
+//! give-up on its instant even with an attempt in flight.
+//! [`Sender::send_on`] takes a [`Schedule`] that started when the caller
+//! did (the command's start) and may learn the carrier's declared
+//! horizons on the first connection.
 
+use super::retry::{self, Finished, Link, RetryEvent, Schedule, Try};
 use super::{Client, ClientError, ConnectOptions};
 use crate::engine::verdict::SubmitVerdict;
 use crate::wire::response::ErrorCode;
-use rltp_proofs::constants::CarrierConstants;
 use rltp_proofs::multikey::Rkid;
 use rltp_storage::DepositId;
 use std::fmt;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// Backoff base: attempt 0 waits at most this long.
-pub const BACKOFF_BASE: Duration = Duration::from_millis(250);
-/// Backoff ceiling: no wait is longer.
-pub const BACKOFF_CAP: Duration = Duration::from_secs(60);
-
-/// Full-jitter exponential backoff (`PROTOCOL.md` §9): attempt *n* (from
-/// 0) waits a uniformly random time in `[0, min(60 s, 250 ms · 2^n)]`.
-#[derive(Debug, Clone, Default)]
-pub struct Backoff {
-    attempt: u32,
-}
-
-impl Backoff {
-    /// A fresh backoff (next wait is attempt 0's).
-    pub fn new() -> Backoff {
-        Backoff::default()
-    }
-
-    /// The upper bound of attempt `n`'s wait: `min(60 s, 250 ms · 2^n)`.
-    pub fn ceiling(n: u32) -> Duration {
-        let factor = 1u32.checked_shl(n.min(31)).unwrap_or(u32::MAX);
-        BACKOFF_BASE.saturating_mul(factor).min(BACKOFF_CAP)
-    }
-
-    /// The next wait, drawn from `rng`; advances the attempt.
-    pub fn next_delay<R: rand::Rng + ?Sized>(&mut self, rng: &mut R) -> Duration {
-        use rand::RngExt as _;
-        let ceiling = Backoff::ceiling(self.attempt);
-        self.attempt = self.attempt.saturating_add(1);
-        let ms = u64::try_from(ceiling.as_millis()).unwrap_or(u64::MAX);
-        Duration::from_millis(rng.random_range(0..=ms))
-    }
-}
-
-/// The two declared horizons a sender honours (§4.4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// Retry until this long after the first attempt (`give-up-horizon`).
-    pub give_up_horizon: Duration,
-    /// Report some state at least this often (`status-horizon`).
-    pub status_horizon: Duration,
-}
-
-impl RetryPolicy {
-    /// The carrier's declared horizons.
-    pub fn from_constants(constants: &CarrierConstants) -> RetryPolicy {
-        RetryPolicy {
-            give_up_horizon: Duration::from_millis(constants.give_up_horizon_ms()),
-            status_horizon: Duration::from_millis(constants.status_horizon_ms()),
-        }
-    }
-}
-
-/// Why a submission has no §6.1 state yet (§6.1, the closed set).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum AwaitingReason {
-    /// `offline`: no network route to the carrier.
-    Offline,
-    /// `transport-unreachable`: the carrier did not answer.
-    TransportUnreachable,
-    /// `carrier-refused-retriable`: a retriable refusal (§5a.5).
-    CarrierRefusedRetriable,
-}
-
-impl AwaitingReason {
-    /// The spelling inside `awaiting-transport(…)`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            AwaitingReason::Offline => "offline",
-            AwaitingReason::TransportUnreachable => "transport-unreachable",
-            AwaitingReason::CarrierRefusedRetriable => "carrier-refused-retriable",
-        }
-    }
-}
+pub use super::retry::{AwaitingReason, Backoff, RetryPolicy};
 
 /// §6.1 sender failure reasons this sender can reach.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -179,8 +109,13 @@ pub enum SendEvent {
         /// 1 for the first attempt.
         number: u32,
     },
+    /// The carrier's declaration was fetched and verified: its horizons
+    /// (shortened by the caller's cap) are in force from now on.
+    Policy(RetryPolicy),
     /// The carrier answered this verdict.
     Verdict(SubmitVerdict),
+    /// An attempt failed in transport (it is retried); for people.
+    Failed(String),
     /// A report (pre-transport or final).
     Report(SenderStatus),
     /// Waiting this long before the next attempt.
@@ -191,198 +126,125 @@ pub enum SendEvent {
 /// transport failures.
 #[derive(Debug)]
 pub struct Sender {
-    options: ConnectOptions,
-    client: Option<Client>,
+    link: Link,
 }
 
 impl Sender {
     /// A sender for the carrier at `options`.
     pub fn new(options: ConnectOptions) -> Sender {
         Sender {
-            options,
-            client: None,
+            link: Link::new(options),
         }
     }
 
     /// A sender over an existing connection.
     pub fn with_client(options: ConnectOptions, client: Client) -> Sender {
         Sender {
-            options,
-            client: Some(client),
+            link: Link::with_client(options, client),
         }
     }
 
-    async fn client(&mut self) -> Result<&Client, ClientError> {
-        if self.client.is_none() {
-            self.client = Some(Client::connect(&self.options).await?);
-        }
-        self.client
-            .as_ref()
-            .ok_or_else(|| ClientError::Transport("not connected".into()))
+    /// Its link (the connection and the declaration, once fetched).
+    pub fn link(&self) -> &Link {
+        &self.link
     }
 
-    async fn attempt(
-        &mut self,
-        rkid: &Rkid,
-        envelope: &[u8],
-    ) -> Result<super::response::SubmitAnswer, ClientError> {
-        let result = match self.client().await {
-            Ok(client) => client.submit(rkid, envelope).await,
-            Err(e) => Err(e),
-        };
-        // A body over the frame bound never reached s2; for the sender it
-        // is the same fact as `refused(bounds)`: `failed(oversize)`
-        // (`PROTOCOL.md` §9).
-        let result = match result {
-            Err(ClientError::Server(e)) if e.code == ErrorCode::FrameTooLarge => {
-                Ok(super::response::SubmitAnswer {
-                    verdict: SubmitVerdict::Bounds,
-                    deposit: None,
-                })
-            }
-            other => other,
-        };
-        if result.as_ref().is_err_and(ClientError::is_transport) {
-            self.client = None;
-        }
-        result
+    /// Closes the connection, if any.
+    pub async fn close(self) {
+        self.link.close().await;
     }
 
     /// Submits `envelope` to the queue of `rkid` until it has a §6.1
-    /// state, retrying retriable refusals and transport failures with
-    /// [`Backoff`] until `policy.give_up_horizon` has passed since the
-    /// first attempt. Every event goes to `on_event`.
+    /// state, with `policy`'s horizons from now on ([`Sender::send_on`]).
     ///
     /// # Errors
-    /// Only for faults that retrying cannot cure: a protocol violation by
-    /// the server, a closed stream error other than `unavailable`, a TLS
-    /// configuration error.
+    /// As [`Sender::send_on`].
     pub async fn send(
         &mut self,
         rkid: &Rkid,
         envelope: &[u8],
         policy: RetryPolicy,
+        on_event: impl FnMut(SendEvent),
+    ) -> Result<SenderStatus, ClientError> {
+        let mut schedule = Schedule::new(Instant::now(), policy, None);
+        self.send_on(rkid, envelope, &mut schedule, on_event).await
+    }
+
+    /// Submits `envelope` to the queue of `rkid` until it has a §6.1
+    /// state, retrying retriable refusals and transport failures with
+    /// [`Backoff`] until `schedule`'s give-up instant, then
+    /// `failed(expired-by-adapter-policy)`. Every event goes to
+    /// `on_event` as it happens; a report comes at least every half
+    /// status horizon in force while no state is reached.
+    ///
+    /// # Errors
+    /// Only for faults that retrying cannot cure: a protocol violation by
+    /// the server, a closed stream error other than `unavailable`, a
+    /// failed TLS handshake, a declaration that does not verify (nothing
+    /// is submitted to such a carrier).
+    pub async fn send_on(
+        &mut self,
+        rkid: &Rkid,
+        envelope: &[u8],
+        schedule: &mut Schedule,
         mut on_event: impl FnMut(SendEvent),
     ) -> Result<SenderStatus, ClientError> {
-        let start = Instant::now();
-        let give_up_at = start + policy.give_up_horizon;
-        let report_every = (policy.status_horizon / 2).max(Duration::from_millis(1));
-        let mut next_report = start + report_every;
-        let mut awaiting = AwaitingReason::TransportUnreachable;
-        let mut reported: Option<AwaitingReason> = None;
-        let mut backoff = Backoff::new();
-        let mut number = 0u32;
-        loop {
-            number = number.saturating_add(1);
-            on_event(SendEvent::Attempt { number });
-            // The attempt, with heartbeat reports while it is in flight.
-            let outcome = {
-                let server = self.options.server.clone();
-                let attempt = self.attempt(rkid, envelope);
-                tokio::pin!(attempt);
-                loop {
-                    tokio::select! {
-                        outcome = &mut attempt => break outcome,
-                        _ = tokio::time::sleep_until(next_report) => {
-                            on_event(SendEvent::Report(SenderStatus::AwaitingTransport(awaiting)));
-                            reported = Some(awaiting);
-                            next_report = Instant::now() + report_every;
+        let finished = retry::persist(
+            &mut self.link,
+            schedule,
+            async |client: &Client| {
+                let answer = match client.submit(rkid, envelope).await {
+                    // A body over the frame bound never reached s2; for the
+                    // sender it is the same fact as `refused(bounds)`:
+                    // `failed(oversize)` (`PROTOCOL.md` §9).
+                    Err(ClientError::Server(e)) if e.code == ErrorCode::FrameTooLarge => {
+                        super::response::SubmitAnswer {
+                            verdict: SubmitVerdict::Bounds,
+                            deposit: None,
                         }
                     }
+                    other => other?,
+                };
+                if answer.verdict.retriable() {
+                    return Ok(Try::Again(answer.verdict));
                 }
-                .map_err(|e| (e, server))
-            };
-            match outcome {
-                Ok(answer) => {
-                    on_event(SendEvent::Verdict(answer.verdict));
-                    if let Some(status) = SenderStatus::of_verdict(answer.verdict, answer.deposit) {
-                        on_event(SendEvent::Report(status));
-                        return Ok(status);
+                match SenderStatus::of_verdict(answer.verdict, answer.deposit) {
+                    Some(status) => Ok(Try::Done((answer.verdict, status))),
+                    None => Err(ClientError::Protocol(format!(
+                        "{} without a deposit id",
+                        answer.verdict
+                    ))),
+                }
+            },
+            |event| {
+                on_event(match event {
+                    RetryEvent::Attempt { number } => SendEvent::Attempt { number },
+                    RetryEvent::Declared(policy) => SendEvent::Policy(policy),
+                    RetryEvent::Refused(verdict) => SendEvent::Verdict(verdict),
+                    RetryEvent::Failed(text) => SendEvent::Failed(text),
+                    RetryEvent::Report(reason) => {
+                        SendEvent::Report(SenderStatus::AwaitingTransport(reason))
                     }
-                    awaiting = AwaitingReason::CarrierRefusedRetriable;
-                }
-                Err((e, server)) if e.is_retriable() || e.is_transport() => {
-                    tracing::debug!(error = %e, "submission attempt failed");
-                    awaiting = if network_unreachable(&server).await {
-                        AwaitingReason::Offline
-                    } else {
-                        AwaitingReason::TransportUnreachable
-                    };
-                }
-                Err((e, _)) => return Err(e),
+                    RetryEvent::Backoff(d) => SendEvent::Backoff(d),
+                });
+            },
+        )
+        .await?;
+        let status = match finished {
+            Finished::Done((verdict, status)) => {
+                on_event(SendEvent::Verdict(verdict));
+                status
             }
-            if reported != Some(awaiting) {
-                on_event(SendEvent::Report(SenderStatus::AwaitingTransport(awaiting)));
-                reported = Some(awaiting);
-                next_report = Instant::now() + report_every;
-            }
-            let now = Instant::now();
-            if now >= give_up_at {
-                let status = SenderStatus::Failed(FailReason::ExpiredByAdapterPolicy);
-                on_event(SendEvent::Report(status));
-                return Ok(status);
-            }
-            let delay = backoff.next_delay(&mut rand::rng()).min(give_up_at - now);
-            on_event(SendEvent::Backoff(delay));
-            let wake = now + delay;
-            while Instant::now() < wake {
-                if next_report <= wake {
-                    tokio::time::sleep_until(next_report).await;
-                    on_event(SendEvent::Report(SenderStatus::AwaitingTransport(awaiting)));
-                    next_report = Instant::now() + report_every;
-                } else {
-                    tokio::time::sleep_until(wake).await;
-                }
-            }
-        }
-    }
-}
-
-/// Whether the OS has no route to `server` (offline): a UDP `connect`
-/// fails at once with no route. DNS failure counts as offline too.
-async fn network_unreachable(server: &str) -> bool {
-    let Ok(mut addrs) = tokio::net::lookup_host(server).await else {
-        return true;
-    };
-    let Some(addr) = addrs.next() else {
-        return true;
-    };
-    let bind: std::net::SocketAddr = if addr.is_ipv6() {
-        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
-    } else {
-        (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
-    };
-    match std::net::UdpSocket::bind(bind).and_then(|s| s.connect(addr)) {
-        Ok(()) => false,
-        Err(e) => matches!(
-            e.kind(),
-            std::io::ErrorKind::NetworkUnreachable
-                | std::io::ErrorKind::HostUnreachable
-                | std::io::ErrorKind::AddrNotAvailable
-        ),
+            Finished::GaveUp(_) => SenderStatus::Failed(FailReason::ExpiredByAdapterPolicy),
+        };
+        on_event(SendEvent::Report(status));
+        Ok(status)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn backoff_ceilings_follow_protocol_9() {
-        let ms = |d: Duration| d.as_millis();
-        assert_eq!(ms(Backoff::ceiling(0)), 250);
-        assert_eq!(ms(Backoff::ceiling(1)), 500);
-        assert_eq!(ms(Backoff::ceiling(5)), 8_000);
-        assert_eq!(ms(Backoff::ceiling(7)), 32_000);
-        assert_eq!(ms(Backoff::ceiling(8)), 60_000);
-        assert_eq!(ms(Backoff::ceiling(40)), 60_000);
-        let mut backoff = Backoff::new();
-        let mut rng = rand::rng();
-        for n in 0..12 {
-            let d = backoff.next_delay(&mut rng);
-            assert!(d <= Backoff::ceiling(n), "attempt {n}: {d:?}");
-        }
-    }
 
     #[test]
     fn statuses_are_spelled_as_6_1() {
@@ -410,25 +272,26 @@ mod tests {
         );
     }
 
+    /// A carrier that never answers, a client timeout (30 s) longer than
+    /// the give-up bound, a schedule that wants the declaration: the
+    /// fallback horizon is in force, every report is on time, and the
+    /// give-up comes on its instant with `failed(expired-by-adapter-policy)`.
     #[tokio::test(start_paused = true)]
     async fn unreachable_carrier_reports_within_the_horizon_then_gives_up() {
-        // A loopback port with nothing listening: every attempt times out.
+        crate::tls::install_crypto_provider();
         let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         let addr = socket.local_addr().unwrap();
         let options = ConnectOptions::new(
             addr.to_string(),
             crate::tls::ServerTrust::Pin(crate::tls::SpkiFingerprint([0; 32])),
-        )
-        .with_timeout(Duration::from_secs(2));
+        );
         let mut sender = Sender::new(options);
-        let policy = RetryPolicy {
-            give_up_horizon: Duration::from_secs(20),
-            status_horizon: Duration::from_secs(5),
-        };
         let start = Instant::now();
+        let mut schedule =
+            Schedule::new(start, RetryPolicy::FALLBACK, Some(Duration::from_secs(20))).learning();
         let mut reports = Vec::new();
         let status = sender
-            .send(&Rkid::from_bytes([9; 32]), b"{}", policy, |event| {
+            .send_on(&Rkid::from_bytes([9; 32]), b"{}", &mut schedule, |event| {
                 if let SendEvent::Report(s) = event {
                     reports.push((Instant::now() - start, s));
                 }
@@ -439,21 +302,20 @@ mod tests {
             status,
             SenderStatus::Failed(FailReason::ExpiredByAdapterPolicy)
         );
+        assert!(!schedule.declared);
+        let horizon = RetryPolicy::FALLBACK.status_horizon;
         let (first_at, first) = reports[0];
-        assert!(
-            first_at <= policy.status_horizon,
-            "first report at {first_at:?}"
-        );
+        assert_eq!(first_at, horizon / 2, "first report at {first_at:?}");
         assert_eq!(
             first,
             SenderStatus::AwaitingTransport(AwaitingReason::TransportUnreachable)
         );
         for pair in reports.windows(2) {
-            assert!(
-                pair[1].0 - pair[0].0 <= policy.status_horizon,
-                "{reports:?}"
-            );
+            assert!(pair[1].0 - pair[0].0 <= horizon / 2, "{reports:?}");
         }
+        let (last_at, last) = *reports.last().unwrap();
+        assert_eq!(last, status);
+        assert_eq!(last_at, Duration::from_secs(20), "on the instant");
         drop(socket);
     }
 }

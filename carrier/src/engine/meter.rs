@@ -3,16 +3,26 @@
 //! a metering scale of per submission or per queue — never per person").
 //!
 //! Which key a request is charged to is decided in one place
-//! ([`MeterKey::for_session`], [`submission_keys`]) so that guarantees 4
+//! ([`MeterKey::for_request`], [`submission_keys`]) so that guarantees 4
 //! and 5 hold by construction:
 //!
 //! - **Guarantee 4** (registration side, r2): a request naming an `rkid`
 //!   the carrier holds a `live`/`closing` binding for is charged only to
-//!   that binding's own key ([`MeterKey::HeldBinding`]); every request
-//!   naming any other `rkid` is charged to the one shared
-//!   [`MeterKey::UnknownAddress`] key. Unknown-address traffic therefore
-//!   cannot drain anything a held binding is metered by; the binding's own
-//!   traffic still can (DO-6).
+//!   that binding's own keys; every request naming any other `rkid` is
+//!   charged to the one shared [`MeterKey::UnknownAddress`] key.
+//!   Unknown-address traffic therefore cannot drain anything a held
+//!   binding is metered by; the binding's own traffic still can (DO-6).
+//! - **A held binding's own traffic, by purpose** (`PROTOCOL.md` §9a,
+//!   decided here): `register`/`rebind` challenges and proofs are charged
+//!   to [`MeterKey::HeldBinding`] (the `held-binding` budget: succession
+//!   changes, each costing a seal and two verifications); `collect` and
+//!   `conclude` challenges and proofs to [`MeterKey::HeldCollection`],
+//!   whose budget is **twice the queue's own admission budget**
+//!   ([`Rate::doubled`] of `queue`): one challenge and one proof for every
+//!   deposit the queue meter may admit, so a recipient that drains its
+//!   queue — even one concluding each deposit alone — keeps pace with the
+//!   queue filling at its full admission rate, and collecting can never
+//!   starve a rebind (or the reverse).
 //! - **Guarantee 5** (submission side, s4): a submission is charged to its
 //!   queue's own key ([`MeterKey::Queue`]) always, and to the shared
 //!   [`MeterKey::SharedSubmission`] key only when the queue's occupancy
@@ -24,6 +34,7 @@
 //! state indistinguishable from fresh, so nothing per key leaks.
 
 use rltp_proofs::multikey::Rkid;
+use rltp_proofs::proof::Purpose;
 use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::sync::Mutex;
@@ -35,9 +46,12 @@ pub enum MeterKey {
     /// conclude) naming an `rkid` with no held binding — "unknown-address
     /// traffic" (§4.4 guarantee 4). One shared key.
     UnknownAddress,
-    /// Registration-side requests naming this held (`live`/`closing`)
-    /// binding: its own budget (§4.4 guarantee 4, DO-6).
+    /// `register`/`rebind` challenges and proofs naming this held
+    /// (`live`/`closing`) binding: its own budget (§4.4 guarantee 4, DO-6).
     HeldBinding(Rkid),
+    /// `collect`/`conclude` challenges and proofs naming this held
+    /// binding: its own budget, twice the queue's (`PROTOCOL.md` §9a).
+    HeldCollection(Rkid),
     /// Submissions to this queue: the queue's own budget (§5a.5 s4, DO-6).
     Queue(Rkid),
     /// Submissions whose queue is above `queue-floor` after the deposit:
@@ -46,14 +60,18 @@ pub enum MeterKey {
 }
 
 impl MeterKey {
-    /// The key a registration-side request for `rkid` is charged to:
-    /// its own key if the carrier holds a binding for it at the decision
-    /// instant, else [`MeterKey::UnknownAddress`] (§4.4 guarantee 4).
-    pub fn for_session(rkid: Rkid, held: bool) -> MeterKey {
-        if held {
-            MeterKey::HeldBinding(rkid)
-        } else {
-            MeterKey::UnknownAddress
+    /// The key a registration-side request (a challenge, or a proof
+    /// presented to register, collect or conclude) for `rkid` with
+    /// `purpose` is charged to: if the carrier holds a binding for `rkid`
+    /// at the decision instant, that binding's own key for the purpose
+    /// ([`MeterKey::HeldBinding`] for `register`/`rebind`,
+    /// [`MeterKey::HeldCollection`] for `collect`/`conclude`), else the
+    /// shared [`MeterKey::UnknownAddress`] (§4.4 guarantee 4).
+    pub fn for_request(rkid: Rkid, held: bool, purpose: Purpose) -> MeterKey {
+        match (held, purpose.changes_succession()) {
+            (false, _) => MeterKey::UnknownAddress,
+            (true, true) => MeterKey::HeldBinding(rkid),
+            (true, false) => MeterKey::HeldCollection(rkid),
         }
     }
 }
@@ -110,6 +128,16 @@ impl Rate {
         }
     }
 
+    /// Twice this rate and burst (saturating): the held-collection budget
+    /// derived from the queue's (`PROTOCOL.md` §9a).
+    pub fn doubled(self) -> Rate {
+        const TWO: NonZeroU32 = NonZeroU32::MIN.saturating_add(1);
+        Rate {
+            per_second: self.per_second.saturating_mul(TWO),
+            burst: self.burst.saturating_mul(TWO),
+        }
+    }
+
     fn quota(self) -> governor::Quota {
         governor::Quota::per_second(self.per_second).allow_burst(self.burst)
     }
@@ -122,9 +150,11 @@ pub struct MeterQuotas {
     /// [`MeterKey::UnknownAddress`]: all unknown-address registration-side
     /// traffic together.
     pub unknown_address: Rate,
-    /// [`MeterKey::HeldBinding`]: per held binding.
+    /// [`MeterKey::HeldBinding`]: `register`/`rebind` traffic per held
+    /// binding.
     pub held_binding: Rate,
-    /// [`MeterKey::Queue`]: per queue.
+    /// [`MeterKey::Queue`]: submissions per queue. Also sets
+    /// [`MeterKey::HeldCollection`]: twice this, per held binding.
     pub queue: Rate,
     /// [`MeterKey::SharedSubmission`]: above-floor submissions together.
     pub shared_submission: Rate,
@@ -147,11 +177,13 @@ type Direct = governor::DefaultDirectRateLimiter;
 type Keyed = governor::DefaultKeyedRateLimiter<Rkid>;
 
 /// The production meter: GCRA rate limiters from `governor`, two shared
-/// ([`MeterKey::UnknownAddress`], [`MeterKey::SharedSubmission`]) and two
-/// keyed by `rkid` ([`MeterKey::HeldBinding`], [`MeterKey::Queue`]).
+/// ([`MeterKey::UnknownAddress`], [`MeterKey::SharedSubmission`]) and three
+/// keyed by `rkid` ([`MeterKey::HeldBinding`], [`MeterKey::HeldCollection`],
+/// [`MeterKey::Queue`]).
 pub struct GovernorMeter {
     unknown_address: Direct,
     held_binding: Keyed,
+    held_collection: Keyed,
     queue: Keyed,
     shared_submission: Direct,
 }
@@ -160,17 +192,20 @@ impl std::fmt::Debug for GovernorMeter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GovernorMeter")
             .field("held_binding_keys", &self.held_binding.len())
+            .field("held_collection_keys", &self.held_collection.len())
             .field("queue_keys", &self.queue.len())
             .finish_non_exhaustive()
     }
 }
 
 impl GovernorMeter {
-    /// A meter with `quotas`.
+    /// A meter with `quotas`; the held-collection budget is
+    /// `quotas.queue` [`Rate::doubled`].
     pub fn new(quotas: MeterQuotas) -> GovernorMeter {
         GovernorMeter {
             unknown_address: governor::RateLimiter::direct(quotas.unknown_address.quota()),
             held_binding: governor::RateLimiter::keyed(quotas.held_binding.quota()),
+            held_collection: governor::RateLimiter::keyed(quotas.queue.doubled().quota()),
             queue: governor::RateLimiter::keyed(quotas.queue.quota()),
             shared_submission: governor::RateLimiter::direct(quotas.shared_submission.quota()),
         }
@@ -182,6 +217,7 @@ impl Meter for GovernorMeter {
         match key {
             MeterKey::UnknownAddress => self.unknown_address.check().is_ok(),
             MeterKey::HeldBinding(rkid) => self.held_binding.check_key(rkid).is_ok(),
+            MeterKey::HeldCollection(rkid) => self.held_collection.check_key(rkid).is_ok(),
             MeterKey::Queue(rkid) => self.queue.check_key(rkid).is_ok(),
             MeterKey::SharedSubmission => self.shared_submission.check().is_ok(),
         }
@@ -189,13 +225,15 @@ impl Meter for GovernorMeter {
 
     fn retain_recent(&self) {
         self.held_binding.retain_recent();
+        self.held_collection.retain_recent();
         self.queue.retain_recent();
         self.held_binding.shrink_to_fit();
+        self.held_collection.shrink_to_fit();
         self.queue.shrink_to_fit();
     }
 
     fn keyed_entries(&self) -> usize {
-        self.held_binding.len() + self.queue.len()
+        self.held_binding.len() + self.held_collection.len() + self.queue.len()
     }
 }
 
@@ -265,7 +303,12 @@ impl Meter for BudgetMeter {
         self.state()
             .remaining
             .keys()
-            .filter(|k| matches!(k, MeterKey::HeldBinding(_) | MeterKey::Queue(_)))
+            .filter(|k| {
+                matches!(
+                    k,
+                    MeterKey::HeldBinding(_) | MeterKey::HeldCollection(_) | MeterKey::Queue(_)
+                )
+            })
             .count()
     }
 }
@@ -290,13 +333,53 @@ mod tests {
 
     #[test]
     fn held_and_unknown_keys_are_disjoint() {
+        for purpose in [Purpose::Register, Purpose::Rebind] {
+            assert_eq!(
+                MeterKey::for_request(rkid(1), true, purpose),
+                MeterKey::HeldBinding(rkid(1))
+            );
+        }
+        for purpose in [Purpose::Collect, Purpose::Conclude] {
+            assert_eq!(
+                MeterKey::for_request(rkid(1), true, purpose),
+                MeterKey::HeldCollection(rkid(1))
+            );
+        }
+        for purpose in [
+            Purpose::Register,
+            Purpose::Rebind,
+            Purpose::Collect,
+            Purpose::Conclude,
+        ] {
+            assert_eq!(
+                MeterKey::for_request(rkid(1), false, purpose),
+                MeterKey::UnknownAddress
+            );
+        }
+    }
+
+    /// `PROTOCOL.md` §9a: with the default budgets, a recipient may spend
+    /// a challenge and a proof on every deposit its queue admits, at the
+    /// queue's full rate and burst.
+    #[test]
+    fn a_held_binding_can_conclude_each_deposit_its_queue_admits() {
+        let quotas = MeterQuotas::default();
+        let meter = GovernorMeter::new(quotas);
+        let own = MeterKey::HeldCollection(rkid(5));
+        let queue = MeterKey::Queue(rkid(5));
+        let burst = quotas.queue.burst.get();
+        for n in 0..burst {
+            assert!(meter.check(&queue), "deposit {n}");
+            assert!(meter.check(&own), "challenge {n}");
+            assert!(meter.check(&own), "conclude {n}");
+        }
+        assert_eq!(quotas.queue.doubled(), Rate::new(4_000, 20_000));
+        // Collecting does not spend what a rebind needs.
+        assert!(meter.check(&MeterKey::HeldBinding(rkid(5))));
         assert_eq!(
-            MeterKey::for_session(rkid(1), true),
-            MeterKey::HeldBinding(rkid(1))
-        );
-        assert_eq!(
-            MeterKey::for_session(rkid(1), false),
-            MeterKey::UnknownAddress
+            Rate::new(u32::MAX, 3).doubled(),
+            Rate::new(u32::MAX, 6),
+            "saturating"
         );
     }
 
@@ -337,6 +420,10 @@ mod tests {
         assert!(meter.check(&MeterKey::HeldBinding(rkid(3))));
         assert!(!meter.check(&MeterKey::HeldBinding(rkid(3))));
         assert!(meter.check(&MeterKey::HeldBinding(rkid(4))));
-        assert_eq!(meter.keyed_entries(), 2);
+        // Its collection budget is its own (twice the queue's burst of 1).
+        assert!(meter.check(&MeterKey::HeldCollection(rkid(3))));
+        assert!(meter.check(&MeterKey::HeldCollection(rkid(3))));
+        assert!(!meter.check(&MeterKey::HeldCollection(rkid(3))));
+        assert_eq!(meter.keyed_entries(), 3);
     }
 }

@@ -291,7 +291,7 @@ impl<S: Store> Engine<S> {
 
     /// §5a.3: issue a challenge for `(rkid, purpose)`. Order (§4.4
     /// guarantee 3): the `rkid` is already decoded (syntax), then the
-    /// admission meter (r2, keyed per [`MeterKey::for_session`]), and
+    /// admission meter (r2, keyed per [`MeterKey::for_request`]), and
     /// only then randomness and, for `register`/`rebind`, sealing the
     /// address challenge to `rkid`. Lives `challenge-lifetime` ms.
     ///
@@ -309,7 +309,11 @@ impl<S: Store> Engine<S> {
         let now = self.shared.clock.now();
         let c = self.shared.constants();
         let held = horizon::held_at(&self.shared.store.read()?, rkid, now, &c)?;
-        if !self.shared.meter.check(&MeterKey::for_session(*rkid, held)) {
+        if !self
+            .shared
+            .meter
+            .check(&MeterKey::for_request(*rkid, held, purpose))
+        {
             return Err(SessionError::Refused(Verdict::AdmissionResource));
         }
         challenge::issue(
@@ -349,7 +353,7 @@ impl<S: Store> Engine<S> {
         if !self
             .shared
             .meter
-            .check(&MeterKey::for_session(*proof.rkid(), held))
+            .check(&MeterKey::for_request(*proof.rkid(), held, proof.purpose()))
         {
             return Err(Denied::Verdict(Verdict::AdmissionResource));
         }
@@ -528,9 +532,15 @@ impl<S: Store> Engine<S> {
 
     /// §5a.8 conclude: r1–r3, then — under the bound principal — removes
     /// every named deposit still held; ids not held are fine (idempotent).
-    /// Carries no reason; `last_collection_at` does not move. A concluded
-    /// deposit is never offered again, and its sender status stays
-    /// `accepted` (§5a.8).
+    /// Carries no reason. A concluded deposit is never offered again, and
+    /// its sender status stays `accepted` (§5a.8).
+    ///
+    /// A served conclude **counts as collection** (`PROTOCOL.md` §7,
+    /// decided here): `last_collection_at` moves to now exactly as for
+    /// [`Engine::collect`] (a closing binding stays closing). §5a.3's table
+    /// has one input, `collect / conclude`, and §5a.9's orphan is a binding
+    /// "nobody will ever present again": a conclude is a fresh proof of
+    /// possession under the bound principal, which is that presentation.
     ///
     /// # Errors
     /// As [`Engine::collect`].
@@ -543,7 +553,7 @@ impl<S: Store> Engine<S> {
         self.session(
             proof_bytes,
             Operation::Conclude,
-            move |txn, rkid, _, now, c| {
+            move |txn, rkid, binding, now, c| {
                 let mut removed = 0;
                 for id in &ids {
                     if let Some(deposit) = txn.deposit_by_id(rkid, id)?
@@ -552,6 +562,7 @@ impl<S: Store> Engine<S> {
                         removed += 1;
                     }
                 }
+                binding::collected(txn, rkid, binding, now, c)?;
                 Ok(Concluded { removed })
             },
         )

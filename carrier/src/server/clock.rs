@@ -43,7 +43,9 @@ pub struct ServerClock {
     test_offset: Option<(PathBuf, AtomicU64)>,
 }
 
-fn read_ms(path: &Path) -> Option<Ms> {
+/// A decimal millisecond count from `path` (the high-water file, the test
+/// hook's offset file).
+pub(crate) fn read_ms(path: &Path) -> Option<Ms> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 

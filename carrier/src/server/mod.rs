@@ -37,10 +37,20 @@
 //! On `shutdown`: stop accepting connections and streams, end watch
 //! sessions, let in-flight operations finish (each is answered only after
 //! its commit is durable), close connections, stop the sweeper, and drop
-//! the engine, whose writer drains its queue and exits. Bounded by
-//! `limits.drain-timeout-ms`. The HTTP endpoint answers throughout (with
-//! `/readyz` saying `draining`) and stops last, after the control socket
-//! has finished a backup in progress.
+//! the engine, whose writer drains its queue and exits. The HTTP endpoint
+//! answers throughout (with `/readyz` saying `draining`) and stops last,
+//! after the control socket has finished a backup in progress.
+//!
+//! **One bound for all of it** (`PROTOCOL.md` §5, decided here):
+//! `limits.drain-timeout-ms` is the total. One deadline is fixed when
+//! shutdown begins ([`Server::shutdown`], or the serve task noticing the
+//! signal), and every wait — connections draining, the endpoint closing,
+//! the sweeper, the HTTP endpoint, a backup in progress — is bounded by
+//! the time left to it; whatever is still running at the deadline is
+//! aborted and logged. Only the writer's last group commit runs past it:
+//! an operation already handed to the writer is committed (or not) whole,
+//! never cut, so nothing acknowledged is lost and nothing half-written is
+//! left.
 
 pub mod clock;
 mod control;
@@ -105,6 +115,19 @@ struct Ctx<S: Store> {
     clock: Arc<clock::ServerClock>,
     /// Present when the HTTP endpoint is configured.
     metrics: Option<Arc<metrics::Metrics>>,
+    /// The instant the whole shutdown must be done by, fixed once when it
+    /// begins ([`drain_deadline`]).
+    drain_deadline: std::sync::OnceLock<tokio::time::Instant>,
+    /// Something was aborted at the drain deadline.
+    abandoned: std::sync::atomic::AtomicBool,
+}
+
+/// The shutdown deadline: fixed by the first caller, `drain-timeout-ms`
+/// after that call; every later call returns the same instant.
+fn drain_deadline<S: Store>(ctx: &Ctx<S>) -> tokio::time::Instant {
+    *ctx.drain_deadline.get_or_init(|| {
+        tokio::time::Instant::now() + Duration::from_millis(ctx.limits.drain_timeout_ms)
+    })
 }
 
 /// A running carrier. Dropping it without [`Server::shutdown`] signals
@@ -265,6 +288,8 @@ impl<S: Store> Server<S> {
             shutdown: shutdown_rx,
             clock: server_clock,
             metrics: metrics.clone(),
+            drain_deadline: std::sync::OnceLock::new(),
+            abandoned: std::sync::atomic::AtomicBool::new(false),
         });
         let task = tokio::spawn(serve(endpoint, Arc::clone(&ctx)));
         let mut aux = Vec::new();
@@ -334,21 +359,36 @@ impl<S: Store> Server<S> {
     }
 
     /// Graceful shutdown: stop accepting, drain in-flight operations,
-    /// close connections, stop the writer after its last commit.
-    pub async fn shutdown(mut self) {
+    /// close connections, stop the writer after its last commit; all of it
+    /// within `limits.drain-timeout-ms` of this call (one deadline, see the
+    /// module docs).
+    ///
+    /// Returns `false` when something had to be abandoned at the deadline
+    /// (a connection still draining, a backup a client stopped reading):
+    /// a blocking thread may still be stuck in it, so a process should exit
+    /// rather than wait for its runtime to join that thread.
+    pub async fn shutdown(mut self) -> bool {
+        let deadline = drain_deadline(&self.ctx);
+        tracing::info!(
+            drain_timeout_ms = self.ctx.limits.drain_timeout_ms,
+            "shutdown: draining"
+        );
         let _ = self.shutdown.send(true);
+        let mut complete = true;
         if let Some(task) = self.task.take() {
-            let _ = task.await;
+            complete &= bounded("the QUIC service", task, deadline).await;
         }
+        complete &= !self.ctx.abandoned.load(std::sync::atomic::Ordering::SeqCst);
         let _ = self.stopped.send(true);
         for task in std::mem::take(&mut self.aux) {
-            let _ = task.await;
+            complete &= bounded("the operator endpoint or control socket", task, deadline).await;
         }
         let ctx = Arc::clone(&self.ctx);
         drop(self);
         // The last engine handle joins the writer thread: not on a runtime thread.
         let _ = tokio::task::spawn_blocking(move || drop(ctx)).await;
-        tracing::info!("carrier stopped");
+        tracing::info!(complete, "carrier stopped");
+        complete
     }
 }
 
@@ -365,6 +405,22 @@ fn current_declaration<S: Store>(ctx: &Ctx<S>) -> Arc<Vec<u8>> {
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner),
     )
+}
+
+/// Awaits `task` until `deadline`; past it, aborts the task and says so.
+/// Returns whether it finished in time.
+async fn bounded(
+    what: &str,
+    mut task: tokio::task::JoinHandle<()>,
+    deadline: tokio::time::Instant,
+) -> bool {
+    if tokio::time::timeout_at(deadline, &mut task).await.is_ok() {
+        return true;
+    }
+    tracing::warn!("drain timeout: aborting {what}");
+    task.abort();
+    let _ = task.await;
+    false
 }
 
 /// Binds the operator's HTTP endpoint.
@@ -390,7 +446,6 @@ async fn until_shutdown(rx: &mut signal::Receiver<bool>) {
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), ServerError> {
     let server = Server::start(&config).await?;
     shutdown.await;
-    tracing::info!("shutdown requested: draining");
     server.shutdown().await;
     Ok(())
 }
@@ -490,23 +545,36 @@ async fn serve<S: Store>(endpoint: quinn::Endpoint, ctx: Arc<Ctx<S>>) {
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
         }
     }
-    // Stop accepting; let every connection drain its in-flight operations.
+    // Stop accepting; let every connection drain its in-flight operations,
+    // all within the one shutdown deadline.
+    let deadline = drain_deadline(&ctx);
     endpoint.set_server_config(None);
-    let drain = Duration::from_millis(ctx.limits.drain_timeout_ms);
-    let drained = tokio::time::timeout(drain, async {
+    let drained = tokio::time::timeout_at(deadline, async {
         while connections.join_next().await.is_some() {}
     })
     .await;
+    let abandon = || {
+        ctx.abandoned
+            .store(true, std::sync::atomic::Ordering::SeqCst)
+    };
     if drained.is_err() {
         tracing::warn!(
             in_flight = connections.len(),
             "drain timeout: aborting remaining connections"
         );
         connections.abort_all();
+        abandon();
     }
     endpoint.close(quinn::VarInt::from_u32(0), b"shutdown");
-    let _ = tokio::time::timeout(drain, endpoint.wait_idle()).await;
-    let _ = sweeper.await;
+    if tokio::time::timeout_at(deadline, endpoint.wait_idle())
+        .await
+        .is_err()
+    {
+        tracing::warn!("drain timeout: connections still closing are dropped");
+    }
+    if !bounded("the sweeper", sweeper, deadline).await {
+        abandon();
+    }
 }
 
 /// Applies due horizons every `limits.sweep-interval-ms` (§5a.9), then one
