@@ -47,7 +47,7 @@ use crate::redb_store::{
 };
 use crate::{Ms, Occupancy, ReadTxn, StoreError};
 use sha2::{Digest as _, Sha256};
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -324,8 +324,17 @@ pub fn write_backup(
     for (id, extent) in &segments {
         let path = format!("{STORE_DIR}/segments/{}", segment_file_name(*id));
         write_file_header(&mut w, &path, 0o600, *extent)?;
-        let file = File::open(snapshot.segment_path(*id))?;
-        let copied = io::copy(&mut file.take(*extent), &mut w)?;
+        let file = snapshot.segment_file(*id)?;
+        let mut copied = 0u64;
+        let mut chunk = vec![0u8; 1 << 20];
+        while copied < *extent {
+            let n = (*extent - copied).min(chunk.len() as u64) as usize;
+            if file.read_exact_at(&mut chunk[..n], copied).is_err() {
+                break;
+            }
+            w.write_all(&chunk[..n])?;
+            copied += n as u64;
+        }
         if copied != *extent {
             return Err(BackupError::Store(StoreError::Corrupt(format!(
                 "segment {id:016x} is {copied} bytes, its committed extent is {extent}"
@@ -544,9 +553,10 @@ fn read_archive(input: impl Read, dest: Option<&Path>) -> Result<ArchiveSummary,
                     done.finish()?;
                 }
                 if let (Some(dest), Some(store_dir)) = (dest, &store_dir) {
-                    crate::segment::sync_dir(&crate::segment::segments_dir(store_dir))?;
-                    crate::segment::sync_dir(store_dir)?;
-                    crate::segment::sync_dir(dest)?;
+                    let fs = crate::fs::RealFs;
+                    crate::fs::StoreFs::sync_dir(&fs, &crate::segment::segments_dir(store_dir))?;
+                    crate::fs::StoreFs::sync_dir(&fs, store_dir)?;
+                    crate::fs::StoreFs::sync_dir(&fs, dest)?;
                 }
                 return Ok(ArchiveSummary {
                     manifest,

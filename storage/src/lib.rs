@@ -27,6 +27,9 @@
 pub mod backup;
 pub mod challenges;
 pub mod committer;
+mod contain;
+pub mod fault_fs;
+pub mod fs;
 pub mod mem;
 pub mod model;
 mod oplog;
@@ -36,10 +39,11 @@ mod segment;
 pub use model::*;
 use rltp_proofs::multikey::Rkid;
 
-/// Why the store could not complete an operation. Every variant is a
-/// resource condition of the carrier itself: the engine answers the
-/// retriable verdict of the operation (`refused(capacity)`,
-/// `registration-refused(capacity)`) and changes nothing.
+/// Why the store could not complete an operation. None of them is a
+/// verdict about a request: the engine changes nothing and answers the
+/// retriable transport-level `unavailable` (`PROTOCOL.md` §6), never a
+/// capacity refusal; a [`StoreError::Corrupt`] record met by an operation
+/// is quarantined instead (`rltp_carrier` engine, `queue::quarantine`).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
@@ -55,6 +59,12 @@ pub enum StoreError {
     /// The store is shutting down or its writer has stopped.
     #[error("store is closed")]
     Closed,
+    /// The store's files are missing, empty, inconsistent with each other
+    /// or with the data dir, or its engine failed on damaged pages: it was
+    /// not opened and nothing was written. The way back is a restore from
+    /// a backup (`deploy/OPERATIONS.md`, "damaged data dir").
+    #[error("the store is damaged: {0}")]
+    Damaged(String),
 }
 
 /// Result alias for store operations.
@@ -82,7 +92,7 @@ pub struct Challenge {
 #[derive(Debug, Default)]
 pub struct PendingSync {
     /// The file to `fdatasync` (`None`: durable already).
-    pub(crate) file: Option<std::sync::Arc<std::fs::File>>,
+    pub(crate) file: Option<std::sync::Arc<dyn fs::StoreFile>>,
     /// Segment and offset the transaction's log record ends at.
     pub(crate) segment: u64,
     pub(crate) end: u64,

@@ -54,10 +54,9 @@
 //! against the state the original saw, so derived values (sequence
 //! numbers, counters, segment statistics) come out the same.
 
+use crate::fs::StoreFile;
 use crate::{StoreError, StoreResult};
 use sha2::{Digest, Sha256};
-use std::fs::File;
-use std::os::unix::fs::FileExt;
 
 /// Bytes of a record header.
 pub(crate) const HEADER: usize = 56;
@@ -130,7 +129,11 @@ pub(crate) struct Record {
 ///
 /// # Errors
 /// [`StoreError::Io`] if reading fails.
-pub(crate) fn read_record(file: &File, file_len: u64, at: u64) -> StoreResult<Option<Record>> {
+pub(crate) fn read_record(
+    file: &dyn StoreFile,
+    file_len: u64,
+    at: u64,
+) -> StoreResult<Option<Record>> {
     let Some(room) = file_len.checked_sub(at) else {
         return Ok(None);
     };
@@ -229,12 +232,27 @@ impl<'a> Cursor<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
+    use crate::fs::{Open, StoreFs};
+    use std::sync::Arc;
 
-    fn file_with(bytes: &[u8]) -> (tempfile::NamedTempFile, u64) {
-        let mut f = tempfile::NamedTempFile::new().unwrap_or_else(|e| panic!("{e}"));
-        f.write_all(bytes).unwrap_or_else(|e| panic!("{e}"));
-        (f, bytes.len() as u64)
+    /// A file holding `bytes` (on a simulated disk).
+    struct TestFile(Arc<dyn StoreFile>);
+
+    impl TestFile {
+        fn as_file(&self) -> &dyn StoreFile {
+            &*self.0
+        }
+    }
+
+    fn file_with(bytes: &[u8]) -> (TestFile, u64) {
+        let fs = crate::fault_fs::FaultFs::new();
+        let path = std::path::Path::new("/f");
+        let file = fs
+            .open(path, Open::CreateNew)
+            .unwrap_or_else(|e| panic!("{e}"));
+        file.write_all_at(bytes, 0)
+            .unwrap_or_else(|e| panic!("{e}"));
+        (TestFile(file), bytes.len() as u64)
     }
 
     #[test]

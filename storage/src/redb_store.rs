@@ -27,7 +27,7 @@
 //! | `due` | at u64 ‖ tag u8 ‖ rkid ‖ extra | empty; tag 0 `OrphanExpiry`, 1 `Deadline`, 2 `GiveUp` (extra = seq u64), 3 `Forget` (extra = id) |
 //! | `segments` | segment u64 | live_count u64 ‖ live_bytes u64 ‖ end u64 (committed extent) |
 //! | `segment_gc` | segment u64 | empty — segments to unlink (pending deletions) |
-//! | `meta` | ASCII name | `format` u32 = 2 (1: before the operation log, upgraded on open); `applied` segment u64 ‖ offset u64 (the log records before it are in this state); `occupancy` total_bytes ‖ bindings ‖ deposits ‖ tombstones ‖ elastic_bytes (5×u64); `declaration` revision u64 ‖ document; `active_segment` u64; `next_segment` u64 |
+//! | `meta` | ASCII name | `format` u32 = 2 (1: before the operation log, upgraded on open); `applied` segment u64 ‖ offset u64 (the log records before it are in this state); `occupancy` total_bytes ‖ bindings ‖ deposits ‖ tombstones ‖ elastic_bytes (5×u64); `declaration` revision u64 ‖ document; `active_segment` u64; `next_segment` u64; `store_id` \[16\] |
 //!
 //! The `due` key order equals the order of `(Ms, Due)` (variant order, then
 //! fields), and the `eviction` key order equals `(released_at, rkid)`, so
@@ -61,9 +61,29 @@
 //! nothing; and the unlinking of whatever `segment_gc` lists. Bytes past the
 //! last valid record (a batch that never committed) are never referenced;
 //! they are reclaimed with their segment. The segment file for a new id is
-//! created (truncated) *before* the transaction that records it, so an
-//! orphan file can only exist at `next_segment` and is overwritten when
-//! that id is used.
+//! created *before* the transaction that records it, so an orphan file
+//! (its header, nothing else) can only exist at `next_segment`; it is
+//! adopted when that id is used. A segment file is never truncated.
+//!
+//! ## A store knows its own files
+//! Before anything is written, opening accounts for every file: the index
+//! (`carrier.redb`) and the segment files present against the `segments`
+//! and `segment_gc` tables. Refused with [`StoreError::Damaged`]:
+//! - an index that is missing, empty or holds no store while any segment
+//!   file holds a log record (a fresh store there would orphan them);
+//! - a segment file the index does not know, other than the header-only
+//!   orphan at `next_segment` (an index older than its log, or a file of
+//!   another store);
+//! - a segment the index records but whose file is gone;
+//! - a store whose `store_id` is not [`RedbOptions::expect_store_id`], or
+//!   no store where one is expected;
+//! - a panic of redb on damaged pages during the open (contained).
+//!
+//! A fresh store starts its log after the highest segment id present, so a
+//! segment id is never used twice in one directory. A segment file shorter
+//! than its committed extent is logged at open; the deposits past its end
+//! are quarantined when read (engine). The store's identity, 16 random
+//! bytes drawn at creation, is `meta` `store_id` ([`RedbStore::store_id`]).
 //!
 //! ## Reclaiming space
 //! A segment is deleted whole once every deposit in it has left (live count
@@ -87,6 +107,7 @@
 //!
 //! Live challenges are held in memory (see the crate docs).
 
+use crate::fs::{StoreFile, StoreFs};
 use crate::oplog::{self, Cursor, tag};
 use crate::segment::{self, ActiveSegment};
 use crate::{
@@ -100,7 +121,6 @@ use redb::{
 use rltp_proofs::multikey::Rkid;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fs::File;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -130,6 +150,7 @@ const META_DECLARATION: &[u8] = b"declaration";
 const META_ACTIVE: &[u8] = b"active_segment";
 const META_NEXT_SEGMENT: &[u8] = b"next_segment";
 const META_APPLIED: &[u8] = b"applied";
+const META_STORE_ID: &[u8] = b"store_id";
 /// Format 2 writes operation-log records into segments; a format-1 store
 /// (bare envelope bytes in segments, every commit durable) is upgraded in
 /// place on open, and an older binary refuses the result.
@@ -184,6 +205,53 @@ pub struct RedbOptions {
     /// the file through the kernel's page cache). Bounds the carrier's
     /// resident memory as the store grows. Default 64 MiB.
     pub cache_bytes: usize,
+    /// The file layer every byte goes through (default: the operating
+    /// system's, [`crate::fs::RealFs`]; the power-loss harness passes a
+    /// [`crate::fault_fs::FaultFs`]).
+    pub fs: Arc<dyn StoreFs>,
+    /// The store this directory must hold (the carrier's data-dir
+    /// lineage): when set, opening refuses a store of another id, and
+    /// refuses to create one where none is ([`StoreError::Damaged`]).
+    /// `None`: open what is there, or create a store in a directory that
+    /// holds none.
+    pub expect_store_id: Option<StoreId>,
+}
+
+/// A store's identity: 16 random bytes drawn when it is created, kept in
+/// its `meta` table (and so in every backup of it). A data dir records it
+/// to recognise its own store (`deploy/OPERATIONS.md`, "damaged data dir").
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StoreId(pub [u8; 16]);
+
+impl StoreId {
+    /// A fresh random id.
+    pub fn random() -> StoreId {
+        StoreId(rand::random())
+    }
+
+    /// Parses the 32 lowercase hex digits of [`StoreId`]'s `Display`.
+    pub fn parse(text: &str) -> Option<StoreId> {
+        if text.len() != 32 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        let mut bytes = [0u8; 16];
+        for (i, byte) in bytes.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
+        }
+        Some(StoreId(bytes))
+    }
+}
+
+impl std::fmt::Display for StoreId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+    }
+}
+
+impl std::fmt::Debug for StoreId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StoreId({self})")
+    }
 }
 
 impl Default for RedbOptions {
@@ -196,6 +264,8 @@ impl Default for RedbOptions {
             checkpoint_ops: 4_096,
             checkpoint_bytes: 16 << 20,
             cache_bytes: 64 << 20,
+            fs: crate::fs::real(),
+            expect_store_id: None,
         }
     }
 }
@@ -259,7 +329,9 @@ pub struct RedbStore {
     segments_dir: PathBuf,
     options: RedbOptions,
     writer: Mutex<WriterState>,
-    files: Mutex<HashMap<u64, Arc<File>>>,
+    files: Mutex<HashMap<u64, Arc<dyn StoreFile>>>,
+    /// This store's identity (`meta` `store_id`).
+    store_id: StoreId,
     readers: Mutex<Readers>,
     challenges: crate::challenges::ChallengeTable,
     last_replay: Mutex<ReplayReport>,
@@ -335,6 +407,101 @@ fn fatal_sync_failure(error: &std::io::Error) -> ! {
 
 fn corrupt(what: impl Into<String>) -> StoreError {
     StoreError::Corrupt(what.into())
+}
+
+fn damaged(what: impl Into<String>) -> StoreError {
+    StoreError::Damaged(what.into())
+}
+
+/// The refusal of an index that is missing, empty or unformatted where a
+/// store is expected (module docs, "A store knows its own files").
+fn missing_index(
+    db_path: &Path,
+    exists: bool,
+    with_records: &[u64],
+    expected: Option<StoreId>,
+) -> StoreError {
+    let state = if exists {
+        "is empty or holds no store"
+    } else {
+        "is missing"
+    };
+    let mut why = Vec::new();
+    if !with_records.is_empty() {
+        let ids: Vec<String> = with_records.iter().map(|id| format!("{id:016x}")).collect();
+        why.push(format!(
+            "the operation log holds records in {} segment file(s) ({})",
+            ids.len(),
+            ids.join(", ")
+        ));
+    }
+    if let Some(id) = expected {
+        why.push(format!("this data dir's store is {id}"));
+    }
+    damaged(format!(
+        "the index {} {state}, but {}: a fresh store here would lose what they hold, so none is made",
+        db_path.display(),
+        why.join(", and ")
+    ))
+}
+
+/// Checks the segment files present (`files`: id, length) against the
+/// index: every recorded segment must exist, and every file must be
+/// recorded, pending deletion, or the empty orphan at `next_segment`
+/// (module docs, "A store knows its own files").
+fn account_for_segments(
+    txn: &WriteTransaction,
+    files: &[(u64, u64)],
+    segments_dir: &Path,
+) -> StoreResult<()> {
+    let next = get_u64(txn, META, META_NEXT_SEGMENT)?.unwrap_or(1);
+    let mut known = HashSet::new();
+    txn.scan(SEGMENT_GC, (Bound::Unbounded, Bound::Unbounded), |k, _| {
+        known.insert(u64_at(k, 0)?);
+        Ok(true)
+    })?;
+    let present: HashMap<u64, u64> = files.iter().copied().collect();
+    let mut missing = Vec::new();
+    txn.scan(SEGMENTS, (Bound::Unbounded, Bound::Unbounded), |k, v| {
+        let id = u64_at(k, 0)?;
+        known.insert(id);
+        let stat = decode_seg(v)?;
+        match present.get(&id) {
+            None => missing.push(format!(
+                "{id:016x} ({} deposits, {} bytes)",
+                stat.live, stat.bytes
+            )),
+            Some(&len) if len < stat.end => tracing::error!(
+                segment = format!("{id:016x}"),
+                length = len,
+                extent = stat.end,
+                "a segment file is shorter than its committed extent: the deposits past its end are damaged and will be quarantined when read"
+            ),
+            Some(_) => {}
+        }
+        Ok(true)
+    })?;
+    if !missing.is_empty() {
+        return Err(damaged(format!(
+            "segment file(s) recorded in the index are missing from {}: {}",
+            segments_dir.display(),
+            missing.join(", ")
+        )));
+    }
+    let unknown: Vec<String> = files
+        .iter()
+        .filter(|(id, len)| !(known.contains(id) || *id >= next && *len <= segment::HEADER_LEN))
+        .map(|(id, len)| format!("{id:016x} ({len} bytes)"))
+        .collect();
+    if !unknown.is_empty() {
+        return Err(damaged(format!(
+            "segment file(s) in {} are not known to the index (the index is older than its log, \
+             or they belong to another store): {}",
+            segments_dir.display(),
+            unknown.join(", ")
+        )));
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------
@@ -796,35 +963,127 @@ impl RedbStore {
         RedbStore::open_with(dir, RedbOptions::default())
     }
 
-    /// Opens (or creates) the store in `dir`. Does work independent of the
-    /// amount of data held (see the module docs, "Recovery").
+    /// Opens the store in `dir`, or creates one in a directory that holds
+    /// none. Does work independent of the amount of data held (see the
+    /// module docs, "Recovery"), plus one listing of the segment files.
+    ///
+    /// **Every file is accounted for first** (module docs, "A store knows
+    /// its own files"): an index (`carrier.redb`) that is missing, empty or
+    /// unformatted while the log holds records, a segment file the index
+    /// does not know (an index older than its log), a segment the index
+    /// records but that is gone, or a store of another id than
+    /// [`RedbOptions::expect_store_id`] is refused with
+    /// [`StoreError::Damaged`], and nothing is written. A fresh store
+    /// never truncates or reuses a segment file: its numbering starts after
+    /// the highest id present. A panic of the storage engine on damaged
+    /// pages is contained and reported the same way.
     ///
     /// # Errors
     /// As [`RedbStore::open`].
     pub fn open_with(dir: impl AsRef<Path>, options: RedbOptions) -> StoreResult<RedbStore> {
         let dir = dir.as_ref();
+        crate::contain::contain(&format!("opening the store in {}", dir.display()), || {
+            RedbStore::open_inner(dir, options)
+        })
+    }
+
+    fn open_inner(dir: &Path, options: RedbOptions) -> StoreResult<RedbStore> {
+        let fs = Arc::clone(&options.fs);
         let segments_dir = segment::segments_dir(dir);
-        std::fs::create_dir_all(&segments_dir)?;
+        fs.create_dir_all(&segments_dir)?;
         let db_path = dir.join("carrier.redb");
-        let db = open_db(&db_path, &options)?;
+        let index_len = fs.file_len(&db_path)?;
+        let (files, strays) = segment::scan(&*fs, &segments_dir)?;
+        if let Some(name) = strays.first() {
+            return Err(damaged(format!(
+                "{} holds {name:?}, which is not a segment file",
+                segments_dir.display()
+            )));
+        }
+        let with_records: Vec<u64> = files
+            .iter()
+            .filter(|(_, len)| *len > segment::HEADER_LEN)
+            .map(|(id, _)| *id)
+            .collect();
+        let absent = index_len.is_none_or(|len| len == 0);
+        if absent && (!with_records.is_empty() || options.expect_store_id.is_some()) {
+            return Err(missing_index(
+                &db_path,
+                index_len.is_some(),
+                &with_records,
+                options.expect_store_id,
+            ));
+        }
+        let db = open_db(&*fs, &db_path, &options)?;
+        // The index's own name is durable before anything depends on it.
+        fs.sync_dir(dir)?;
         let txn = begin(&db, &options)?;
         for def in ALL_TABLES {
             txn.open_table(def).map_err(engine)?;
         }
-        match txn.get_with(META, META_FORMAT, |v| {
+        let format = txn.get_with(META, META_FORMAT, |v| {
             Ok(v.try_into().map(u32::from_be_bytes).ok())
-        })? {
+        })?;
+        let fresh = format.is_none();
+        if fresh && (!with_records.is_empty() || options.expect_store_id.is_some()) {
+            // A redb file with no store in it (never committed, or reset).
+            return Err(missing_index(
+                &db_path,
+                true,
+                &with_records,
+                options.expect_store_id,
+            ));
+        }
+        match format {
             None | Some(Some(1)) => {
                 put(&txn, META, META_FORMAT, &FORMAT_VERSION.to_be_bytes())?;
             }
             Some(Some(FORMAT_VERSION)) => {}
             Some(other) => return Err(corrupt(format!("store format {other:?}, expected 1 or 2"))),
         }
+        let held_id = txn.get_with(META, META_STORE_ID, |v| {
+            Ok(<[u8; 16]>::try_from(v).ok().map(StoreId))
+        })?;
+        let store_id = match (held_id.flatten(), options.expect_store_id) {
+            (Some(held), Some(expected)) if held != expected => {
+                return Err(damaged(format!(
+                    "{} holds store {held}, but this data dir's store is {expected} \
+                     (a store from another data dir, or one restored from another carrier's backup)",
+                    db_path.display()
+                )));
+            }
+            (None, Some(expected)) => {
+                return Err(damaged(format!(
+                    "{} holds a store without an id, but this data dir's store is {expected}",
+                    db_path.display()
+                )));
+            }
+            (Some(held), _) => held,
+            (None, None) => {
+                // A fresh store, or one made before stores had ids.
+                let id = StoreId::random();
+                put(&txn, META, META_STORE_ID, &id.0)?;
+                id
+            }
+        };
         let mut gc = Vec::new();
         txn.scan(SEGMENT_GC, (Bound::Unbounded, Bound::Unbounded), |k, _| {
             gc.push(u64_at(k, 0)?);
             Ok(true)
         })?;
+        if fresh {
+            // Nothing of a fresh store's may collide with what is there:
+            // its log starts after the highest id present, and the files
+            // present (headers only, checked above) are reclaimed.
+            let next = files.last().map_or(1, |(id, _)| id + 1);
+            put(&txn, META, META_NEXT_SEGMENT, &next.to_be_bytes())?;
+            for (id, _) in &files {
+                put(&txn, SEGMENT_GC, &id.to_be_bytes(), &[])?;
+                gc.push(*id);
+            }
+        } else {
+            account_for_segments(&txn, &files, &segments_dir)?;
+        }
         let previous = get_u64(&txn, META, META_ACTIVE)?;
         let active = match previous {
             // The log resumes in the previous active segment, after the
@@ -835,23 +1094,23 @@ impl RedbStore {
                     Some((segment, at)) if segment == id => at,
                     _ => query::seg_stat(&txn, id)?.map_or(segment::HEADER_LEN, |s| s.end),
                 };
-                ActiveSegment::reopen(&segments_dir, id, at)?
+                ActiveSegment::reopen(&*fs, &segments_dir, id, at)?
             }
             None => {
                 let next = get_u64(&txn, META, META_NEXT_SEGMENT)?.unwrap_or(1);
                 // The file first: if the transaction below never commits,
-                // the orphan sits at `next`, which the next open truncates
-                // and reuses.
-                let active = ActiveSegment::create(&segments_dir, next)?;
+                // the orphan (a header only) sits at `next`, which the next
+                // open or rotation adopts.
+                let active = ActiveSegment::create(&*fs, &segments_dir, next)?;
                 record_active(&txn, next)?;
                 active
             }
         };
         txn.commit().map_err(engine)?;
         for &id in &gc {
-            segment::remove(&segments_dir, id)?;
+            segment::remove(&*fs, &segments_dir, id)?;
         }
-        segment::sync_dir(&segments_dir)?;
+        fs.sync_dir(&segments_dir)?;
         let files = HashMap::from([(active.id, Arc::clone(&active.file))]);
         // What the reopened segment holds up to `at` was synced by `reopen`.
         let through = (active.id, active.end());
@@ -872,6 +1131,7 @@ impl RedbStore {
                 void_pending: None,
             }),
             files: Mutex::new(files),
+            store_id,
             readers: Mutex::new(Readers::default()),
             challenges: crate::challenges::ChallengeTable::default(),
             last_replay: Mutex::new(ReplayReport::default()),
@@ -887,6 +1147,11 @@ impl RedbStore {
             store.collect_garbage(&mut state);
         }
         Ok(store)
+    }
+
+    /// This store's identity (drawn at creation, kept in every backup).
+    pub fn store_id(&self) -> StoreId {
+        self.store_id
     }
 
     /// Makes everything committed so far durable in redb itself (a
@@ -922,7 +1187,8 @@ impl RedbStore {
             // state already names the next segment (nothing was written to
             // it yet), so the log continues there.
             Some((segment, at)) if segment > state.active.id => {
-                let active = ActiveSegment::reopen(&self.segments_dir, segment, at)?;
+                let active =
+                    ActiveSegment::reopen(&*self.options.fs, &self.segments_dir, segment, at)?;
                 lock(&self.files).insert(active.id, Arc::clone(&active.file));
                 *lock(&self.durable) = (active.id, at);
                 state.active = active;
@@ -937,9 +1203,9 @@ impl RedbStore {
         }
         let mut w = self.write_with(state, txn, false)?;
         let file = Arc::clone(&w.state.active.file);
-        let len = file.metadata()?.len();
+        let len = file.len()?;
         let (mut at, mut records, mut ops) = (from, 0u64, 0u64);
-        while let Some(record) = oplog::read_record(&file, len, at)? {
+        while let Some(record) = oplog::read_record(&*file, len, at)? {
             if record.kind == oplog::BATCH {
                 ops += w.apply_record(&record)?;
             }
@@ -1005,7 +1271,7 @@ impl RedbStore {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         // The old handle goes first: redb refuses a second open of a file.
         drop(slot.take());
-        let db = open_db(&self.db_path, &self.options).map_err(|e| {
+        let db = open_db(&*self.options.fs, &self.db_path, &self.options).map_err(|e| {
             StoreError::Engine(format!("reopening the database after a failure: {e}"))
         })?;
         *slot = Some(Arc::new(db));
@@ -1078,7 +1344,7 @@ impl RedbStore {
         if drained {
             retire_segment(&txn, old)?;
         }
-        let active = ActiveSegment::create(&self.segments_dir, next)?;
+        let active = ActiveSegment::create(&*self.options.fs, &self.segments_dir, next)?;
         record_active(&txn, next)?;
         txn.commit().map_err(engine)?;
         lock(&self.files).insert(active.id, Arc::clone(&active.file));
@@ -1110,7 +1376,7 @@ impl RedbStore {
                 return true;
             }
             lock(&self.files).remove(&id);
-            match segment::remove(&self.segments_dir, id) {
+            match segment::remove(&*self.options.fs, &self.segments_dir, id) {
                 Ok(()) => {
                     removed.push(id);
                     false
@@ -1125,21 +1391,19 @@ impl RedbStore {
             return;
         }
         // The `segment_gc` rows are dropped only once the unlinks are durable.
-        match segment::sync_dir(&self.segments_dir) {
+        match self.options.fs.sync_dir(&self.segments_dir) {
             Ok(()) => state.unlinked.extend(removed),
             Err(error) => tracing::warn!(%error, "segment directory sync failed"),
         }
     }
 
-    fn file(&self, id: u64) -> StoreResult<Arc<File>> {
+    fn file(&self, id: u64) -> StoreResult<Arc<dyn StoreFile>> {
         let mut files = lock(&self.files);
         if let Some(file) = files.get(&id) {
             return Ok(Arc::clone(file));
         }
-        let file = Arc::new(
-            segment::open_for_read(&self.segments_dir, id)
-                .map_err(|e| corrupt(format!("segment {id:016x} cannot be opened: {e}")))?,
-        );
+        let file = segment::open_for_read(&*self.options.fs, &self.segments_dir, id)
+            .map_err(|e| corrupt(format!("segment {id:016x} cannot be opened: {e}")))?;
         files.insert(id, Arc::clone(&file));
         Ok(file)
     }
@@ -1340,9 +1604,11 @@ impl RedbStore {
             if stat.live == 0 && Some(id) != active {
                 return Err(corrupt(format!("drained segment {id:016x} not reclaimed")));
             }
-            let length = std::fs::metadata(segment::segment_path(&self.segments_dir, id))
-                .map_err(|e| corrupt(format!("segment {id:016x}: {e}")))?
-                .len();
+            let length = self
+                .options
+                .fs
+                .file_len(&segment::segment_path(&self.segments_dir, id))?
+                .ok_or_else(|| corrupt(format!("segment {id:016x} is missing")))?;
             if length < stat.end {
                 return Err(corrupt(format!(
                     "segment {id:016x} is {length} bytes, extent {}",
@@ -1356,9 +1622,8 @@ impl RedbStore {
         if let Some((id, _)) = per_segment.iter().next() {
             return Err(corrupt(format!("deposits in unrecorded segment {id:016x}")));
         }
-        for entry in std::fs::read_dir(&self.segments_dir)? {
-            let name = entry?.file_name();
-            let Some(id) = name.to_str().and_then(segment::parse_segment_name) else {
+        for name in self.options.fs.list(&self.segments_dir)? {
+            let Some(id) = segment::parse_segment_name(&name) else {
                 return Err(corrupt(format!("stray file {name:?} in segments")));
             };
             if !recorded.contains(&id) && !gc.contains(&id) {
@@ -1446,12 +1711,74 @@ impl RedbStore {
     }
 }
 
-/// Opens (or creates) the redb file with the store's cache size.
-fn open_db(path: &Path, options: &RedbOptions) -> StoreResult<Database> {
+/// Opens (or creates) the redb file through the store's file layer, with
+/// the store's cache size.
+fn open_db(fs: &dyn StoreFs, path: &Path, options: &RedbOptions) -> StoreResult<Database> {
+    let backend = fs.redb_backend(path)?;
     Database::builder()
         .set_cache_size(options.cache_bytes)
-        .create(path)
+        .create_with_backend(Boxed(backend))
         .map_err(engine)
+}
+
+/// A boxed backend as a [`redb::StorageBackend`] (every method delegates,
+/// the locks included: they make a second open of the file fail).
+#[derive(Debug)]
+struct Boxed(Box<dyn redb::StorageBackend>);
+
+impl redb::StorageBackend for Boxed {
+    fn len(&self) -> Result<u64, std::io::Error> {
+        self.0.len()
+    }
+    fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), std::io::Error> {
+        self.0.read(offset, out)
+    }
+    fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
+        self.0.set_len(len)
+    }
+    fn sync_data(&self) -> Result<(), std::io::Error> {
+        self.0.sync_data()
+    }
+    fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
+        self.0.write(offset, data)
+    }
+    fn close(&self) -> Result<(), std::io::Error> {
+        self.0.close()
+    }
+    fn try_lock_range(
+        &self,
+        start: Bound<u64>,
+        end: Bound<u64>,
+    ) -> Result<bool, redb::BackendError> {
+        self.0.try_lock_range(start, end)
+    }
+    fn try_lock_shared_range(
+        &self,
+        start: Bound<u64>,
+        end: Bound<u64>,
+    ) -> Result<bool, redb::BackendError> {
+        self.0.try_lock_shared_range(start, end)
+    }
+    fn lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), redb::BackendError> {
+        self.0.lock_range(start, end)
+    }
+    fn lock_shared_range(
+        &self,
+        start: Bound<u64>,
+        end: Bound<u64>,
+    ) -> Result<(), redb::BackendError> {
+        self.0.lock_shared_range(start, end)
+    }
+    fn unlock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), redb::BackendError> {
+        self.0.unlock_range(start, end)
+    }
+    fn query_lock_range(
+        &self,
+        start: Bound<u64>,
+        end: Bound<u64>,
+    ) -> Result<bool, redb::BackendError> {
+        self.0.query_lock_range(start, end)
+    }
 }
 
 fn begin(db: &Database, options: &RedbOptions) -> StoreResult<WriteTransaction> {
@@ -1570,6 +1897,18 @@ impl Snapshot<'_> {
     /// The file of segment `id`.
     pub fn segment_path(&self, id: u64) -> PathBuf {
         segment::segment_path(&self.read.store.segments_dir, id)
+    }
+
+    /// Segment `id`, opened through the store's file layer.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`] if it cannot be opened.
+    pub fn segment_file(&self, id: u64) -> StoreResult<Arc<dyn StoreFile>> {
+        Ok(segment::open_for_read(
+            &*self.read.store.options.fs,
+            &self.read.store.segments_dir,
+            id,
+        )?)
     }
 }
 
