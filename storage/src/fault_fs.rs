@@ -36,8 +36,28 @@ pub struct FaultFs {
     disk: Arc<Mutex<Disk>>,
 }
 
+/// A crash armed to happen inside a later write ([`FaultFs::arm_crash`]).
+struct Armed {
+    at_write: u64,
+    rng: Rng,
+    mark: Box<dyn FnOnce() -> u64 + Send>,
+}
+
+impl std::fmt::Debug for Armed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Armed")
+            .field("at_write", &self.at_write)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A crash taken inside a write: the image, what it did, and the mark.
+pub type Cut = (FaultFs, CrashReport, u64);
+
 #[derive(Debug, Default)]
 struct Disk {
+    armed: Option<Armed>,
+    cut: Option<Cut>,
     inodes: HashMap<u64, Inode>,
     next_inode: u64,
     /// The namespace as readers see it: path → inode (files only).
@@ -139,6 +159,76 @@ fn apply(content: &mut Vec<u8>, change: &Change) {
     }
 }
 
+impl Disk {
+    /// The image of a crash now (module docs).
+    fn image(&self, rng: &mut Rng) -> (FaultFs, CrashReport) {
+        let disk = self;
+        let mut report = CrashReport::default();
+        let mut image = Disk {
+            dirs: disk.dirs.clone(),
+            ..Disk::default()
+        };
+        let mut paths: Vec<&PathBuf> = disk.names.keys().chain(disk.durable_names.keys()).collect();
+        paths.sort();
+        paths.dedup();
+        let mut contents: HashMap<u64, u64> = HashMap::new();
+        for path in paths {
+            let live = disk.names.get(path).copied();
+            let durable = disk.durable_names.get(path).copied();
+            let chosen = if live == durable {
+                live
+            } else {
+                report.undecided_names += 1;
+                if rng.below(2) == 0 { live } else { durable }
+            };
+            let Some(inode) = chosen else { continue };
+            let new = match contents.get(&inode) {
+                Some(&new) => new,
+                None => {
+                    let content = disk
+                        .inodes
+                        .get(&inode)
+                        .map(|i| i.crash(rng, &mut report))
+                        .unwrap_or_default();
+                    let new = image.next_inode;
+                    image.next_inode += 1;
+                    image.inodes.insert(
+                        new,
+                        Inode {
+                            live: content.clone(),
+                            durable: content,
+                            pending: Vec::new(),
+                        },
+                    );
+                    contents.insert(inode, new);
+                    new
+                }
+            };
+            image.names.insert(path.clone(), new);
+            image.durable_names.insert(path.clone(), new);
+        }
+        (
+            FaultFs {
+                disk: Arc::new(Mutex::new(image)),
+            },
+            report,
+        )
+    }
+
+    /// Takes the armed crash if this write reached its count.
+    fn maybe_cut(&mut self) {
+        if self
+            .armed
+            .as_ref()
+            .is_some_and(|a| self.stats.writes >= a.at_write)
+            && let Some(mut armed) = self.armed.take()
+        {
+            let (image, report) = self.image(&mut armed.rng);
+            self.cut = Some((image, report, (armed.mark)()));
+        }
+    }
+}
+
 impl Inode {
     /// The content a crash leaves, deciding every pending change.
     fn crash(&self, rng: &mut Rng, report: &mut CrashReport) -> Vec<u8> {
@@ -221,56 +311,65 @@ impl FaultFs {
     /// The disk a power loss at this instant would leave, built with the
     /// generator `rng` (see the module docs); everything in it is durable.
     pub fn crash(&self, rng: &mut Rng) -> (FaultFs, CrashReport) {
+        self.lock().image(rng)
+    }
+
+    /// Arms a crash inside the write that brings the count of writes
+    /// issued to `after_writes` more than now (that write itself is one of
+    /// those not covered by a sync): the image is built right after it
+    /// reached the file, while the writer still holds its locks, and `mark`
+    /// is called at that instant (a harness reads its journal position).
+    /// [`FaultFs::take_cut`] returns it.
+    pub fn arm_crash(&self, after_writes: u64, rng: Rng, mark: Box<dyn FnOnce() -> u64 + Send>) {
+        let mut disk = self.lock();
+        disk.armed = Some(Armed {
+            at_write: disk.stats.writes + after_writes.max(1),
+            rng,
+            mark,
+        });
+        disk.cut = None;
+    }
+
+    /// The crash an armed write took, if it happened yet.
+    pub fn take_cut(&self) -> Option<Cut> {
+        self.lock().cut.take()
+    }
+
+    /// Disarms a crash armed by [`FaultFs::arm_crash`] that has not
+    /// happened yet.
+    pub fn disarm(&self) {
+        let mut disk = self.lock();
+        disk.armed = None;
+        disk.cut = None;
+    }
+
+    /// A separate disk with the same durable content (nothing pending):
+    /// the image of a crash, copied before it is recovered.
+    pub fn copy(&self) -> FaultFs {
         let disk = self.lock();
-        let mut report = CrashReport::default();
-        let mut image = Disk {
+        let mut copy = Disk {
+            inodes: disk.inodes.clone(),
+            next_inode: disk.next_inode,
+            names: disk.durable_names.clone(),
+            durable_names: disk.durable_names.clone(),
             dirs: disk.dirs.clone(),
             ..Disk::default()
         };
-        let mut paths: Vec<&PathBuf> = disk.names.keys().chain(disk.durable_names.keys()).collect();
-        paths.sort();
-        paths.dedup();
-        let mut contents: HashMap<u64, u64> = HashMap::new();
-        for path in paths {
-            let live = disk.names.get(path).copied();
-            let durable = disk.durable_names.get(path).copied();
-            let chosen = if live == durable {
-                live
-            } else {
-                report.undecided_names += 1;
-                if rng.below(2) == 0 { live } else { durable }
-            };
-            let Some(inode) = chosen else { continue };
-            let new = match contents.get(&inode) {
-                Some(&new) => new,
-                None => {
-                    let content = disk
-                        .inodes
-                        .get(&inode)
-                        .map(|i| i.crash(rng, &mut report))
-                        .unwrap_or_default();
-                    let new = image.next_inode;
-                    image.next_inode += 1;
-                    image.inodes.insert(
-                        new,
-                        Inode {
-                            live: content.clone(),
-                            durable: content,
-                            pending: Vec::new(),
-                        },
-                    );
-                    contents.insert(inode, new);
-                    new
-                }
-            };
-            image.names.insert(path.clone(), new);
-            image.durable_names.insert(path.clone(), new);
+        for inode in copy.inodes.values_mut() {
+            inode.live = inode.durable.clone();
+            inode.pending.clear();
         }
+        FaultFs {
+            disk: Arc::new(Mutex::new(copy)),
+        }
+    }
+
+    /// Files and their bytes (live), for a harness's figures.
+    pub fn usage(&self) -> (usize, usize) {
+        let disk = self.lock();
         (
-            FaultFs {
-                disk: Arc::new(Mutex::new(image)),
-            },
-            report,
+            disk.names.len(),
+            disk.inodes.values().map(|i| i.live.len()).sum(),
         )
     }
 
@@ -308,7 +407,9 @@ impl FaultFile {
     fn with<R>(&self, f: impl FnOnce(&mut Inode, &mut FsStats) -> R) -> R {
         let mut disk = self.disk.lock();
         let Disk { inodes, stats, .. } = &mut *disk;
-        f(inodes.entry(self.inode).or_default(), stats)
+        let out = f(inodes.entry(self.inode).or_default(), stats);
+        disk.maybe_cut();
+        out
     }
 }
 
