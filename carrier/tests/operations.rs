@@ -607,7 +607,7 @@ async fn an_online_backup_under_load_restores_to_an_identical_carrier() {
     assert_eq!(line(&out, "tombstones"), "5");
     assert_eq!(
         line(&out, "key-files"),
-        "declaration.key,tls/cert.der,tls/key.der"
+        "declaration.key,declaration.signed,tls/cert.der,tls/key.der"
     );
     let during_backup = admitted
         .lock()

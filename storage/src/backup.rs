@@ -43,7 +43,7 @@
 //! Only then may the caller swap the directory in.
 
 use crate::redb_store::{
-    Importer, IntegrityReport, RedbStore, parse_segment_file_name, segment_file_name,
+    Importer, IntegrityReport, RedbStore, StoreId, parse_segment_file_name, segment_file_name,
 };
 use crate::{Ms, Occupancy, ReadTxn, StoreError};
 use sha2::{Digest as _, Sha256};
@@ -605,13 +605,53 @@ fn write_unpacked(
 /// Opens the store [`unpack`] wrote under `dest` and checks it: redb's own
 /// check, every counter, index and deposit SHA-256
 /// ([`RedbStore::integrity_check`]), and the counts against `manifest`.
-/// Opening starts a fresh active segment, as every open does.
+/// Opening starts a fresh active segment, as every open does (and gives a
+/// store from before stores had ids its id).
 ///
 /// # Errors
 /// [`BackupError::Store`] from the integrity check,
 /// [`BackupError::Mismatch`] if the counts differ from the manifest.
 pub fn check_unpacked(dest: &Path, manifest: &Manifest) -> Result<IntegrityReport, BackupError> {
+    check_counts(&mut RedbStore::open(store_path(dest))?, manifest)
+}
+
+/// What a restore needs of the checked store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restorable {
+    /// Its integrity report.
+    pub report: IntegrityReport,
+    /// Its id (the data dir's lineage names it).
+    pub store_id: StoreId,
+    /// The `seq` floor it now has.
+    pub seq_floor: u64,
+}
+
+/// [`check_unpacked`] for a restore: first raises the store's `seq` floor
+/// to `floor` ([`RedbStore::raise_seq_floor`]), so that no `seq` the
+/// carrier handed out after the archive's snapshot is handed out again.
+///
+/// # Errors
+/// As [`check_unpacked`].
+pub fn prepare_restore(
+    dest: &Path,
+    manifest: &Manifest,
+    floor: u64,
+) -> Result<Restorable, BackupError> {
     let mut store = RedbStore::open(store_path(dest))?;
+    store.raise_seq_floor(floor)?;
+    let report = check_counts(&mut store, manifest)?;
+    Ok(Restorable {
+        report,
+        store_id: store.store_id(),
+        seq_floor: store.seq_floor(),
+    })
+}
+
+/// The integrity check, then the counts against `manifest`.
+fn check_counts(
+    store: &mut RedbStore,
+    manifest: &Manifest,
+) -> Result<IntegrityReport, BackupError> {
     let report = store.integrity_check()?;
     let o = &manifest.occupancy;
     let held = (

@@ -27,7 +27,7 @@
 //! | `due` | at u64 ‖ tag u8 ‖ rkid ‖ extra | empty; tag 0 `OrphanExpiry`, 1 `Deadline`, 2 `GiveUp` (extra = seq u64), 3 `Forget` (extra = id) |
 //! | `segments` | segment u64 | live_count u64 ‖ live_bytes u64 ‖ end u64 (committed extent) |
 //! | `segment_gc` | segment u64 | empty — segments to unlink (pending deletions) |
-//! | `meta` | ASCII name | `format` u32 = 2 (1: before the operation log, upgraded on open); `applied` segment u64 ‖ offset u64 (the log records before it are in this state); `occupancy` total_bytes ‖ bindings ‖ deposits ‖ tombstones ‖ elastic_bytes (5×u64); `declaration` revision u64 ‖ document; `active_segment` u64; `next_segment` u64; `store_id` \[16\] |
+//! | `meta` | ASCII name | `format` u32 = 2 (1: before the operation log, upgraded on open); `applied` segment u64 ‖ offset u64 (the log records before it are in this state); `occupancy` total_bytes ‖ bindings ‖ deposits ‖ tombstones ‖ elastic_bytes (5×u64); `declaration` revision u64 ‖ document; `active_segment` u64; `next_segment` u64; `store_id` \[16\]; `seq_floor` u64 (every next `seq` is above it; raised by a restore) |
 //!
 //! The `due` key order equals the order of `(Ms, Due)` (variant order, then
 //! fields), and the `eviction` key order equals `(released_at, rkid)`, so
@@ -151,6 +151,7 @@ const META_ACTIVE: &[u8] = b"active_segment";
 const META_NEXT_SEGMENT: &[u8] = b"next_segment";
 const META_APPLIED: &[u8] = b"applied";
 const META_STORE_ID: &[u8] = b"store_id";
+const META_SEQ_FLOOR: &[u8] = b"seq_floor";
 /// Format 2 writes operation-log records into segments; a format-1 store
 /// (bare envelope bytes in segments, every commit durable) is upgraded in
 /// place on open, and an older binary refuses the result.
@@ -332,6 +333,9 @@ pub struct RedbStore {
     files: Mutex<HashMap<u64, Arc<dyn StoreFile>>>,
     /// This store's identity (`meta` `store_id`).
     store_id: StoreId,
+    /// Every queue's next `seq` is above this (`meta` `seq_floor`, raised
+    /// by a restore: [`RedbStore::raise_seq_floor`]).
+    seq_floor: std::sync::atomic::AtomicU64,
     readers: Mutex<Readers>,
     challenges: crate::challenges::ChallengeTable,
     last_replay: Mutex<ReplayReport>,
@@ -1066,6 +1070,7 @@ impl RedbStore {
                 id
             }
         };
+        let seq_floor = get_u64(&txn, META, META_SEQ_FLOOR)?.unwrap_or(0);
         let mut gc = Vec::new();
         txn.scan(SEGMENT_GC, (Bound::Unbounded, Bound::Unbounded), |k, _| {
             gc.push(u64_at(k, 0)?);
@@ -1132,6 +1137,7 @@ impl RedbStore {
             }),
             files: Mutex::new(files),
             store_id,
+            seq_floor: std::sync::atomic::AtomicU64::new(seq_floor),
             readers: Mutex::new(Readers::default()),
             challenges: crate::challenges::ChallengeTable::default(),
             last_replay: Mutex::new(ReplayReport::default()),
@@ -1152,6 +1158,30 @@ impl RedbStore {
     /// This store's identity (drawn at creation, kept in every backup).
     pub fn store_id(&self) -> StoreId {
         self.store_id
+    }
+
+    /// Every queue's next `seq` is above this (0 unless a restore raised it).
+    pub fn seq_floor(&self) -> u64 {
+        self.seq_floor.load(Ordering::SeqCst)
+    }
+
+    /// Raises the `seq` floor to `floor` (never lowers it), in one durable
+    /// transaction: from now on every queue's next `seq` is above it,
+    /// whatever its last one was. A restore calls this, because the
+    /// restored copy does not know the seqs handed out after its snapshot,
+    /// and a client holding `after = n` from those would never see new
+    /// deposits numbered `≤ n` (`PROTOCOL.md` §7, "seq is never reused").
+    ///
+    /// # Errors
+    /// [`StoreError`] as for a commit.
+    pub fn raise_seq_floor(&self, floor: u64) -> StoreResult<()> {
+        let mut w = self.begin_write()?;
+        let floor = floor.max(self.seq_floor());
+        put(w.txn()?, META, META_SEQ_FLOOR, &floor.to_be_bytes())?;
+        w.force_durable = true;
+        self.commit(w)?;
+        self.seq_floor.store(floor, Ordering::SeqCst);
+        Ok(())
     }
 
     /// Makes everything committed so far durable in redb itself (a
@@ -2121,8 +2151,9 @@ impl RedbWrite<'_> {
     ) -> StoreResult<Deposit> {
         let len = u32::try_from(bytes.len())
             .map_err(|_| corrupt(format!("deposit of {} bytes", bytes.len())))?;
+        let floor = self.store.seq_floor();
         let queue = self.queue_mut(rkid)?;
-        queue.next_seq += 1;
+        queue.next_seq = queue.next_seq.max(floor) + 1;
         queue.bytes += u64::from(len);
         let deposit = Deposit {
             seq: queue.next_seq,

@@ -14,6 +14,7 @@
 #![allow(clippy::unwrap_used, clippy::panic, missing_docs)]
 
 mod cli_flow;
+mod damage;
 mod wire;
 
 use std::io::{BufRead, BufReader, Read};

@@ -1,0 +1,446 @@
+//! A damaged data dir, through the real binary (issue 13): a missing or
+//! empty index, a missing store, declaration key, TLS identity or clock
+//! file is refused at start, naming what is missing and the way back, with
+//! every file left as it was; a deliberate replacement goes through
+//! `admin renew`; no declaration revision is ever signed twice; `seq` is
+//! never reused after a restore; a failed restore leaves nothing behind.
+
+use super::*;
+use rltp_carrier::client::{Client, ConnectOptions, RecipientKeys};
+use rltp_carrier::engine::verdict::{SubmitVerdict, Verdict};
+use rltp_carrier::tls::ServerTrust;
+use rltp_proofs::identity::CarrierId;
+use rltp_proofs::proof::Purpose;
+use std::collections::BTreeMap;
+
+/// `serve` on `data` must refuse to start: exit 2, and its message.
+fn refused(dir: &Path, data: &Path) -> String {
+    let run = cli(
+        dir,
+        &[
+            "serve",
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ],
+    );
+    assert_eq!(run.code, 2, "serve should refuse to start: {run:#?}");
+    assert!(run.stdout.is_empty(), "{run:#?}");
+    run.stderr
+}
+
+/// Every file under `dir` with its length (a directory listing to compare).
+fn tree(dir: &Path) -> BTreeMap<String, u64> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, u64>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(root, &path, out);
+            } else {
+                let name = path.strip_prefix(root).unwrap().display().to_string();
+                out.insert(name, entry.metadata().unwrap().len());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+fn segments(data: &Path) -> BTreeMap<String, u64> {
+    tree(&data.join("store/segments"))
+}
+
+/// A carrier that admitted two deposits for Alice, stopped cleanly: the
+/// key file and the two deposit ids.
+fn populated(dir: &Path, data: &Path) -> (PathBuf, Vec<String>) {
+    let carrier = Carrier::start(data, None);
+    let (key, rkid) = keys_new(dir, "alice.json");
+    cli_to(dir, &carrier, &["register", "--key", key.to_str().unwrap()]).expect(0);
+    let mut ids = Vec::new();
+    for n in 0..2 {
+        let doc = document(
+            dir,
+            &format!("d{n}.json"),
+            &format!("{{\"type\":\"note\",\"n\":{n}}}"),
+        );
+        let sent = cli_to(
+            dir,
+            &carrier,
+            &["send", "--to", &rkid, doc.to_str().unwrap()],
+        )
+        .expect(0);
+        ids.push(sent.value("deposit").to_owned());
+    }
+    assert!(carrier.terminate().success());
+    (key, ids)
+}
+
+fn declaration_of(dir: &Path, carrier: &Carrier) -> (String, String) {
+    let run = cli_to(dir, carrier, &["declaration", "--json"]).expect(0);
+    let value: serde_json::Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    (value["id"].as_str().unwrap().to_owned(), run.stdout)
+}
+
+/// The failure of issue 13: a carrier whose index was deleted or truncated
+/// (or whose whole store was deleted) started as a fresh store, reused
+/// segment id 1, truncated the existing segment, answered
+/// `refused(no-such-queue)` and `unknown` for admitted deposits, and signed
+/// its declaration again as revision 1 with a new id. Now every variant
+/// is refused, nothing is touched, and putting the index back serves
+/// everything as before.
+#[test]
+fn a_missing_or_empty_index_is_refused_and_nothing_is_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let data = dir.join("data");
+    let (key, ids) = populated(dir, &data);
+    let index = data.join("store/carrier.redb");
+    let saved = std::fs::read(&index).unwrap();
+    let log = segments(&data);
+    assert!(!log.is_empty());
+
+    std::fs::remove_file(&index).unwrap();
+    let message = refused(dir, &data);
+    assert!(
+        message.contains("store/carrier.redb") && message.contains("is missing or empty"),
+        "{message}"
+    );
+    assert!(message.contains("rltp-carrier restore --from"), "{message}");
+    assert!(!index.exists(), "no fresh index was made");
+    assert_eq!(segments(&data), log, "no segment was truncated or reused");
+
+    std::fs::write(&index, b"").unwrap();
+    let message = refused(dir, &data);
+    assert!(message.contains("is missing or empty"), "{message}");
+    assert_eq!(std::fs::metadata(&index).unwrap().len(), 0);
+    assert_eq!(segments(&data), log);
+
+    // The whole store gone: refused too (the key, identity and clock remain).
+    std::fs::rename(data.join("store"), dir.join("store-aside")).unwrap();
+    let message = refused(dir, &data);
+    assert!(message.contains("is missing or empty"), "{message}");
+    assert!(!data.join("store/carrier.redb").exists());
+    std::fs::remove_dir_all(data.join("store")).ok();
+    std::fs::rename(dir.join("store-aside"), data.join("store")).unwrap();
+
+    // The index back: everything is there, the declaration unchanged.
+    std::fs::write(&index, &saved).unwrap();
+    let carrier = Carrier::start(&data, None);
+    let (id, _) = declaration_of(dir, &carrier);
+    let rkid = cli(dir, &["keys", "show", "--key", key.to_str().unwrap()])
+        .expect(0)
+        .value("rkid")
+        .to_owned();
+    for deposit in &ids {
+        let status = cli_to(
+            dir,
+            &carrier,
+            &["status", "--to", &rkid, "--deposit", deposit],
+        )
+        .expect(0);
+        assert_eq!(status.value("status"), "accepted");
+    }
+    let collected = cli_to(
+        dir,
+        &carrier,
+        &["collect", "--key", key.to_str().unwrap(), "--out", "inbox"],
+    )
+    .expect(0);
+    assert_eq!(collected.lines("deposit ").len(), 2, "{collected:#?}");
+    let again = cli_to(dir, &carrier, &["declaration"]).expect(0);
+    assert_eq!(again.value("revision"), "1");
+    assert_eq!(declaration_of(dir, &carrier).0, id);
+    assert!(carrier.terminate().success());
+}
+
+/// A missing declaration key, TLS identity or clock file is refused
+/// (a new one would re-sign the declaration under another issuer, lock
+/// out pinned clients, or drop the backward-step guard); `admin renew`
+/// replaces one on purpose, and a new declaration key then signs
+/// revision 2 — never revision 1 again.
+#[test]
+fn missing_keys_identity_or_clock_are_refused_and_renewed_only_on_purpose() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let data = dir.join("data");
+    let carrier = Carrier::start(&data, None);
+    let (issuer, pin) = (carrier.issuer.clone(), carrier.pin.clone());
+    let (first_id, _) = declaration_of(dir, &carrier);
+    assert!(carrier.terminate().success());
+    let lineage = std::fs::read_to_string(data.join("lineage")).unwrap();
+    assert!(
+        lineage.contains(&format!("declaration-issuer {issuer}")),
+        "{lineage}"
+    );
+    assert!(
+        lineage.contains(&format!("tls-identity {pin}")),
+        "{lineage}"
+    );
+
+    for (name, what, flag) in [
+        ("declaration.key", "declaration key", "--declaration-key"),
+        ("tls", "TLS identity", "--tls-identity"),
+        ("clock", "clock file", "--clock"),
+    ] {
+        let path = data.join(name);
+        let aside = dir.join(format!("{name}.aside"));
+        std::fs::rename(&path, &aside).unwrap();
+        let before = tree(&data);
+        let message = refused(dir, &data);
+        assert!(
+            message.contains(what) && message.contains("is missing"),
+            "{name}: {message}"
+        );
+        assert!(
+            message.contains(&format!(
+                "rltp-carrier admin renew --data-dir {} {flag}",
+                data.display()
+            )),
+            "{name}: {message}"
+        );
+        assert_eq!(tree(&data), before, "{name}: nothing was made");
+        std::fs::rename(&aside, &path).unwrap();
+    }
+    // Another carrier's key is refused too.
+    let own = std::fs::read(data.join("declaration.key")).unwrap();
+    std::fs::write(data.join("declaration.key"), [9u8; 32]).unwrap();
+    let message = refused(dir, &data);
+    assert!(
+        message.contains("is not this carrier's declaration key"),
+        "{message}"
+    );
+    std::fs::write(data.join("declaration.key"), &own).unwrap();
+
+    // On purpose: a new declaration key.
+    let renewed = cli(
+        dir,
+        &[
+            "admin",
+            "renew",
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--declaration-key",
+        ],
+    )
+    .expect(0);
+    let new_issuer = renewed.value("declaration-issuer").to_owned();
+    assert_ne!(new_issuer, issuer);
+    assert!(
+        renewed
+            .value("moved-aside")
+            .contains("declaration.key.replaced-")
+    );
+    let carrier = Carrier::start(&data, None);
+    assert_eq!(carrier.issuer, new_issuer);
+    assert_eq!(carrier.pin, pin);
+    let declaration = cli_to(dir, &carrier, &["declaration", "--issuer", &new_issuer]).expect(0);
+    assert_eq!(declaration.value("revision"), "2");
+    assert_ne!(declaration_of(dir, &carrier).0, first_id);
+    assert!(carrier.terminate().success());
+}
+
+/// A backup taken at revision 1; the constants change (revision 2); the
+/// backup is restored: the restored store holds revision 1 only, and the
+/// carrier — configured with the changed constants — serves the very bytes
+/// of revision 2 it signed before, instead of signing revision 2 again.
+#[test]
+fn a_restore_never_makes_a_revision_be_signed_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let data = dir.join("data");
+    let carrier = Carrier::start(&data, None);
+    assert!(carrier.terminate().success());
+    let archive = dir.join("backup.rltpbak");
+    cli(
+        dir,
+        &[
+            "backup",
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--out",
+            archive.to_str().unwrap(),
+        ],
+    )
+    .expect(0);
+    let config = document(
+        dir,
+        "changed.toml",
+        "[constants]\nstatus-horizon = \"PT20S\"\n",
+    );
+    let carrier = Carrier::start(&data, Some(&config));
+    let (_, second) = declaration_of(dir, &carrier);
+    let shown = cli_to(dir, &carrier, &["declaration"]).expect(0);
+    assert_eq!(shown.value("revision"), "2");
+    assert!(carrier.terminate().success());
+
+    let restored = cli(
+        dir,
+        &[
+            "restore",
+            "--from",
+            archive.to_str().unwrap(),
+            "--data-dir",
+            data.to_str().unwrap(),
+        ],
+    )
+    .expect(0);
+    assert!(restored.value("replaced").contains("replaced-"));
+    let carrier = Carrier::start(&data, Some(&config));
+    let (_, served) = declaration_of(dir, &carrier);
+    assert_eq!(
+        served, second,
+        "revision 2 is served byte for byte as first signed"
+    );
+    assert!(carrier.terminate().success());
+}
+
+async fn connect(carrier: &Carrier) -> Client {
+    rltp_carrier::tls::install_crypto_provider();
+    let options = ConnectOptions::new(
+        carrier.addr.clone(),
+        ServerTrust::Pin(carrier.pin.parse().unwrap()),
+    )
+    .with_timeout(Duration::from_secs(10));
+    Client::connect(&options).await.unwrap()
+}
+
+async fn submit(client: &Client, keys: &RecipientKeys, n: u32) {
+    let envelope = rltp_proofs::seal::seal(
+        format!("{{\"n\":{n}}}").as_bytes(),
+        keys.rkid(),
+        &mut rand::rng(),
+    )
+    .unwrap()
+    .to_bytes();
+    let answer = client.submit(keys.rkid(), &envelope).await.unwrap();
+    assert_eq!(answer.verdict, SubmitVerdict::Admitted);
+}
+
+async fn seqs(client: &Client, keys: &RecipientKeys) -> Vec<u64> {
+    let page = client.collect(keys, None, 100).await.unwrap();
+    assert_eq!(page.verdict, Verdict::Served);
+    page.deposits.iter().map(|d| d.seq).collect()
+}
+
+/// The failure of issue 13: after a restore of a backup taken at seq 4,
+/// new deposits got seq 5 and 6 again with different ids, so a recipient
+/// holding `after = 6` never saw them. Now the restored store's seqs
+/// start above every seq the carrier handed out before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seq_is_never_reused_after_a_restore() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let data = dir.join("data");
+    let carrier = Carrier::start(&data, None);
+    let client = connect(&carrier).await;
+    let carrier_id = CarrierId::from_bytes(CARRIER.as_bytes()).unwrap();
+    let keys = RecipientKeys::new(
+        carrier_id,
+        ed25519_dalek::SigningKey::generate(&mut rand::rng()),
+        [31u8; 32],
+        1,
+    );
+    let registered = client.register(&keys, Purpose::Register).await.unwrap();
+    assert_eq!(registered.verdict(), Verdict::Registered);
+    for n in 0..4 {
+        submit(&client, &keys, n).await;
+    }
+    assert_eq!(seqs(&client, &keys).await, [1, 2, 3, 4]);
+    let archive = dir.join("at-4.rltpbak");
+    let backup = cli(
+        dir,
+        &[
+            "backup",
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--out",
+            archive.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(backup.code, 0, "{backup:#?}");
+    assert_eq!(backup.value("online"), "yes");
+    for n in 4..6 {
+        submit(&client, &keys, n).await;
+    }
+    let before = seqs(&client, &keys).await;
+    assert_eq!(before, [1, 2, 3, 4, 5, 6]);
+    client.close().await;
+    assert!(carrier.terminate().success());
+
+    let restored = cli(
+        dir,
+        &[
+            "restore",
+            "--from",
+            archive.to_str().unwrap(),
+            "--data-dir",
+            data.to_str().unwrap(),
+        ],
+    )
+    .expect(0);
+    let floor: u64 = restored.value("seq-floor").parse().unwrap();
+    assert!(floor > 6, "{restored:#?}");
+    let carrier = Carrier::start(&data, None);
+    let client = connect(&carrier).await;
+    assert_eq!(seqs(&client, &keys).await, [1, 2, 3, 4]);
+    for n in 10..12 {
+        submit(&client, &keys, n).await;
+    }
+    let after = seqs(&client, &keys).await;
+    assert_eq!(after[..4], [1, 2, 3, 4]);
+    assert!(after[4] > 6 && after[5] == after[4] + 1, "{after:?}");
+    // A recipient that collected up to 6 before the restore sees them.
+    let page = client.collect(&keys, Some(6), 100).await.unwrap();
+    assert_eq!(page.deposits.len(), 2);
+    client.close().await;
+    assert!(carrier.terminate().success());
+}
+
+/// A restore into a new directory that fails (a damaged archive) leaves
+/// no directory behind.
+#[test]
+fn a_failed_restore_into_a_new_directory_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let data = dir.join("data");
+    let carrier = Carrier::start(&data, None);
+    assert!(carrier.terminate().success());
+    let archive = dir.join("backup.rltpbak");
+    cli(
+        dir,
+        &[
+            "backup",
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--out",
+            archive.to_str().unwrap(),
+        ],
+    )
+    .expect(0);
+    let mut bytes = std::fs::read(&archive).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x01;
+    std::fs::write(&archive, bytes).unwrap();
+    let new = dir.join("new");
+    let run = cli(
+        dir,
+        &[
+            "restore",
+            "--from",
+            archive.to_str().unwrap(),
+            "--data-dir",
+            new.to_str().unwrap(),
+        ],
+    )
+    .expect(1);
+    assert!(
+        run.stderr.contains("not a valid rltp-backup/1 archive"),
+        "{run:#?}"
+    );
+    assert!(!new.exists(), "{new:?} was left behind");
+}
