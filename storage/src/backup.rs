@@ -653,6 +653,12 @@ fn check_counts(
     manifest: &Manifest,
 ) -> Result<IntegrityReport, BackupError> {
     let report = store.integrity_check()?;
+    if let Some(first) = report.damaged.first() {
+        return Err(BackupError::Store(StoreError::Corrupt(format!(
+            "{} damaged deposit(s), the first: {first}",
+            report.damaged.len()
+        ))));
+    }
     let o = &manifest.occupancy;
     let held = (
         report.bindings,

@@ -127,6 +127,8 @@ pub trait ReadTxn {
     fn next_due(&self) -> StoreResult<Option<Ms>>;
     /// The current declaration revision.
     fn declaration(&self) -> StoreResult<Option<DeclarationRecord>>;
+    /// Deposits quarantined so far ([`WriteTxn::quarantine`]), a count.
+    fn quarantined(&self) -> StoreResult<u64>;
 
     /// Held bindings by phase, counts only (metrics and the operator page;
     /// nothing per principal or per `rkid` leaves this call). The default
@@ -221,6 +223,18 @@ pub trait WriteTxn: ReadTxn {
     fn add_elastic_bytes(&mut self, delta: i64) -> StoreResult<()>;
     /// Stores a declaration revision.
     fn put_declaration(&mut self, record: &DeclarationRecord) -> StoreResult<()>;
+    /// Records that held deposit `deposit` of `rkid` was found damaged at
+    /// `at` (`reason`: the failed check): a quarantine record the operator
+    /// can read back ([`ReadTxn::quarantined`], the embedded store's
+    /// integrity check names each). The caller then gives the deposit up
+    /// (engine, `queue::quarantine`); this call removes nothing.
+    fn quarantine(
+        &mut self,
+        rkid: &Rkid,
+        deposit: &Deposit,
+        at: Ms,
+        reason: &str,
+    ) -> StoreResult<()>;
 }
 
 /// A carrier store. Implementations are shared between threads; write

@@ -49,6 +49,7 @@
 //! | 11 | add elastic bytes | delta i64 |
 //! | 12 | put declaration | len u32 ‖ revision u64 ‖ document |
 //! | 13 | move deposit (compaction) | rkid ‖ seq u64 ‖ len u32 ‖ envelope bytes |
+//! | 14 | quarantine | rkid ‖ seq u64 ‖ len u32 ‖ the `quarantine` value |
 //!
 //! Replaying an operation runs the same store code as the original call,
 //! against the state the original saw, so derived values (sequence
@@ -81,6 +82,7 @@ pub(crate) mod tag {
     pub(crate) const ADD_ELASTIC: u8 = 11;
     pub(crate) const PUT_DECLARATION: u8 = 12;
     pub(crate) const MOVE_DEPOSIT: u8 = 13;
+    pub(crate) const QUARANTINE: u8 = 14;
 }
 
 fn prefix(kind: u8, at: u64, body_len: u64) -> [u8; 24] {

@@ -27,6 +27,7 @@
 //! | `due` | at u64 ‖ tag u8 ‖ rkid ‖ extra | empty; tag 0 `OrphanExpiry`, 1 `Deadline`, 2 `GiveUp` (extra = seq u64), 3 `Forget` (extra = id) |
 //! | `segments` | segment u64 | live_count u64 ‖ live_bytes u64 ‖ end u64 (committed extent) |
 //! | `segment_gc` | segment u64 | empty — segments to unlink (pending deletions) |
+//! | `quarantine` | rkid ‖ seq u64 | id \[32\] ‖ len u32 ‖ admitted_at u64 ‖ give_up_at u64 ‖ detected_at u64 ‖ segment u64 ‖ offset u64 ‖ reason (UTF-8) — deposits found damaged and given up (`WriteTxn::quarantine`) |
 //! | `meta` | ASCII name | `format` u32 = 2 (1: before the operation log, upgraded on open); `applied` segment u64 ‖ offset u64 (the log records before it are in this state); `occupancy` total_bytes ‖ bindings ‖ deposits ‖ tombstones ‖ elastic_bytes (5×u64); `declaration` revision u64 ‖ document; `active_segment` u64; `next_segment` u64; `store_id` \[16\]; `seq_floor` u64 (every next `seq` is above it; raised by a restore) |
 //!
 //! The `due` key order equals the order of `(Ms, Due)` (variant order, then
@@ -139,9 +140,10 @@ const DUE: Def = TableDefinition::new("due");
 const SEGMENTS: Def = TableDefinition::new("segments");
 const SEGMENT_GC: Def = TableDefinition::new("segment_gc");
 const META: Def = TableDefinition::new("meta");
-const ALL_TABLES: [Def; 11] = [
+const QUARANTINE: Def = TableDefinition::new("quarantine");
+const ALL_TABLES: [Def; 12] = [
     BINDINGS, TOMBSTONES, EVICTION, DEPOSITS, IDENTITY, QUEUES, DEPARTURES, DUE, SEGMENTS,
-    SEGMENT_GC, META,
+    SEGMENT_GC, META, QUARANTINE,
 ];
 
 const META_FORMAT: &[u8] = b"format";
@@ -271,8 +273,8 @@ impl Default for RedbOptions {
     }
 }
 
-/// What [`RedbStore::integrity_check`] counted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// What [`RedbStore::integrity_check`] counted and found.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct IntegrityReport {
     /// Held bindings.
     pub bindings: u64,
@@ -287,6 +289,21 @@ pub struct IntegrityReport {
     /// rkids holding both a binding and a tombstone (the engine must keep
     /// this 0; the store itself does not forbid it).
     pub binding_and_tombstone: u64,
+    /// Held deposits whose bytes fail their check (unreadable, or not the
+    /// bytes their id names), each named by seq, segment and offset: not
+    /// yet met by an operation, which would quarantine them.
+    pub damaged: Vec<String>,
+    /// Quarantine records (deposits found damaged and given up), each
+    /// named by seq, segment, offset, instant and the failed check.
+    pub quarantined: Vec<String>,
+}
+
+impl IntegrityReport {
+    /// Nothing damaged, nothing quarantined, no rkid with both a binding
+    /// and a tombstone.
+    pub fn is_clean(&self) -> bool {
+        self.damaged.is_empty() && self.quarantined.is_empty() && self.binding_and_tombstone == 0
+    }
 }
 
 /// What the last replay of the operation log applied (`src/oplog.rs`):
@@ -744,6 +761,8 @@ trait Tables {
         key: &[u8],
         f: impl FnOnce(&[u8]) -> StoreResult<R>,
     ) -> StoreResult<Option<R>>;
+    /// Rows of table `def`.
+    fn count(&self, def: Def) -> StoreResult<u64>;
     /// Calls `f` on each entry of `range` in key order until it returns
     /// `false`.
     fn scan(
@@ -786,6 +805,10 @@ where
 }
 
 impl Tables for ReadTransaction {
+    fn count(&self, def: Def) -> StoreResult<u64> {
+        use redb::ReadableTableMetadata as _;
+        self.open_table(def).map_err(engine)?.len().map_err(engine)
+    }
     fn get_with<R>(
         &self,
         def: Def,
@@ -805,6 +828,10 @@ impl Tables for ReadTransaction {
 }
 
 impl Tables for WriteTransaction {
+    fn count(&self, def: Def) -> StoreResult<u64> {
+        use redb::ReadableTableMetadata as _;
+        self.open_table(def).map_err(engine)?.len().map_err(engine)
+    }
     fn get_with<R>(
         &self,
         def: Def,
@@ -1432,8 +1459,14 @@ impl RedbStore {
         if let Some(file) = files.get(&id) {
             return Ok(Arc::clone(file));
         }
-        let file = segment::open_for_read(&*self.options.fs, &self.segments_dir, id)
-            .map_err(|e| corrupt(format!("segment {id:016x} cannot be opened: {e}")))?;
+        let file =
+            segment::open_for_read(&*self.options.fs, &self.segments_dir, id).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    corrupt(format!("segment {id:016x} is missing: {e}"))
+                } else {
+                    StoreError::Io(e)
+                }
+            })?;
         files.insert(id, Arc::clone(&file));
         Ok(file)
     }
@@ -1469,10 +1502,16 @@ impl RedbStore {
                     stored.deposit.len,
                 )
                 .map_err(|e| {
-                    corrupt(format!(
-                        "segment {:016x} offset {}: {e}",
-                        stored.segment, stored.offset
-                    ))
+                    // A short segment is damage; any other read error is
+                    // the disk's, and may pass.
+                    if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                        corrupt(format!(
+                            "deposit {} of segment {:016x} offset {}: the segment is cut short ({e})",
+                            deposit.seq, stored.segment, stored.offset
+                        ))
+                    } else {
+                        StoreError::Io(e)
+                    }
                 })?,
             },
         };
@@ -1490,13 +1529,22 @@ impl RedbStore {
     /// data it counts: occupancy = Σ deposit lengths and counts, per-queue
     /// bytes, per-segment live counts and bytes, the identity and eviction
     /// indexes, every referenced segment file, and every deposit's SHA-256.
-    /// Reads everything (O(data)): for tests and the crash harness, never at
-    /// start-up. Needs exclusive access (no open transactions).
+    /// Reads everything (O(data)): for tests, the crash harnesses and
+    /// restores, never at start-up. Needs exclusive access (no open
+    /// transactions). Held deposits whose bytes fail their check are named
+    /// in [`IntegrityReport::damaged`], quarantine records in
+    /// [`IntegrityReport::quarantined`] ([`IntegrityReport::is_clean`]).
     ///
     /// # Errors
-    /// [`StoreError::Corrupt`] naming the first mismatch; other
-    /// [`StoreError`]s for I/O or engine failures.
+    /// [`StoreError::Corrupt`] naming the first mismatch of a counter or an
+    /// index; [`StoreError::Damaged`] if redb panics on a damaged page;
+    /// other [`StoreError`]s for I/O or engine failures.
     pub fn integrity_check(&mut self) -> StoreResult<IntegrityReport> {
+        let what = format!("checking the store in {}", self.segments_dir.display());
+        crate::contain::contain(&what, || self.check_everything())
+    }
+
+    fn check_everything(&mut self) -> StoreResult<IntegrityReport> {
         let db = self
             .db
             .get_mut()
@@ -1573,10 +1621,18 @@ impl RedbStore {
                     )));
                 }
             }
-            self.bytes_of(&txn, rkid, deposit, None)?;
+            match self.bytes_of(&txn, rkid, deposit, None) {
+                Ok(_) => {}
+                Err(StoreError::Corrupt(what)) => report.damaged.push(what),
+                Err(other) => return Err(other),
+            }
             report.deposits += 1;
             report.bytes += u64::from(deposit.len);
         }
+        txn.scan(QUARANTINE, (Bound::Unbounded, Bound::Unbounded), |k, v| {
+            report.quarantined.push(describe_quarantine(k, v)?);
+            Ok(true)
+        })?;
         let mut identities = 0u64;
         txn.scan(IDENTITY, (Bound::Unbounded, Bound::Unbounded), |_, _| {
             identities += 1;
@@ -1634,17 +1690,12 @@ impl RedbStore {
             if stat.live == 0 && Some(id) != active {
                 return Err(corrupt(format!("drained segment {id:016x} not reclaimed")));
             }
-            let length = self
-                .options
+            // A file shorter than its extent shows as the damaged deposits
+            // past its end (named above).
+            self.options
                 .fs
                 .file_len(&segment::segment_path(&self.segments_dir, id))?
                 .ok_or_else(|| corrupt(format!("segment {id:016x} is missing")))?;
-            if length < stat.end {
-                return Err(corrupt(format!(
-                    "segment {id:016x} is {length} bytes, extent {}",
-                    stat.end
-                )));
-            }
             recorded.insert(id);
             report.segments += 1;
             Ok(true)
@@ -1680,8 +1731,9 @@ impl RedbStore {
     /// until `pass_complete`.
     ///
     /// # Errors
-    /// [`StoreError`] as for a commit; a deposit whose bytes do not match
-    /// its id is never copied ([`StoreError::Corrupt`]).
+    /// [`StoreError`] as for a commit. A deposit whose bytes do not match
+    /// its id is never copied: it is skipped (and stays where it is until
+    /// the engine quarantines it or it is given up).
     pub fn compact_step(&self, max_scan: usize) -> StoreResult<CompactionStep> {
         let mut w = self.begin_write()?;
         let mut step = CompactionStep::default();
@@ -1720,7 +1772,15 @@ impl RedbStore {
             Ok(step.scanned < max_scan.max(1))
         })?;
         for (rkid, stored) in to_move {
-            let bytes = self.bytes_of(w.txn()?, &rkid, &stored.deposit, None)?;
+            let bytes = match self.bytes_of(w.txn()?, &rkid, &stored.deposit, None) {
+                Ok(bytes) => bytes,
+                // Never copied: the engine quarantines it when it meets it.
+                Err(StoreError::Corrupt(what)) => {
+                    tracing::warn!(%what, "compaction skips a damaged deposit");
+                    continue;
+                }
+                Err(other) => return Err(other),
+            };
             let seq = stored.deposit.seq;
             let end = w.log(&[
                 &[tag::MOVE_DEPOSIT],
@@ -2273,6 +2333,13 @@ impl RedbWrite<'_> {
                     c.take(len as usize)?;
                     self.move_deposit(&rkid, seq, offset)?;
                 }
+                tag::QUARANTINE => {
+                    let rkid = Rkid::from_bytes(c.arr32()?);
+                    let seq = c.u64()?;
+                    let len = c.u32()?;
+                    let value = c.take(len as usize)?;
+                    put(self.txn()?, QUARANTINE, &key_seq(&rkid, seq), value)?;
+                }
                 other => return Err(corrupt(format!("log record: operation tag {other}"))),
             }
             ops += 1;
@@ -2383,6 +2450,9 @@ macro_rules! shared_reads {
         }
         fn declaration(&self) -> StoreResult<Option<DeclarationRecord>> {
             query::declaration(self.tables()?)
+        }
+        fn quarantined(&self) -> StoreResult<u64> {
+            self.tables()?.count(QUARANTINE)
         }
     };
 }
@@ -2576,6 +2646,54 @@ impl WriteTxn for RedbWrite<'_> {
         self.log(&[&[tag::PUT_DECLARATION], &len.to_be_bytes(), &value])?;
         put(self.txn()?, META, META_DECLARATION, &value).map(drop)
     }
+    fn quarantine(
+        &mut self,
+        rkid: &Rkid,
+        deposit: &Deposit,
+        at: Ms,
+        reason: &str,
+    ) -> StoreResult<()> {
+        let (segment, offset) = query::stored(self.txn()?, rkid, deposit.seq)?
+            .map_or((INLINE, 0), |s| (s.segment, s.offset));
+        let value = cat(&[
+            &deposit.id.0,
+            &deposit.len.to_be_bytes(),
+            &deposit.admitted_at.to_be_bytes(),
+            &deposit.give_up_at.to_be_bytes(),
+            &at.to_be_bytes(),
+            &segment.to_be_bytes(),
+            &offset.to_be_bytes(),
+            reason.as_bytes(),
+        ]);
+        let len = u32::try_from(value.len())
+            .map_err(|_| corrupt(format!("quarantine record of {} bytes", value.len())))?;
+        let seq = deposit.seq.to_be_bytes();
+        self.log(&[
+            &[tag::QUARANTINE],
+            rkid.as_bytes(),
+            &seq,
+            &len.to_be_bytes(),
+            &value,
+        ])?;
+        put(self.txn()?, QUARANTINE, &key_seq(rkid, deposit.seq), &value).map(drop)
+    }
+}
+
+/// A `quarantine` row, named for the integrity report.
+fn describe_quarantine(key: &[u8], v: &[u8]) -> StoreResult<String> {
+    let len = v
+        .get(32..36)
+        .and_then(|b| <[u8; 4]>::try_from(b).ok())
+        .map(u32::from_be_bytes)
+        .ok_or_else(|| corrupt("short quarantine record"))?;
+    let reason = String::from_utf8_lossy(v.get(76..).unwrap_or_default());
+    Ok(format!(
+        "deposit seq {} ({len} bytes, segment {:016x} offset {}), quarantined at {} ms: {reason}",
+        seq_of_key(key)?,
+        u64_at(v, 60)?,
+        u64_at(v, 68)?,
+        u64_at(v, 52)?,
+    ))
 }
 
 impl RedbStore {

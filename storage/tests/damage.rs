@@ -182,7 +182,7 @@ fn a_fresh_store_numbers_its_log_after_every_file_present() -> StoreResult<()> {
     })?;
     let names: Vec<String> = segments(dir.path()).into_keys().collect();
     assert_eq!(names, ["segments/0000000000000008.seg"]);
-    store.integrity_check()?;
+    assert!(store.integrity_check()?.is_clean());
     Ok(())
 }
 
@@ -217,5 +217,76 @@ fn the_store_id_survives_reopen_and_is_kept_in_its_meta() -> StoreResult<()> {
         store.read()?.binding(&rkid(1))?.map(|b| b.generation),
         Some(1)
     );
+    Ok(())
+}
+
+#[test]
+fn a_cut_short_segment_is_damage_named_by_the_integrity_check() -> StoreResult<()> {
+    let dir = tempfile::tempdir()?;
+    let (first, second) = {
+        let store = RedbStore::open(dir.path())?;
+        let a = write(&store, |t| {
+            t.append_deposit(&rkid(1), &payload(1, 500), 0, 0)
+        })?;
+        let b = write(&store, |t| {
+            t.append_deposit(&rkid(1), &payload(2, 500), 0, 0)
+        })?;
+        (a, b)
+    };
+    // The last deposit's bytes end the file: cut them short.
+    let (name, _) = segments(dir.path()).into_iter().next().expect("a segment");
+    let path = dir.path().join(&name);
+    let len = std::fs::metadata(&path)?.len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)?
+        .set_len(len - 100)?;
+    let mut store = RedbStore::open(dir.path())?;
+    let r = store.read()?;
+    assert_eq!(r.deposit_bytes(&rkid(1), &first)?, payload(1, 500));
+    let cut = r.deposit_bytes(&rkid(1), &second);
+    assert!(
+        matches!(&cut, Err(StoreError::Corrupt(m)) if m.contains("cut short")),
+        "{cut:?}"
+    );
+    drop(r);
+    let report = store.integrity_check()?;
+    assert_eq!(report.damaged.len(), 1, "{report:?}");
+    // Quarantined: named by the check, and counted.
+    write(&store, |t| t.quarantine(&rkid(1), &second, 77, "cut short"))?;
+    let report = store.integrity_check()?;
+    assert_eq!(store.read()?.quarantined()?, 1);
+    assert_eq!(report.quarantined.len(), 1);
+    assert!(
+        report.quarantined[0].contains("quarantined at 77 ms: cut short"),
+        "{report:?}"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_raised_seq_floor_survives_reopen_and_numbers_every_queue_above_it() -> StoreResult<()> {
+    let dir = tempfile::tempdir()?;
+    {
+        let store = RedbStore::open(dir.path())?;
+        let d = write(&store, |t| {
+            t.append_deposit(&rkid(1), &payload(1, 10), 0, 0)
+        })?;
+        assert_eq!(d.seq, 1);
+        store.raise_seq_floor(1_000)?;
+        store.raise_seq_floor(10)?; // never lowered
+    }
+    let store = RedbStore::open(dir.path())?;
+    assert_eq!(store.seq_floor(), 1_000);
+    let a = write(&store, |t| {
+        t.append_deposit(&rkid(1), &payload(2, 10), 0, 0)
+    })?;
+    let b = write(&store, |t| {
+        t.append_deposit(&rkid(2), &payload(3, 10), 0, 0)
+    })?;
+    let c = write(&store, |t| {
+        t.append_deposit(&rkid(1), &payload(4, 10), 0, 0)
+    })?;
+    assert_eq!((a.seq, b.seq, c.seq), (1_001, 1_001, 1_002));
     Ok(())
 }

@@ -444,3 +444,198 @@ fn a_failed_restore_into_a_new_directory_leaves_nothing() {
     );
     assert!(!new.exists(), "{new:?} was left behind");
 }
+
+/// A free TCP port on loopback (for the operator endpoint).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `GET path` on the operator endpoint: status code and body.
+fn http_get(port: u16, path: &str) -> (u16, String) {
+    use std::io::Write;
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    let code = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_owned();
+    (code, body)
+}
+
+fn metric(port: u16, name: &str) -> f64 {
+    let (_, text) = http_get(port, "/metrics");
+    text.lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix(' ')))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {text}"))
+}
+
+fn sealed(keys: &RecipientKeys, n: u32) -> Vec<u8> {
+    rltp_proofs::seal::seal(
+        format!("{{\"n\":{n}}}").as_bytes(),
+        keys.rkid(),
+        &mut rand::rng(),
+    )
+    .unwrap()
+    .to_bytes()
+}
+
+/// Flips one base64 character inside the ciphertext of `envelope` where
+/// the store keeps it (in a segment file of `data`); returns the file.
+fn flip_stored(data: &Path, envelope: &[u8]) -> PathBuf {
+    let at_ciphertext = envelope
+        .windows(14)
+        .position(|w| w == b"\"ciphertext\":\"")
+        .unwrap()
+        + 20;
+    for (name, _) in segments(data) {
+        let path = data.join("store/segments").join(name);
+        let mut bytes = std::fs::read(&path).unwrap();
+        if let Some(start) = bytes.windows(envelope.len()).position(|w| w == envelope) {
+            let c = &mut bytes[start + at_ciphertext];
+            *c = if *c == b'A' { b'B' } else { b'A' };
+            std::fs::write(&path, bytes).unwrap();
+            return path;
+        }
+    }
+    panic!("the envelope is in no segment file");
+}
+
+/// The failure of issue 13: one corrupt stored deposit made every collect
+/// of its queue fail (`unavailable … bytes do not match their id`), each
+/// failing its whole group-commit batch, so that a submission to another
+/// queue far below its floor was answered `refused(capacity)`, and
+/// `/readyz` said nothing. Now the damaged deposit is quarantined: given
+/// up (its sender's status says so), the rest of its queue served in the
+/// same page, other queues untouched, `/readyz` and the metrics report
+/// it, the integrity check names it, and the same bytes submitted again
+/// are admitted afresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_deposit_is_quarantined_and_nothing_else_suffers() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let data = dir.join("data");
+    let port = free_port();
+    let config = document(
+        dir,
+        "carrier.toml",
+        &format!("[metrics]\nlisten = \"127.0.0.1:{port}\"\n"),
+    );
+    let carrier_id = CarrierId::from_bytes(CARRIER.as_bytes()).unwrap();
+    let recipient = |secret: u8| {
+        RecipientKeys::new(
+            carrier_id.clone(),
+            ed25519_dalek::SigningKey::generate(&mut rand::rng()),
+            [secret; 32],
+            1,
+        )
+    };
+    let (alice, bob) = (recipient(41), recipient(42));
+    let carrier = Carrier::start(&data, Some(&config));
+    let client = connect(&carrier).await;
+    for keys in [&alice, &bob] {
+        let answer = client.register(keys, Purpose::Register).await.unwrap();
+        assert_eq!(answer.verdict(), Verdict::Registered);
+    }
+    let envelopes: Vec<Vec<u8>> = (0..3).map(|n| sealed(&alice, n)).collect();
+    for envelope in &envelopes {
+        let answer = client.submit(alice.rkid(), envelope).await.unwrap();
+        assert_eq!(answer.verdict, SubmitVerdict::Admitted);
+    }
+    client.close().await;
+    assert!(carrier.terminate().success());
+    flip_stored(&data, &envelopes[1]);
+    let damaged_id = rltp_storage::DepositId::of(&envelopes[1]);
+
+    let carrier = Carrier::start(&data, Some(&config));
+    let client = Arc::new(connect(&carrier).await);
+    // Collects of Alice's queue race submissions to Bob's (far below its
+    // floor): every one of Bob's is admitted.
+    let mut tasks = Vec::new();
+    for n in 0..40u32 {
+        let (client, rkid, envelope) = (Arc::clone(&client), *bob.rkid(), sealed(&bob, 100 + n));
+        tasks.push(tokio::spawn(async move {
+            client.submit(&rkid, &envelope).await.unwrap().verdict
+        }));
+    }
+    let page = client.collect(&alice, None, 100).await.unwrap();
+    assert_eq!(page.verdict, Verdict::Served, "the queue is served");
+    let served: Vec<&[u8]> = page.deposits.iter().map(|d| &d.envelope[..]).collect();
+    assert_eq!(served, [&envelopes[0][..], &envelopes[2][..]]);
+    for task in tasks {
+        assert_eq!(task.await.unwrap(), SubmitVerdict::Admitted);
+    }
+    // The sender sees it given up.
+    let status = cli_to(
+        dir,
+        &carrier,
+        &[
+            "status",
+            "--to",
+            &alice.rkid().to_multikey(),
+            "--deposit",
+            &damaged_id.to_multibase(),
+        ],
+    );
+    assert_eq!(status.value("status"), "given-up", "{status:#?}");
+    assert_eq!(
+        status.value("sender-status"),
+        "failed(expired-by-adapter-policy)"
+    );
+    // Reported, and still ready: everything else is served.
+    let (code, body) = http_get(port, "/readyz");
+    assert_eq!(code, 200, "{body}");
+    assert!(
+        body.contains("store-damage 1 quarantined deposit(s)"),
+        "{body}"
+    );
+    assert_eq!(metric(port, "rltp_carrier_quarantined_deposits"), 1.0);
+    assert_eq!(metric(port, "rltp_carrier_quarantined_deposits_total"), 1.0);
+    assert_eq!(
+        metric(
+            port,
+            "rltp_carrier_unavailable_total{operation=\"collect\"}"
+        ),
+        0.0
+    );
+    let events = carrier.log_events(
+        "a stored deposit failed its check: quarantined and given up (its sender's status answers given-up)",
+        1,
+    );
+    assert_eq!(events.len(), 1, "{:?}", carrier.logs());
+    // The same bytes again: a new deposit, admitted and collectable.
+    let again = client.submit(alice.rkid(), &envelopes[1]).await.unwrap();
+    assert_eq!(again.verdict, SubmitVerdict::Admitted);
+    let page = client
+        .collect(&alice, page.deposits.last().map(|d| d.seq), 100)
+        .await
+        .unwrap();
+    assert_eq!(page.deposits.len(), 1);
+    assert_eq!(page.deposits[0].envelope, envelopes[1]);
+    Arc::try_unwrap(client).ok().unwrap().close().await;
+    assert!(carrier.terminate().success());
+    // The integrity check names it.
+    let mut store = rltp_storage::redb_store::RedbStore::open(data.join("store")).unwrap();
+    let report = store.integrity_check().unwrap();
+    assert!(report.damaged.is_empty(), "{report:?}");
+    assert_eq!(report.quarantined.len(), 1, "{report:?}");
+    assert!(
+        report.quarantined[0].contains("bytes do not match their id"),
+        "{report:?}"
+    );
+}

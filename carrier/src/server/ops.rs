@@ -207,8 +207,11 @@ async fn dispatch<S: Store>(
             tracing::debug!(op, "served");
         }
         Request::Submit { rkid, .. } => {
-            let answer = submit(ctx, rkid, body).await;
-            write(send, &answer.to_header(), b"").await;
+            let header = match submit(ctx, rkid, body).await {
+                Ok(answer) => answer.to_header(),
+                Err(e) => e.to_header(),
+            };
+            write(send, &header, b"").await;
         }
         Request::SubmitStream => submit_stream(ctx, send, recv).await,
         Request::Status { rkid, deposit } => {
@@ -260,7 +263,15 @@ async fn dispatch<S: Store>(
         }
         Request::Register => {
             // r1–r3 inline (one Ed25519 verification), the commit awaited.
-            let verdict = ctx.engine.register_async(&body).await;
+            let verdict = match ctx.engine.register_async(&body).await {
+                Ok(verdict) => verdict,
+                Err(e) => {
+                    count_unavailable(ctx, Op::Register);
+                    tracing::warn!(op, error = %e, "register answered unavailable");
+                    write(send, &unavailable(e).to_header(), b"").await;
+                    return;
+                }
+            };
             // The guarantee-3 verification count makes "a replay costs no
             // verification" observable from outside the process.
             let verifications = ctx.engine.counters().verifications;
@@ -303,8 +314,22 @@ async fn dispatch<S: Store>(
 }
 
 /// One submission (§5a.5); wakes watch sessions of the queue on admission.
-async fn submit<S: Store>(ctx: &Ctx<S>, rkid: Rkid, body: Vec<u8>) -> SubmitAnswer {
+/// A storage failure is answered `unavailable` (retriable, not a verdict:
+/// `PROTOCOL.md` §6), never `refused(capacity)`.
+async fn submit<S: Store>(
+    ctx: &Ctx<S>,
+    rkid: Rkid,
+    body: Vec<u8>,
+) -> Result<SubmitAnswer, ErrorAnswer> {
     let (verdict, id) = ctx.engine.submit_async(&rkid, body).await;
+    let verdict = match verdict {
+        Ok(verdict) => verdict,
+        Err(e) => {
+            count_unavailable(ctx, Op::Submit);
+            tracing::warn!(op = "submit", error = %e, "submit answered unavailable");
+            return Err(unavailable(e));
+        }
+    };
     if verdict == SubmitVerdict::Admitted {
         ctx.watchers.admitted(&rkid);
     }
@@ -313,18 +338,21 @@ async fn submit<S: Store>(ctx: &Ctx<S>, rkid: Rkid, body: Vec<u8>) -> SubmitAnsw
     // `info` costs nothing per deposit (every verdict is counted in the
     // metrics either way).
     tracing::debug!(op = "submit", %verdict, deposit = %id.to_multibase(), "submit");
-    SubmitAnswer::new(verdict, id)
+    Ok(SubmitAnswer::new(verdict, id))
 }
 
 enum Pending {
-    Verdict(tokio::task::JoinHandle<SubmitAnswer>),
+    Verdict(tokio::task::JoinHandle<Result<SubmitAnswer, ErrorAnswer>>),
     Error(ErrorAnswer),
 }
 
 /// The pipelined `submit-stream`: items are read and submitted as they
 /// arrive (many in flight share group commits); verdicts are written in
 /// item order. A malformed item is answered with a closed error after
-/// the verdicts before it, and ends the stream.
+/// the verdicts before it, and ends the stream; so is an item the storage
+/// could not complete (`unavailable`; the items after it that were
+/// already read may have been admitted: a resubmission is answered
+/// `duplicate`).
 async fn submit_stream<S: Store>(
     ctx: &Arc<Ctx<S>>,
     send: &mut quinn::SendStream,
@@ -369,13 +397,11 @@ async fn submit_stream<S: Store>(
         let mut count = 0u64;
         while let Some(pending) = rx.recv().await {
             let (header, last) = match pending {
-                Pending::Verdict(handle) => {
-                    let answer = handle.await.unwrap_or(SubmitAnswer {
-                        verdict: SubmitVerdict::Capacity,
-                        deposit: None,
-                    });
-                    (answer.to_header(), false)
-                }
+                Pending::Verdict(handle) => match handle.await {
+                    Ok(Ok(answer)) => (answer.to_header(), false),
+                    Ok(Err(e)) => (e.to_header(), true),
+                    Err(_) => (unavailable("internal").to_header(), true),
+                },
                 Pending::Error(e) => (e.to_header(), true),
             };
             if !write(send, &header, b"").await || last {
@@ -518,17 +544,29 @@ fn watch_read<S: Store>(
         return Ok(WatchRead::Gone);
     }
     let mut deposits = Vec::new();
+    let mut damaged = Vec::new();
     for d in read.deposits(rkid, after, limit)? {
         if d.give_up_at > now {
-            deposits.push(CollectedDeposit {
-                seq: d.seq,
-                id: d.id,
-                bytes: read.deposit_bytes(rkid, &d)?,
-                admitted_at: d.admitted_at,
-            });
+            match read.deposit_bytes(rkid, &d) {
+                Ok(bytes) => deposits.push(CollectedDeposit {
+                    seq: d.seq,
+                    id: d.id,
+                    bytes,
+                    admitted_at: d.admitted_at,
+                }),
+                Err(StoreError::Corrupt(_)) => damaged.push(d.seq),
+                Err(e) => return Err(e),
+            }
         }
     }
     drop(read);
+    for seq in damaged {
+        // Quarantined in the writer (which judges the bytes again); the
+        // session goes on with the rest of the queue.
+        engine
+            .quarantine_if_damaged(rkid, seq)
+            .map_err(|e| StoreError::Engine(e.to_string()))?;
+    }
     if !deposits.is_empty() {
         engine.store().sync_visible()?;
     }
