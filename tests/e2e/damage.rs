@@ -639,3 +639,27 @@ async fn a_corrupt_deposit_is_quarantined_and_nothing_else_suffers() {
         "{report:?}"
     );
 }
+
+/// `rltp-carrier declaration | head -5` panicked with a backtrace when
+/// `head` closed the pipe. Now a closed standard output ends any command
+/// quietly (status 0). The pipe is closed before the command writes
+/// anything, so every line hits it.
+#[test]
+fn a_closed_stdout_ends_a_command_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let carrier = Carrier::start(&dir.path().join("data"), None);
+    let mut child = Command::new(BIN)
+        .arg("declaration")
+        .args(carrier.args())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!stderr.contains("Broken pipe"), "{stderr}");
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+}

@@ -50,7 +50,10 @@ impl Watchers {
     /// Slots allocated (for tests).
     #[cfg(test)]
     pub(crate) fn capacity(&self) -> usize {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).capacity()
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .capacity()
     }
 }
 
