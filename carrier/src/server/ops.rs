@@ -153,9 +153,15 @@ async fn write(send: &mut quinn::SendStream, header: &Object, body: &[u8]) -> bo
 }
 
 fn unavailable(detail: impl std::fmt::Display) -> ErrorAnswer {
+    let detail = detail.to_string();
+    const PREFIX: &str = "carrier storage unavailable";
     ErrorAnswer {
         code: ErrorCode::Unavailable,
-        detail: format!("carrier storage unavailable, retry: {detail}"),
+        detail: match detail.strip_prefix(PREFIX) {
+            // The engine's errors name the condition already.
+            Some(rest) => format!("{PREFIX}{rest}"),
+            None => format!("{PREFIX}, retry: {detail}"),
+        },
     }
 }
 
