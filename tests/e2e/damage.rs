@@ -128,6 +128,21 @@ fn a_missing_or_empty_index_is_refused_and_nothing_is_lost() {
     std::fs::remove_dir_all(data.join("store")).ok();
     std::fs::rename(dir.join("store-aside"), data.join("store")).unwrap();
 
+    // Damaged pages in the index (the first byte of every page after
+    // redb's header pages): a clear refusal, not redb's panic.
+    let mut damaged = saved.clone();
+    for page in (2 * 4096..damaged.len()).step_by(4096) {
+        damaged[page] = 0xff;
+    }
+    std::fs::write(&index, &damaged).unwrap();
+    let message = refused(dir, &data);
+    assert!(
+        message.contains("the storage engine stopped on damaged data")
+            && message.contains("rltp-carrier restore --from")
+            && !message.contains("panicked"),
+        "{message}"
+    );
+
     // The index back: everything is there, the declaration unchanged.
     std::fs::write(&index, &saved).unwrap();
     let carrier = Carrier::start(&data, None);
