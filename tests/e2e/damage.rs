@@ -30,6 +30,44 @@ fn refused(dir: &Path, data: &Path) -> String {
     run.stderr
 }
 
+/// `backup --data-dir DATA --out OUT` (must succeed).
+fn backup(dir: &Path, data: &Path, out: &Path) -> Run {
+    cli(
+        dir,
+        &[
+            "backup",
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    )
+    .expect(0)
+}
+
+/// `restore --from ARCHIVE --data-dir DATA` (its run, any exit code).
+fn restore(dir: &Path, archive: &Path, data: &Path) -> Run {
+    cli(
+        dir,
+        &[
+            "restore",
+            "--from",
+            archive.to_str().unwrap(),
+            "--data-dir",
+            data.to_str().unwrap(),
+        ],
+    )
+}
+
+/// A carrier that started once and stopped, and a backup of it.
+fn started_once_and_backed_up(dir: &Path, data: &Path) -> PathBuf {
+    let carrier = Carrier::start(data, None);
+    assert!(carrier.terminate().success());
+    let archive = dir.join("backup.rltpbak");
+    backup(dir, data, &archive);
+    archive
+}
+
 /// Every file under `dir` with its length (a directory listing to compare).
 fn tree(dir: &Path) -> BTreeMap<String, u64> {
     fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, u64>) {
@@ -268,20 +306,7 @@ fn a_restore_never_makes_a_revision_be_signed_twice() {
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
     let data = dir.join("data");
-    let carrier = Carrier::start(&data, None);
-    assert!(carrier.terminate().success());
-    let archive = dir.join("backup.rltpbak");
-    cli(
-        dir,
-        &[
-            "backup",
-            "--data-dir",
-            data.to_str().unwrap(),
-            "--out",
-            archive.to_str().unwrap(),
-        ],
-    )
-    .expect(0);
+    let archive = started_once_and_backed_up(dir, &data);
     let config = document(
         dir,
         "changed.toml",
@@ -293,17 +318,7 @@ fn a_restore_never_makes_a_revision_be_signed_twice() {
     assert_eq!(shown.value("revision"), "2");
     assert!(carrier.terminate().success());
 
-    let restored = cli(
-        dir,
-        &[
-            "restore",
-            "--from",
-            archive.to_str().unwrap(),
-            "--data-dir",
-            data.to_str().unwrap(),
-        ],
-    )
-    .expect(0);
+    let restored = restore(dir, &archive, &data).expect(0);
     assert!(restored.value("replaced").contains("replaced-"));
     let carrier = Carrier::start(&data, Some(&config));
     let (_, served) = declaration_of(dir, &carrier);
@@ -367,18 +382,7 @@ async fn seq_is_never_reused_after_a_restore() {
     }
     assert_eq!(seqs(&client, &keys).await, [1, 2, 3, 4]);
     let archive = dir.join("at-4.rltpbak");
-    let backup = cli(
-        dir,
-        &[
-            "backup",
-            "--data-dir",
-            data.to_str().unwrap(),
-            "--out",
-            archive.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(backup.code, 0, "{backup:#?}");
-    assert_eq!(backup.value("online"), "yes");
+    assert_eq!(backup(dir, &data, &archive).value("online"), "yes");
     for n in 4..6 {
         submit(&client, &keys, n).await;
     }
@@ -387,17 +391,7 @@ async fn seq_is_never_reused_after_a_restore() {
     client.close().await;
     assert!(carrier.terminate().success());
 
-    let restored = cli(
-        dir,
-        &[
-            "restore",
-            "--from",
-            archive.to_str().unwrap(),
-            "--data-dir",
-            data.to_str().unwrap(),
-        ],
-    )
-    .expect(0);
+    let restored = restore(dir, &archive, &data).expect(0);
     let floor: u64 = restored.value("seq-floor").parse().unwrap();
     assert!(floor > 6, "{restored:#?}");
     let carrier = Carrier::start(&data, None);
@@ -423,36 +417,13 @@ fn a_failed_restore_into_a_new_directory_leaves_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
     let data = dir.join("data");
-    let carrier = Carrier::start(&data, None);
-    assert!(carrier.terminate().success());
-    let archive = dir.join("backup.rltpbak");
-    cli(
-        dir,
-        &[
-            "backup",
-            "--data-dir",
-            data.to_str().unwrap(),
-            "--out",
-            archive.to_str().unwrap(),
-        ],
-    )
-    .expect(0);
+    let archive = started_once_and_backed_up(dir, &data);
     let mut bytes = std::fs::read(&archive).unwrap();
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0x01;
     std::fs::write(&archive, bytes).unwrap();
     let new = dir.join("new");
-    let run = cli(
-        dir,
-        &[
-            "restore",
-            "--from",
-            archive.to_str().unwrap(),
-            "--data-dir",
-            new.to_str().unwrap(),
-        ],
-    )
-    .expect(1);
+    let run = restore(dir, &archive, &new).expect(1);
     assert!(
         run.stderr.contains("not a valid rltp-backup/1 archive"),
         "{run:#?}"

@@ -218,17 +218,6 @@ pub fn restore_seq_floor(now: Ms, taken_at: Ms, recorded_clock: Option<Ms>) -> u
 /// Seqs per millisecond a restore's floor allows for ([`restore_seq_floor`]).
 pub const SEQ_PER_MS: u64 = 1024;
 
-/// The instant the data dir's clock file records, if any.
-fn recorded_clock(data_dir: &Path) -> Option<Ms> {
-    std::fs::read_to_string(data_dir.join(crate::server::clock::HIGH_WATER_FILE))
-        .ok()?
-        .lines()
-        .next()?
-        .trim()
-        .parse()
-        .ok()
-}
-
 /// `restore --verify`: unpacks `from` into a temporary directory, runs the
 /// integrity check, and reports what the archive holds; changes nothing.
 ///
@@ -288,7 +277,11 @@ pub fn restore(from: &Path, data_dir: &Path) -> Result<Restored, AdminError> {
         {
             return Err(AdminError::UnexpectedFile(unexpected.clone()));
         }
-        let floor = restore_seq_floor(stamp, summary.manifest.taken_at, recorded_clock(data_dir));
+        let floor = restore_seq_floor(
+            stamp,
+            summary.manifest.taken_at,
+            crate::server::clock::recorded(data_dir),
+        );
         let ready = archive::prepare_restore(&staging, &summary.manifest, floor)?;
         Ok((summary, ready))
     })();

@@ -57,6 +57,11 @@ fn read_ms(path: &Path) -> Option<Ms> {
         .ok()
 }
 
+/// The instant the data dir's high-water file records, if any.
+pub fn recorded(data_dir: &Path) -> Option<Ms> {
+    read_ms(&data_dir.join(HIGH_WATER_FILE))
+}
+
 /// The lines of the high-water file after its instant.
 fn read_tag(path: &Path) -> String {
     std::fs::read_to_string(path)

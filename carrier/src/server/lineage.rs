@@ -379,11 +379,7 @@ pub fn generated_fingerprint(tls_dir: &Path) -> Option<String> {
 /// [`LineageError::Io`].
 pub fn stamp_clock(data_dir: &Path, store_id: StoreId, now: Ms) -> Result<(), LineageError> {
     let path = data_dir.join(super::clock::HIGH_WATER_FILE);
-    let recorded = std::fs::read_to_string(&path)
-        .ok()
-        .and_then(|t| t.lines().next().and_then(|l| l.trim().parse::<Ms>().ok()))
-        .unwrap_or(0)
-        .max(now);
+    let recorded = super::clock::recorded(data_dir).unwrap_or(0).max(now);
     let mut text = Vec::new();
     let _ = writeln!(text, "{recorded}\nstore-id {store_id}");
     write_atomically(&path, &text)
