@@ -46,6 +46,7 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    cli::end_quietly_on_closed_stdout();
     match Cli::parse().command {
         Command::Serve(args) => cli::serve::run(args).await,
         Command::Keys(args) => cli::keys::run(args),

@@ -65,6 +65,7 @@ fn counts_every_durable_transition<F: StoreFactory>(f: &F) {
             evictions: 1,
             given_up: 3,
             concluded: 1,
+            quarantined: 0,
         }
     );
     let stats = h.engine.commit_stats();

@@ -411,7 +411,7 @@ proptest! {
         prop_assert_eq!(h.register(&key, &p, 1), Verdict::Registered);
         match pick {
             0 => {
-                let v = h.engine.register(&bytes);
+                let v = h.engine.register(&bytes).unwrap();
                 prop_assert_eq!(v, Verdict::Malformed);
             }
             1 => {

@@ -10,7 +10,7 @@ mod common;
 use common::*;
 use rltp_carrier::engine::table::State;
 use rltp_carrier::engine::verdict::{DepositStatus, SubmitVerdict, Verdict};
-use rltp_carrier::engine::{GovernorMeter, MeterQuotas, Rate, SessionError};
+use rltp_carrier::engine::{EngineError, GovernorMeter, MeterQuotas, Rate, SessionError};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::{Purpose, UnsignedProof};
 use rltp_storage::{
@@ -223,7 +223,10 @@ fn collect_and_conclude<F: StoreFactory>(f: &F) {
             .verdict(),
         Some(Verdict::Malformed)
     );
-    assert_eq!(h.engine.register(&conclude_proof), Verdict::Malformed);
+    assert_eq!(
+        h.engine.register(&conclude_proof).unwrap(),
+        Verdict::Malformed
+    );
 }
 
 /// r3: a challenge is consumed by the first response whatever its fate;
@@ -264,7 +267,8 @@ fn challenge_checks<F: StoreFactory>(f: &F) {
     h.set(issued.expires_at);
     assert_eq!(
         h.engine
-            .register(&register(open(&issued, &key), key.rkid, &issued)),
+            .register(&register(open(&issued, &key), key.rkid, &issued))
+            .unwrap(),
         Verdict::PossessionFailed
     );
     assert_eq!(h.challenges_live(), 0, "consumed");
@@ -272,20 +276,25 @@ fn challenge_checks<F: StoreFactory>(f: &F) {
     let issued = h.engine.challenge(&key.rkid, Purpose::Register).unwrap();
     assert_eq!(
         h.engine
-            .register(&register(open(&issued, &key), other.rkid, &issued)),
+            .register(&register(open(&issued, &key), other.rkid, &issued))
+            .unwrap(),
         Verdict::PossessionFailed
     );
     // Wrong address challenge (the registrant could not open it).
     let issued = h.engine.challenge(&key.rkid, Purpose::Register).unwrap();
     assert_eq!(
-        h.engine.register(&register([9; 32], key.rkid, &issued)),
+        h.engine
+            .register(&register([9; 32], key.rkid, &issued))
+            .unwrap(),
         Verdict::PossessionFailed
     );
     // Issued for collect, used for register.
     let issued = h.engine.challenge(&key.rkid, Purpose::Collect).unwrap();
     assert!(issued.sealed_address_challenge.is_none());
     assert_eq!(
-        h.engine.register(&register([0; 32], key.rkid, &issued)),
+        h.engine
+            .register(&register([0; 32], key.rkid, &issued))
+            .unwrap(),
         Verdict::PossessionFailed
     );
     // The opened value is the only thing a registrant can use.
@@ -303,7 +312,8 @@ fn challenge_checks<F: StoreFactory>(f: &F) {
     );
     assert_eq!(
         h.engine
-            .register(&register(open(&issued, &key), key.rkid, &issued)),
+            .register(&register(open(&issued, &key), key.rkid, &issued))
+            .unwrap(),
         Verdict::Registered
     );
     assert_eq!(
@@ -394,7 +404,7 @@ impl<S: Store> Store for Flaky<S> {
 
 /// A store failure changes nothing and is answered with the operation's
 /// retriable resource verdict (or Unavailable for sessions).
-fn store_failure_is_retriable<F: StoreFactory>(f: &F) {
+fn a_store_failure_is_unavailable_never_a_capacity_refusal<F: StoreFactory>(f: &F) {
     let store = Arc::new(Flaky {
         inner: f.make(),
         fail: AtomicBool::new(false),
@@ -410,10 +420,16 @@ fn store_failure_is_retriable<F: StoreFactory>(f: &F) {
     let collect = h.session_proof(Purpose::Collect, &key.rkid, &p).unwrap();
     store.fail.store(true, Ordering::SeqCst);
     let bytes = envelope(&key.rkid, 400, "x");
-    let verdict = h.submit(&key.rkid, &bytes);
-    assert_eq!(verdict, SubmitVerdict::Capacity);
-    assert!(verdict.retriable());
-    assert_eq!(h.engine.register(&proof), Verdict::RegistrationCapacity);
+    // Not a verdict about the request, and never a capacity refusal (the
+    // queue is far below its floor: §4.4 guarantee 5).
+    assert!(matches!(
+        h.engine.submit(&key.rkid, &bytes),
+        Err(EngineError::Unavailable(_))
+    ));
+    assert!(matches!(
+        h.engine.register(&proof),
+        Err(EngineError::Unavailable(_))
+    ));
     assert!(matches!(
         h.engine.collect(&collect, None, 10),
         Err(SessionError::Unavailable(_))
@@ -538,7 +554,7 @@ on_both_stores!(
     collect_and_conclude,
     challenge_checks,
     give_up_frees_bytes,
-    store_failure_is_retriable,
+    a_store_failure_is_unavailable_never_a_capacity_refusal,
     governor_meter_keeps_no_per_key_state,
     declaration_revisions,
 );

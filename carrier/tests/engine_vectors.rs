@@ -796,7 +796,7 @@ fn state_atomicity<F: StoreFactory>(f: &F) {
                                 let (engine, barrier) = (h.engine.clone(), barrier.clone());
                                 scope.spawn(move || {
                                     barrier.wait();
-                                    engine.register(proof)
+                                    engine.register(proof).unwrap()
                                 })
                             })
                             .collect();
@@ -841,7 +841,7 @@ fn state_atomicity<F: StoreFactory>(f: &F) {
                                 (h.engine.clone(), barrier.clone(), key.rkid);
                             scope.spawn(move || {
                                 barrier.wait();
-                                engine.submit(&rkid, bytes)
+                                engine.submit(&rkid, bytes).unwrap()
                             })
                         })
                         .collect();
@@ -885,7 +885,7 @@ fn state_atomicity<F: StoreFactory>(f: &F) {
                     scope.spawn(move || {
                         barrier.wait();
                         assert_eq!(
-                            engine.submit(&rkid, &envelope(&rkid, 300, "late")),
+                            engine.submit(&rkid, &envelope(&rkid, 300, "late")).unwrap(),
                             SubmitVerdict::NoSuchQueue
                         );
                     });
@@ -936,7 +936,7 @@ fn challenge_consumption<F: StoreFactory>(f: &F) {
                 (3, _) => &junk,
                 _ => &proof,
             };
-            let verdict = h.engine.register(bytes);
+            let verdict = h.engine.register(bytes).unwrap();
             match outcome {
                 Some("discarded") => {
                     // Our wire answers a response with nothing live behind
@@ -1090,7 +1090,7 @@ fn g2_precedence_registration<F: StoreFactory>(f: &F) {
                     .unwrap();
                 let bad = with_member(&proof, "carrier", "did:web:other-carrier.example");
                 let before = h.engine.counters();
-                let v = h.engine.register(&bad);
+                let v = h.engine.register(&bad).unwrap();
                 assert_eq!(h.engine.counters().verifications, before.verifications);
                 assert_eq!(h.challenges_live(), 1, "r1 refuses before consumption");
                 v
@@ -1102,7 +1102,7 @@ fn g2_precedence_registration<F: StoreFactory>(f: &F) {
                 );
                 h.meter.set_budget(MeterKey::UnknownAddress, 0);
                 let before = h.engine.counters();
-                let v = h.engine.register(&proof);
+                let v = h.engine.register(&proof).unwrap();
                 assert_eq!(h.engine.counters(), before, "no asymmetric work");
                 assert_eq!(h.challenges_live(), 1);
                 v
@@ -1112,7 +1112,7 @@ fn g2_precedence_registration<F: StoreFactory>(f: &F) {
                     .registration_proof(Purpose::Register, &key, &ps.p, 1)
                     .unwrap();
                 full();
-                let v = h.engine.register(&junk_sig(&proof));
+                let v = h.engine.register(&junk_sig(&proof)).unwrap();
                 assert_eq!(h.register(&key, &ps.p, 1), Verdict::RegistrationCapacity);
                 v
             }
@@ -1153,7 +1153,7 @@ fn g2_precedence_registration<F: StoreFactory>(f: &F) {
                 // PROTOCOL.md §9a).
                 while h.engine.challenge(&key.rkid, Purpose::Rebind).is_ok() {}
                 assert!(h.engine.challenge(&key.rkid, Purpose::Collect).is_ok());
-                h.engine.register(&proof)
+                h.engine.register(&proof).unwrap()
             }
             (other, by) => panic!("no scenario for {other:?} {by:?}"),
         };

@@ -43,11 +43,11 @@
 //! Only then may the caller swap the directory in.
 
 use crate::redb_store::{
-    Importer, IntegrityReport, RedbStore, parse_segment_file_name, segment_file_name,
+    Importer, IntegrityReport, RedbStore, StoreId, parse_segment_file_name, segment_file_name,
 };
 use crate::{Ms, Occupancy, ReadTxn, StoreError};
 use sha2::{Digest as _, Sha256};
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -324,8 +324,17 @@ pub fn write_backup(
     for (id, extent) in &segments {
         let path = format!("{STORE_DIR}/segments/{}", segment_file_name(*id));
         write_file_header(&mut w, &path, 0o600, *extent)?;
-        let file = File::open(snapshot.segment_path(*id))?;
-        let copied = io::copy(&mut file.take(*extent), &mut w)?;
+        let file = snapshot.segment_file(*id)?;
+        let mut copied = 0u64;
+        let mut chunk = vec![0u8; 1 << 20];
+        while copied < *extent {
+            let n = (*extent - copied).min(chunk.len() as u64) as usize;
+            if file.read_exact_at(&mut chunk[..n], copied).is_err() {
+                break;
+            }
+            w.write_all(&chunk[..n])?;
+            copied += n as u64;
+        }
         if copied != *extent {
             return Err(BackupError::Store(StoreError::Corrupt(format!(
                 "segment {id:016x} is {copied} bytes, its committed extent is {extent}"
@@ -544,9 +553,10 @@ fn read_archive(input: impl Read, dest: Option<&Path>) -> Result<ArchiveSummary,
                     done.finish()?;
                 }
                 if let (Some(dest), Some(store_dir)) = (dest, &store_dir) {
-                    crate::segment::sync_dir(&crate::segment::segments_dir(store_dir))?;
-                    crate::segment::sync_dir(store_dir)?;
-                    crate::segment::sync_dir(dest)?;
+                    let fs = crate::fs::RealFs;
+                    crate::fs::StoreFs::sync_dir(&fs, &crate::segment::segments_dir(store_dir))?;
+                    crate::fs::StoreFs::sync_dir(&fs, store_dir)?;
+                    crate::fs::StoreFs::sync_dir(&fs, dest)?;
                 }
                 return Ok(ArchiveSummary {
                     manifest,
@@ -595,14 +605,60 @@ fn write_unpacked(
 /// Opens the store [`unpack`] wrote under `dest` and checks it: redb's own
 /// check, every counter, index and deposit SHA-256
 /// ([`RedbStore::integrity_check`]), and the counts against `manifest`.
-/// Opening starts a fresh active segment, as every open does.
+/// Opening starts a fresh active segment, as every open does (and gives a
+/// store from before stores had ids its id).
 ///
 /// # Errors
 /// [`BackupError::Store`] from the integrity check,
 /// [`BackupError::Mismatch`] if the counts differ from the manifest.
 pub fn check_unpacked(dest: &Path, manifest: &Manifest) -> Result<IntegrityReport, BackupError> {
+    check_counts(&mut RedbStore::open(store_path(dest))?, manifest)
+}
+
+/// What a restore needs of the checked store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restorable {
+    /// Its integrity report.
+    pub report: IntegrityReport,
+    /// Its id (the data dir's lineage names it).
+    pub store_id: StoreId,
+    /// The `seq` floor it now has.
+    pub seq_floor: u64,
+}
+
+/// [`check_unpacked`] for a restore: first raises the store's `seq` floor
+/// to `floor` ([`RedbStore::raise_seq_floor`]), so that no `seq` the
+/// carrier handed out after the archive's snapshot is handed out again.
+///
+/// # Errors
+/// As [`check_unpacked`].
+pub fn prepare_restore(
+    dest: &Path,
+    manifest: &Manifest,
+    floor: u64,
+) -> Result<Restorable, BackupError> {
     let mut store = RedbStore::open(store_path(dest))?;
+    store.raise_seq_floor(floor)?;
+    let report = check_counts(&mut store, manifest)?;
+    Ok(Restorable {
+        report,
+        store_id: store.store_id(),
+        seq_floor: store.seq_floor(),
+    })
+}
+
+/// The integrity check, then the counts against `manifest`.
+fn check_counts(
+    store: &mut RedbStore,
+    manifest: &Manifest,
+) -> Result<IntegrityReport, BackupError> {
     let report = store.integrity_check()?;
+    if let Some(first) = report.damaged.first() {
+        return Err(BackupError::Store(StoreError::Corrupt(format!(
+            "{} damaged deposit(s), the first: {first}",
+            report.damaged.len()
+        ))));
+    }
     let o = &manifest.occupancy;
     let held = (
         report.bindings,

@@ -2,9 +2,29 @@
 //! here, so a restart forgets every one of them — indistinguishable from
 //! all of them expiring, and never a way to accept a consumed challenge
 //! twice.
+//!
+//! The table is keyed by what strangers ask for, so its memory follows
+//! what is live: every purge gives back the capacity a flood left
+//! ([`release_capacity`]), so the carrier's memory returns to its baseline
+//! once a flood's challenges have expired (issue 13: a flood of 10⁶
+//! challenges kept 300 MiB resident after every one had expired).
 
 use crate::{Challenge, Ms};
 use std::collections::HashMap;
+use std::hash::Hash;
+
+/// Below this many slots a table keeps its allocation (not worth giving back).
+const KEEP_SLOTS: usize = 1024;
+
+/// Gives back the capacity of a map keyed by untrusted input once it holds
+/// less than a quarter of it: shrinks to twice what it holds (so that
+/// ordinary churn does not reallocate at every call), never below
+/// [`KEEP_SLOTS`].
+pub fn release_capacity<K: Eq + Hash, V>(map: &mut HashMap<K, V>) {
+    if map.capacity() > KEEP_SLOTS && map.len() < map.capacity() / 4 {
+        map.shrink_to((map.len() * 2).max(KEEP_SLOTS));
+    }
+}
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// Live challenges keyed by their principal challenge.
@@ -26,12 +46,19 @@ impl ChallengeTable {
         self.lock().remove(principal_challenge)
     }
 
-    /// Drops challenges that expired at or before `now`; returns how many.
+    /// Drops challenges that expired at or before `now`, then gives back
+    /// capacity the live ones no longer need; returns how many expired.
     pub fn purge(&self, now: Ms) -> usize {
         let mut map = self.lock();
         let before = map.len();
         map.retain(|_, c| c.expires_at > now);
+        release_capacity(&mut map);
         before - map.len()
+    }
+
+    /// Slots allocated (for the no-leak checks).
+    pub fn capacity(&self) -> usize {
+        self.lock().capacity()
     }
 
     /// How many are live.

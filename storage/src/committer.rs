@@ -25,11 +25,19 @@
 //! same batch: the batch is a serial schedule, so each check-and-commit is
 //! linearizable (§4.4, §5a.3 r5 compare-and-swap).
 //!
-//! If any operation or the commit fails with a [`StoreError`], the whole
-//! transaction is dropped (nothing of it is durable or visible) and every
-//! caller of the batch receives the error: a retriable refusal upstream,
-//! never a partial effect. The writer survives the error and serves the
-//! next batch (a single I/O error never wedges the carrier).
+//! If an operation fails with [`StoreError::Corrupt`] — it met damaged
+//! data, which is about that operation and no other — the transaction is
+//! dropped, that operation's caller alone receives the error, and the
+//! other operations of the batch run again, in a fresh transaction,
+//! without it (operations are `FnMut` for this: they may run more than
+//! once, and only the last run's effects and result count). A failed
+//! batch never costs another caller its answer because of one caller's
+//! data. If an operation fails otherwise, or the prelude or the commit
+//! fails, the whole transaction is dropped (nothing of it is durable or
+//! visible) and every caller of the batch receives the error (those whose
+//! operation never ran: [`CommitError::NotRun`]): a retriable answer
+//! upstream, never a partial effect. The writer survives the error and
+//! serves the next batch (a single I/O error never wedges the carrier).
 
 use crate::{Ms, PendingSync, Store, StoreError, StoreResult, WriteTxn};
 use std::sync::Arc;
@@ -39,7 +47,32 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 type Completion = Box<dyn FnOnce(Result<(), Arc<StoreError>>) + Send>;
-type Job = Box<dyn FnOnce(&mut dyn WriteTxn, Ms) -> Result<Completion, StoreError> + Send>;
+
+/// One run of a submitted operation: its completion, or its error.
+type Run = Box<dyn FnMut(&mut dyn WriteTxn, Ms) -> Result<Completion, StoreError> + Send>;
+
+/// A submitted operation: `run` (possibly more than once, see the module
+/// docs) yields the completion that answers its caller; `fail` answers it
+/// with an error instead. Dropped without either, its caller sees
+/// [`CommitError::NotRun`].
+struct Job {
+    run: Run,
+    fail: Box<dyn FnOnce(CommitError) + Send>,
+}
+
+/// The answer slot of one submitted operation, shared by its completion
+/// and its failure path (whichever answers first).
+type Reply<R> = Arc<std::sync::Mutex<Option<oneshot::Sender<Result<R, CommitError>>>>>;
+
+fn answer<R>(reply: &Reply<R>, outcome: Result<R, CommitError>) {
+    let sender = reply
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take();
+    if let Some(sender) = sender {
+        let _ = sender.send(outcome);
+    }
+}
 /// The batch prelude: runs first in every write transaction, at the batch's
 /// `now` (the engine applies the transitions due at `now` here).
 pub type Prelude = Arc<dyn Fn(&mut dyn WriteTxn, Ms) -> StoreResult<()> + Send + Sync>;
@@ -68,6 +101,9 @@ pub struct CommitStats {
     pub operations: std::sync::atomic::AtomicU64,
     /// Batches that failed.
     pub failed_batches: std::sync::atomic::AtomicU64,
+    /// Operations that met damaged data and were refused alone, their
+    /// batch run again without them.
+    pub isolated_operations: std::sync::atomic::AtomicU64,
 }
 
 /// What the writer reports about each batch, on its own thread, once the
@@ -185,19 +221,27 @@ impl Committer {
     }
 
     /// Queues `op` for the next batch; the receiver yields its result after
-    /// the batch is durable.
+    /// the batch is durable. `op` may run more than once (module docs):
+    /// only the last run's effects and result count.
     pub fn submit<R, F>(&self, op: F) -> oneshot::Receiver<Result<R, CommitError>>
     where
         R: Send + 'static,
-        F: FnOnce(&mut dyn WriteTxn, Ms) -> StoreResult<R> + Send + 'static,
+        F: FnMut(&mut dyn WriteTxn, Ms) -> StoreResult<R> + Send + 'static,
     {
-        let (reply, receiver) = oneshot::channel();
-        let job: Job = Box::new(move |txn, now| {
-            let value = op(txn, now)?;
-            Ok(Box::new(move |outcome: Result<(), Arc<StoreError>>| {
-                let _ = reply.send(outcome.map(|()| value).map_err(CommitError::Store));
-            }) as Completion)
-        });
+        let (sender, receiver) = oneshot::channel();
+        let reply: Reply<R> = Arc::new(std::sync::Mutex::new(Some(sender)));
+        let on_failure = Arc::clone(&reply);
+        let mut op = op;
+        let job = Job {
+            run: Box::new(move |txn, now| {
+                let value = op(txn, now)?;
+                let reply = Arc::clone(&reply);
+                Ok(Box::new(move |outcome: Result<(), Arc<StoreError>>| {
+                    answer(&reply, outcome.map(|()| value).map_err(CommitError::Store));
+                }) as Completion)
+            }),
+            fail: Box::new(move |error| answer(&on_failure, Err(error))),
+        };
         // If the writer is gone the job (and its reply sender) is dropped and
         // the receiver reports `Closed`.
         let _ = self.jobs.send(job);
@@ -211,7 +255,7 @@ impl Committer {
     pub fn execute<R, F>(&self, op: F) -> Result<R, CommitError>
     where
         R: Send + 'static,
-        F: FnOnce(&mut dyn WriteTxn, Ms) -> StoreResult<R> + Send + 'static,
+        F: FnMut(&mut dyn WriteTxn, Ms) -> StoreResult<R> + Send + 'static,
     {
         self.submit(op)
             .blocking_recv()
@@ -225,7 +269,7 @@ impl Committer {
     pub async fn run<R, F>(&self, op: F) -> Result<R, CommitError>
     where
         R: Send + 'static,
-        F: FnOnce(&mut dyn WriteTxn, Ms) -> StoreResult<R> + Send + 'static,
+        F: FnMut(&mut dyn WriteTxn, Ms) -> StoreResult<R> + Send + 'static,
     {
         self.submit(op).await.unwrap_or(Err(CommitError::NotRun))
     }
@@ -383,72 +427,97 @@ fn fail_all<S: Store>(
 
 /// Runs one batch in one write transaction and commits it visibly; returns
 /// it for the syncer, or `None` when it failed (its callers are answered).
+/// An operation that meets damaged data is refused alone and the others
+/// run again without it (module docs).
 fn run_batch<S: Store>(
     store: &S,
     clock: &ClockFn,
     prelude: &Prelude,
-    batch: Vec<Job>,
+    mut batch: Vec<Job>,
     stats: &Observed<'_>,
 ) -> Option<Pending> {
-    let count = batch.len();
-    let mut txn = match store.begin_write() {
-        Ok(txn) => txn,
-        Err(error) => {
-            // Jobs that never ran: dropping them drops their reply senders,
-            // so their callers see `NotRun`.
+    loop {
+        let count = batch.len();
+        if count == 0 {
+            return None;
+        }
+        let mut txn = match store.begin_write() {
+            Ok(txn) => txn,
+            Err(error) => {
+                // Jobs that never ran: dropping them drops their reply
+                // senders, so their callers see `NotRun`.
+                drop(batch);
+                store.after_failure();
+                stats.failed_here(count, Duration::ZERO);
+                tracing::error!(%error, "write transaction could not begin");
+                return None;
+            }
+        };
+        let now = clock();
+        if let Err(error) = prelude(&mut txn, now) {
+            tracing::error!(%error, "batch prelude failed; batch dropped");
+            drop(txn);
             drop(batch);
             store.after_failure();
             stats.failed_here(count, Duration::ZERO);
-            tracing::error!(%error, "write transaction could not begin");
             return None;
         }
-    };
-    let now = clock();
-    if let Err(error) = prelude(&mut txn, now) {
-        tracing::error!(%error, "batch prelude failed; batch dropped");
-        drop(txn);
-        drop(batch);
-        store.after_failure();
-        stats.failed_here(count, Duration::ZERO);
-        return None;
-    }
-    let mut completions = Vec::with_capacity(batch.len());
-    let mut failure = None;
-    let mut rest = batch.into_iter();
-    for job in rest.by_ref() {
-        match job(&mut txn, now) {
-            Ok(completion) => completions.push(completion),
-            Err(error) => {
-                failure = Some(error);
-                break;
+        let mut completions = Vec::with_capacity(count);
+        let mut failure = None;
+        for (i, job) in batch.iter_mut().enumerate() {
+            match (job.run)(&mut txn, now) {
+                Ok(completion) => completions.push(completion),
+                Err(error) => {
+                    failure = Some((i, error));
+                    break;
+                }
             }
         }
-    }
-    // Jobs after a failure never ran; dropping them tells their callers.
-    drop(rest);
-    if let Some(error) = failure {
-        drop(txn);
-        tracing::error!(%error, "operation failed; batch dropped");
-        (stats.stage)()(false);
-        fail_all(store, stats, completions, count, error, Duration::ZERO);
-        return None;
-    }
-    let started = Instant::now();
-    let committed = store.commit_deferred(txn);
-    let settle = (stats.stage)();
-    match committed {
-        Ok(sync) => Some(Pending {
-            sync,
-            settle,
-            completions,
-            count,
-            started,
-        }),
-        Err(error) => {
-            tracing::error!(%error, "commit failed; batch dropped");
-            settle(false);
-            fail_all(store, stats, completions, count, error, started.elapsed());
-            None
+        if let Some((i, error)) = failure {
+            drop(txn);
+            drop(completions);
+            // What this attempt staged on the writer thread is dropped.
+            (stats.stage)()(false);
+            if matches!(error, StoreError::Corrupt(_)) {
+                // Damaged data, met by this operation alone: refuse it, run
+                // the others again without it.
+                tracing::warn!(%error, "an operation met damaged data; it alone is refused");
+                stats
+                    .stats
+                    .isolated_operations
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let job = batch.remove(i);
+                (job.fail)(CommitError::Store(Arc::new(error)));
+                continue;
+            }
+            tracing::error!(%error, "operation failed; batch dropped");
+            store.after_failure();
+            stats.failed(count, Duration::ZERO);
+            let error = Arc::new(error);
+            // Those that ran, and the one that failed, get the error; jobs
+            // after it never ran: dropping them tells their callers.
+            for job in batch.drain(..=i) {
+                (job.fail)(CommitError::Store(Arc::clone(&error)));
+            }
+            return None;
         }
+        let started = Instant::now();
+        let committed = store.commit_deferred(txn);
+        let settle = (stats.stage)();
+        return match committed {
+            Ok(sync) => Some(Pending {
+                sync,
+                settle,
+                completions,
+                count,
+                started,
+            }),
+            Err(error) => {
+                tracing::error!(%error, "commit failed; batch dropped");
+                settle(false);
+                fail_all(store, stats, completions, count, error, started.elapsed());
+                None
+            }
+        };
     }
 }

@@ -27,6 +27,9 @@
 pub mod backup;
 pub mod challenges;
 pub mod committer;
+mod contain;
+pub mod fault_fs;
+pub mod fs;
 pub mod mem;
 pub mod model;
 mod oplog;
@@ -36,10 +39,11 @@ mod segment;
 pub use model::*;
 use rltp_proofs::multikey::Rkid;
 
-/// Why the store could not complete an operation. Every variant is a
-/// resource condition of the carrier itself: the engine answers the
-/// retriable verdict of the operation (`refused(capacity)`,
-/// `registration-refused(capacity)`) and changes nothing.
+/// Why the store could not complete an operation. None of them is a
+/// verdict about a request: the engine changes nothing and answers the
+/// retriable transport-level `unavailable` (`PROTOCOL.md` §6), never a
+/// capacity refusal; a [`StoreError::Corrupt`] record met by an operation
+/// is quarantined instead (`rltp_carrier` engine, `queue::quarantine`).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
@@ -55,6 +59,12 @@ pub enum StoreError {
     /// The store is shutting down or its writer has stopped.
     #[error("store is closed")]
     Closed,
+    /// The store's files are missing, empty, inconsistent with each other
+    /// or with the data dir, or its engine failed on damaged pages: it was
+    /// not opened and nothing was written. The way back is a restore from
+    /// a backup (`deploy/OPERATIONS.md`, "damaged data dir").
+    #[error("the store is damaged: {0}")]
+    Damaged(String),
 }
 
 /// Result alias for store operations.
@@ -82,7 +92,7 @@ pub struct Challenge {
 #[derive(Debug, Default)]
 pub struct PendingSync {
     /// The file to `fdatasync` (`None`: durable already).
-    pub(crate) file: Option<std::sync::Arc<std::fs::File>>,
+    pub(crate) file: Option<std::sync::Arc<dyn fs::StoreFile>>,
     /// Segment and offset the transaction's log record ends at.
     pub(crate) segment: u64,
     pub(crate) end: u64,
@@ -117,6 +127,8 @@ pub trait ReadTxn {
     fn next_due(&self) -> StoreResult<Option<Ms>>;
     /// The current declaration revision.
     fn declaration(&self) -> StoreResult<Option<DeclarationRecord>>;
+    /// Deposits quarantined so far ([`WriteTxn::quarantine`]), a count.
+    fn quarantined(&self) -> StoreResult<u64>;
 
     /// Held bindings by phase, counts only (metrics and the operator page;
     /// nothing per principal or per `rkid` leaves this call). The default
@@ -211,6 +223,18 @@ pub trait WriteTxn: ReadTxn {
     fn add_elastic_bytes(&mut self, delta: i64) -> StoreResult<()>;
     /// Stores a declaration revision.
     fn put_declaration(&mut self, record: &DeclarationRecord) -> StoreResult<()>;
+    /// Records that held deposit `deposit` of `rkid` was found damaged at
+    /// `at` (`reason`: the failed check): a quarantine record the operator
+    /// can read back ([`ReadTxn::quarantined`], the embedded store's
+    /// integrity check names each). The caller then gives the deposit up
+    /// (engine, `queue::quarantine`); this call removes nothing.
+    fn quarantine(
+        &mut self,
+        rkid: &Rkid,
+        deposit: &Deposit,
+        at: Ms,
+        reason: &str,
+    ) -> StoreResult<()>;
 }
 
 /// A carrier store. Implementations are shared between threads; write

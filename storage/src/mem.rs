@@ -30,6 +30,8 @@ pub struct MemState {
     due: BTreeSet<(Ms, Due)>,
     occupancy: Occupancy,
     declaration: Option<DeclarationRecord>,
+    /// Quarantine records: (rkid, seq) → (deposit, instant, reason).
+    quarantined: BTreeMap<(Rkid, u64), (Deposit, Ms, String)>,
 }
 
 /// The in-memory store.
@@ -128,6 +130,9 @@ impl ReadTxn for MemState {
     }
     fn declaration(&self) -> StoreResult<Option<DeclarationRecord>> {
         Ok(self.declaration.clone())
+    }
+    fn quarantined(&self) -> StoreResult<u64> {
+        Ok(self.quarantined.len() as u64)
     }
 }
 
@@ -234,6 +239,17 @@ impl WriteTxn for MemState {
         self.declaration = Some(record.clone());
         Ok(())
     }
+    fn quarantine(
+        &mut self,
+        rkid: &Rkid,
+        deposit: &Deposit,
+        at: Ms,
+        reason: &str,
+    ) -> StoreResult<()> {
+        self.quarantined
+            .insert((*rkid, deposit.seq), (*deposit, at, reason.to_owned()));
+        Ok(())
+    }
 }
 
 macro_rules! delegate_read {
@@ -283,6 +299,9 @@ macro_rules! delegate_read {
             }
             fn declaration(&self) -> StoreResult<Option<DeclarationRecord>> {
                 self.$field.declaration()
+            }
+            fn quarantined(&self) -> StoreResult<u64> {
+                self.$field.quarantined()
             }
         }
     };
@@ -339,6 +358,15 @@ impl WriteTxn for MemWrite<'_> {
     }
     fn put_declaration(&mut self, record: &DeclarationRecord) -> StoreResult<()> {
         self.state.put_declaration(record)
+    }
+    fn quarantine(
+        &mut self,
+        rkid: &Rkid,
+        deposit: &Deposit,
+        at: Ms,
+        reason: &str,
+    ) -> StoreResult<()> {
+        self.state.quarantine(rkid, deposit, at, reason)
     }
 }
 

@@ -49,15 +49,15 @@
 //! | 11 | add elastic bytes | delta i64 |
 //! | 12 | put declaration | len u32 ‖ revision u64 ‖ document |
 //! | 13 | move deposit (compaction) | rkid ‖ seq u64 ‖ len u32 ‖ envelope bytes |
+//! | 14 | quarantine | rkid ‖ seq u64 ‖ len u32 ‖ the `quarantine` value |
 //!
 //! Replaying an operation runs the same store code as the original call,
 //! against the state the original saw, so derived values (sequence
 //! numbers, counters, segment statistics) come out the same.
 
+use crate::fs::StoreFile;
 use crate::{StoreError, StoreResult};
 use sha2::{Digest, Sha256};
-use std::fs::File;
-use std::os::unix::fs::FileExt;
 
 /// Bytes of a record header.
 pub(crate) const HEADER: usize = 56;
@@ -82,6 +82,7 @@ pub(crate) mod tag {
     pub(crate) const ADD_ELASTIC: u8 = 11;
     pub(crate) const PUT_DECLARATION: u8 = 12;
     pub(crate) const MOVE_DEPOSIT: u8 = 13;
+    pub(crate) const QUARANTINE: u8 = 14;
 }
 
 fn prefix(kind: u8, at: u64, body_len: u64) -> [u8; 24] {
@@ -130,7 +131,11 @@ pub(crate) struct Record {
 ///
 /// # Errors
 /// [`StoreError::Io`] if reading fails.
-pub(crate) fn read_record(file: &File, file_len: u64, at: u64) -> StoreResult<Option<Record>> {
+pub(crate) fn read_record(
+    file: &dyn StoreFile,
+    file_len: u64,
+    at: u64,
+) -> StoreResult<Option<Record>> {
     let Some(room) = file_len.checked_sub(at) else {
         return Ok(None);
     };
@@ -229,12 +234,27 @@ impl<'a> Cursor<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
+    use crate::fs::{Open, StoreFs};
+    use std::sync::Arc;
 
-    fn file_with(bytes: &[u8]) -> (tempfile::NamedTempFile, u64) {
-        let mut f = tempfile::NamedTempFile::new().unwrap_or_else(|e| panic!("{e}"));
-        f.write_all(bytes).unwrap_or_else(|e| panic!("{e}"));
-        (f, bytes.len() as u64)
+    /// A file holding `bytes` (on a simulated disk).
+    struct TestFile(Arc<dyn StoreFile>);
+
+    impl TestFile {
+        fn as_file(&self) -> &dyn StoreFile {
+            &*self.0
+        }
+    }
+
+    fn file_with(bytes: &[u8]) -> (TestFile, u64) {
+        let fs = crate::fault_fs::FaultFs::new();
+        let path = std::path::Path::new("/f");
+        let file = fs
+            .open(path, Open::CreateNew)
+            .unwrap_or_else(|e| panic!("{e}"));
+        file.write_all_at(bytes, 0)
+            .unwrap_or_else(|e| panic!("{e}"));
+        (TestFile(file), bytes.len() as u64)
     }
 
     #[test]

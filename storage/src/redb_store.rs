@@ -27,7 +27,8 @@
 //! | `due` | at u64 ‖ tag u8 ‖ rkid ‖ extra | empty; tag 0 `OrphanExpiry`, 1 `Deadline`, 2 `GiveUp` (extra = seq u64), 3 `Forget` (extra = id) |
 //! | `segments` | segment u64 | live_count u64 ‖ live_bytes u64 ‖ end u64 (committed extent) |
 //! | `segment_gc` | segment u64 | empty — segments to unlink (pending deletions) |
-//! | `meta` | ASCII name | `format` u32 = 2 (1: before the operation log, upgraded on open); `applied` segment u64 ‖ offset u64 (the log records before it are in this state); `occupancy` total_bytes ‖ bindings ‖ deposits ‖ tombstones ‖ elastic_bytes (5×u64); `declaration` revision u64 ‖ document; `active_segment` u64; `next_segment` u64 |
+//! | `quarantine` | rkid ‖ seq u64 | id \[32\] ‖ len u32 ‖ admitted_at u64 ‖ give_up_at u64 ‖ detected_at u64 ‖ segment u64 ‖ offset u64 ‖ reason (UTF-8) — deposits found damaged and given up (`WriteTxn::quarantine`) |
+//! | `meta` | ASCII name | `format` u32 = 2 (1: before the operation log, upgraded on open); `applied` segment u64 ‖ offset u64 (the log records before it are in this state); `occupancy` total_bytes ‖ bindings ‖ deposits ‖ tombstones ‖ elastic_bytes (5×u64); `declaration` revision u64 ‖ document; `active_segment` u64; `next_segment` u64; `store_id` \[16\]; `seq_floor` u64 (every next `seq` is above it; raised by a restore) |
 //!
 //! The `due` key order equals the order of `(Ms, Due)` (variant order, then
 //! fields), and the `eviction` key order equals `(released_at, rkid)`, so
@@ -61,9 +62,29 @@
 //! nothing; and the unlinking of whatever `segment_gc` lists. Bytes past the
 //! last valid record (a batch that never committed) are never referenced;
 //! they are reclaimed with their segment. The segment file for a new id is
-//! created (truncated) *before* the transaction that records it, so an
-//! orphan file can only exist at `next_segment` and is overwritten when
-//! that id is used.
+//! created *before* the transaction that records it, so an orphan file
+//! (its header, nothing else) can only exist at `next_segment`; it is
+//! adopted when that id is used. A segment file is never truncated.
+//!
+//! ## A store knows its own files
+//! Before anything is written, opening accounts for every file: the index
+//! (`carrier.redb`) and the segment files present against the `segments`
+//! and `segment_gc` tables. Refused with [`StoreError::Damaged`]:
+//! - an index that is missing, empty or holds no store while any segment
+//!   file holds a log record (a fresh store there would orphan them);
+//! - a segment file the index does not know, other than the header-only
+//!   orphan at `next_segment` (an index older than its log, or a file of
+//!   another store);
+//! - a segment the index records but whose file is gone;
+//! - a store whose `store_id` is not [`RedbOptions::expect_store_id`], or
+//!   no store where one is expected;
+//! - a panic of redb on damaged pages during the open (contained).
+//!
+//! A fresh store starts its log after the highest segment id present, so a
+//! segment id is never used twice in one directory. A segment file shorter
+//! than its committed extent is logged at open; the deposits past its end
+//! are quarantined when read (engine). The store's identity, 16 random
+//! bytes drawn at creation, is `meta` `store_id` ([`RedbStore::store_id`]).
 //!
 //! ## Reclaiming space
 //! A segment is deleted whole once every deposit in it has left (live count
@@ -87,6 +108,7 @@
 //!
 //! Live challenges are held in memory (see the crate docs).
 
+use crate::fs::{StoreFile, StoreFs};
 use crate::oplog::{self, Cursor, tag};
 use crate::segment::{self, ActiveSegment};
 use crate::{
@@ -100,7 +122,6 @@ use redb::{
 use rltp_proofs::multikey::Rkid;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fs::File;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -119,9 +140,10 @@ const DUE: Def = TableDefinition::new("due");
 const SEGMENTS: Def = TableDefinition::new("segments");
 const SEGMENT_GC: Def = TableDefinition::new("segment_gc");
 const META: Def = TableDefinition::new("meta");
-const ALL_TABLES: [Def; 11] = [
+const QUARANTINE: Def = TableDefinition::new("quarantine");
+const ALL_TABLES: [Def; 12] = [
     BINDINGS, TOMBSTONES, EVICTION, DEPOSITS, IDENTITY, QUEUES, DEPARTURES, DUE, SEGMENTS,
-    SEGMENT_GC, META,
+    SEGMENT_GC, META, QUARANTINE,
 ];
 
 const META_FORMAT: &[u8] = b"format";
@@ -130,6 +152,8 @@ const META_DECLARATION: &[u8] = b"declaration";
 const META_ACTIVE: &[u8] = b"active_segment";
 const META_NEXT_SEGMENT: &[u8] = b"next_segment";
 const META_APPLIED: &[u8] = b"applied";
+const META_STORE_ID: &[u8] = b"store_id";
+const META_SEQ_FLOOR: &[u8] = b"seq_floor";
 /// Format 2 writes operation-log records into segments; a format-1 store
 /// (bare envelope bytes in segments, every commit durable) is upgraded in
 /// place on open, and an older binary refuses the result.
@@ -184,6 +208,53 @@ pub struct RedbOptions {
     /// the file through the kernel's page cache). Bounds the carrier's
     /// resident memory as the store grows. Default 64 MiB.
     pub cache_bytes: usize,
+    /// The file layer every byte goes through (default: the operating
+    /// system's, [`crate::fs::RealFs`]; the power-loss harness passes a
+    /// [`crate::fault_fs::FaultFs`]).
+    pub fs: Arc<dyn StoreFs>,
+    /// The store this directory must hold (the carrier's data-dir
+    /// lineage): when set, opening refuses a store of another id, and
+    /// refuses to create one where none is ([`StoreError::Damaged`]).
+    /// `None`: open what is there, or create a store in a directory that
+    /// holds none.
+    pub expect_store_id: Option<StoreId>,
+}
+
+/// A store's identity: 16 random bytes drawn when it is created, kept in
+/// its `meta` table (and so in every backup of it). A data dir records it
+/// to recognise its own store (`deploy/OPERATIONS.md`, "damaged data dir").
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StoreId(pub [u8; 16]);
+
+impl StoreId {
+    /// A fresh random id.
+    pub fn random() -> StoreId {
+        StoreId(rand::random())
+    }
+
+    /// Parses the 32 lowercase hex digits of [`StoreId`]'s `Display`.
+    pub fn parse(text: &str) -> Option<StoreId> {
+        if text.len() != 32 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        let mut bytes = [0u8; 16];
+        for (i, byte) in bytes.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
+        }
+        Some(StoreId(bytes))
+    }
+}
+
+impl std::fmt::Display for StoreId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+    }
+}
+
+impl std::fmt::Debug for StoreId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StoreId({self})")
+    }
 }
 
 impl Default for RedbOptions {
@@ -196,12 +267,14 @@ impl Default for RedbOptions {
             checkpoint_ops: 4_096,
             checkpoint_bytes: 16 << 20,
             cache_bytes: 64 << 20,
+            fs: crate::fs::real(),
+            expect_store_id: None,
         }
     }
 }
 
-/// What [`RedbStore::integrity_check`] counted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// What [`RedbStore::integrity_check`] counted and found.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct IntegrityReport {
     /// Held bindings.
     pub bindings: u64,
@@ -216,6 +289,21 @@ pub struct IntegrityReport {
     /// rkids holding both a binding and a tombstone (the engine must keep
     /// this 0; the store itself does not forbid it).
     pub binding_and_tombstone: u64,
+    /// Held deposits whose bytes fail their check (unreadable, or not the
+    /// bytes their id names), each named by seq, segment and offset: not
+    /// yet met by an operation, which would quarantine them.
+    pub damaged: Vec<String>,
+    /// Quarantine records (deposits found damaged and given up), each
+    /// named by seq, segment, offset, instant and the failed check.
+    pub quarantined: Vec<String>,
+}
+
+impl IntegrityReport {
+    /// Nothing damaged, nothing quarantined, no rkid with both a binding
+    /// and a tombstone.
+    pub fn is_clean(&self) -> bool {
+        self.damaged.is_empty() && self.quarantined.is_empty() && self.binding_and_tombstone == 0
+    }
 }
 
 /// What the last replay of the operation log applied (`src/oplog.rs`):
@@ -259,7 +347,12 @@ pub struct RedbStore {
     segments_dir: PathBuf,
     options: RedbOptions,
     writer: Mutex<WriterState>,
-    files: Mutex<HashMap<u64, Arc<File>>>,
+    files: Mutex<HashMap<u64, Arc<dyn StoreFile>>>,
+    /// This store's identity (`meta` `store_id`).
+    store_id: StoreId,
+    /// Every queue's next `seq` is above this (`meta` `seq_floor`, raised
+    /// by a restore: [`RedbStore::raise_seq_floor`]).
+    seq_floor: std::sync::atomic::AtomicU64,
     readers: Mutex<Readers>,
     challenges: crate::challenges::ChallengeTable,
     last_replay: Mutex<ReplayReport>,
@@ -335,6 +428,101 @@ fn fatal_sync_failure(error: &std::io::Error) -> ! {
 
 fn corrupt(what: impl Into<String>) -> StoreError {
     StoreError::Corrupt(what.into())
+}
+
+fn damaged(what: impl Into<String>) -> StoreError {
+    StoreError::Damaged(what.into())
+}
+
+/// The refusal of an index that is missing, empty or unformatted where a
+/// store is expected (module docs, "A store knows its own files").
+fn missing_index(
+    db_path: &Path,
+    exists: bool,
+    with_records: &[u64],
+    expected: Option<StoreId>,
+) -> StoreError {
+    let state = if exists {
+        "is empty or holds no store"
+    } else {
+        "is missing"
+    };
+    let mut why = Vec::new();
+    if !with_records.is_empty() {
+        let ids: Vec<String> = with_records.iter().map(|id| format!("{id:016x}")).collect();
+        why.push(format!(
+            "the operation log holds records in {} segment file(s) ({})",
+            ids.len(),
+            ids.join(", ")
+        ));
+    }
+    if let Some(id) = expected {
+        why.push(format!("this data dir's store is {id}"));
+    }
+    damaged(format!(
+        "the index {} {state}, but {}: a fresh store here would lose what they hold, so none is made",
+        db_path.display(),
+        why.join(", and ")
+    ))
+}
+
+/// Checks the segment files present (`files`: id, length) against the
+/// index: every recorded segment must exist, and every file must be
+/// recorded, pending deletion, or the empty orphan at `next_segment`
+/// (module docs, "A store knows its own files").
+fn account_for_segments(
+    txn: &WriteTransaction,
+    files: &[(u64, u64)],
+    segments_dir: &Path,
+) -> StoreResult<()> {
+    let next = get_u64(txn, META, META_NEXT_SEGMENT)?.unwrap_or(1);
+    let mut known = HashSet::new();
+    txn.scan(SEGMENT_GC, (Bound::Unbounded, Bound::Unbounded), |k, _| {
+        known.insert(u64_at(k, 0)?);
+        Ok(true)
+    })?;
+    let present: HashMap<u64, u64> = files.iter().copied().collect();
+    let mut missing = Vec::new();
+    txn.scan(SEGMENTS, (Bound::Unbounded, Bound::Unbounded), |k, v| {
+        let id = u64_at(k, 0)?;
+        known.insert(id);
+        let stat = decode_seg(v)?;
+        match present.get(&id) {
+            None => missing.push(format!(
+                "{id:016x} ({} deposits, {} bytes)",
+                stat.live, stat.bytes
+            )),
+            Some(&len) if len < stat.end => tracing::error!(
+                segment = format!("{id:016x}"),
+                length = len,
+                extent = stat.end,
+                "a segment file is shorter than its committed extent: the deposits past its end are damaged and will be quarantined when read"
+            ),
+            Some(_) => {}
+        }
+        Ok(true)
+    })?;
+    if !missing.is_empty() {
+        return Err(damaged(format!(
+            "segment file(s) recorded in the index are missing from {}: {}",
+            segments_dir.display(),
+            missing.join(", ")
+        )));
+    }
+    let unknown: Vec<String> = files
+        .iter()
+        .filter(|(id, len)| !(known.contains(id) || *id >= next && *len <= segment::HEADER_LEN))
+        .map(|(id, len)| format!("{id:016x} ({len} bytes)"))
+        .collect();
+    if !unknown.is_empty() {
+        return Err(damaged(format!(
+            "segment file(s) in {} are not known to the index (the index is older than its log, \
+             or they belong to another store): {}",
+            segments_dir.display(),
+            unknown.join(", ")
+        )));
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------
@@ -573,6 +761,8 @@ trait Tables {
         key: &[u8],
         f: impl FnOnce(&[u8]) -> StoreResult<R>,
     ) -> StoreResult<Option<R>>;
+    /// Rows of table `def`.
+    fn count(&self, def: Def) -> StoreResult<u64>;
     /// Calls `f` on each entry of `range` in key order until it returns
     /// `false`.
     fn scan(
@@ -615,6 +805,10 @@ where
 }
 
 impl Tables for ReadTransaction {
+    fn count(&self, def: Def) -> StoreResult<u64> {
+        use redb::ReadableTableMetadata as _;
+        self.open_table(def).map_err(engine)?.len().map_err(engine)
+    }
     fn get_with<R>(
         &self,
         def: Def,
@@ -634,6 +828,10 @@ impl Tables for ReadTransaction {
 }
 
 impl Tables for WriteTransaction {
+    fn count(&self, def: Def) -> StoreResult<u64> {
+        use redb::ReadableTableMetadata as _;
+        self.open_table(def).map_err(engine)?.len().map_err(engine)
+    }
     fn get_with<R>(
         &self,
         def: Def,
@@ -796,35 +994,128 @@ impl RedbStore {
         RedbStore::open_with(dir, RedbOptions::default())
     }
 
-    /// Opens (or creates) the store in `dir`. Does work independent of the
-    /// amount of data held (see the module docs, "Recovery").
+    /// Opens the store in `dir`, or creates one in a directory that holds
+    /// none. Does work independent of the amount of data held (see the
+    /// module docs, "Recovery"), plus one listing of the segment files.
+    ///
+    /// **Every file is accounted for first** (module docs, "A store knows
+    /// its own files"): an index (`carrier.redb`) that is missing, empty or
+    /// unformatted while the log holds records, a segment file the index
+    /// does not know (an index older than its log), a segment the index
+    /// records but that is gone, or a store of another id than
+    /// [`RedbOptions::expect_store_id`] is refused with
+    /// [`StoreError::Damaged`], and nothing is written. A fresh store
+    /// never truncates or reuses a segment file: its numbering starts after
+    /// the highest id present. A panic of the storage engine on damaged
+    /// pages is contained and reported the same way.
     ///
     /// # Errors
     /// As [`RedbStore::open`].
     pub fn open_with(dir: impl AsRef<Path>, options: RedbOptions) -> StoreResult<RedbStore> {
         let dir = dir.as_ref();
+        crate::contain::contain(&format!("opening the store in {}", dir.display()), || {
+            RedbStore::open_inner(dir, options)
+        })
+    }
+
+    fn open_inner(dir: &Path, options: RedbOptions) -> StoreResult<RedbStore> {
+        let fs = Arc::clone(&options.fs);
         let segments_dir = segment::segments_dir(dir);
-        std::fs::create_dir_all(&segments_dir)?;
+        fs.create_dir_all(&segments_dir)?;
         let db_path = dir.join("carrier.redb");
-        let db = open_db(&db_path, &options)?;
+        let index_len = fs.file_len(&db_path)?;
+        let (files, strays) = segment::scan(&*fs, &segments_dir)?;
+        if let Some(name) = strays.first() {
+            return Err(damaged(format!(
+                "{} holds {name:?}, which is not a segment file",
+                segments_dir.display()
+            )));
+        }
+        let with_records: Vec<u64> = files
+            .iter()
+            .filter(|(_, len)| *len > segment::HEADER_LEN)
+            .map(|(id, _)| *id)
+            .collect();
+        let absent = index_len.is_none_or(|len| len == 0);
+        if absent && (!with_records.is_empty() || options.expect_store_id.is_some()) {
+            return Err(missing_index(
+                &db_path,
+                index_len.is_some(),
+                &with_records,
+                options.expect_store_id,
+            ));
+        }
+        let db = open_db(&*fs, &db_path, &options)?;
+        // The index's own name is durable before anything depends on it.
+        fs.sync_dir(dir)?;
         let txn = begin(&db, &options)?;
         for def in ALL_TABLES {
             txn.open_table(def).map_err(engine)?;
         }
-        match txn.get_with(META, META_FORMAT, |v| {
+        let format = txn.get_with(META, META_FORMAT, |v| {
             Ok(v.try_into().map(u32::from_be_bytes).ok())
-        })? {
+        })?;
+        let fresh = format.is_none();
+        if fresh && (!with_records.is_empty() || options.expect_store_id.is_some()) {
+            // A redb file with no store in it (never committed, or reset).
+            return Err(missing_index(
+                &db_path,
+                true,
+                &with_records,
+                options.expect_store_id,
+            ));
+        }
+        match format {
             None | Some(Some(1)) => {
                 put(&txn, META, META_FORMAT, &FORMAT_VERSION.to_be_bytes())?;
             }
             Some(Some(FORMAT_VERSION)) => {}
             Some(other) => return Err(corrupt(format!("store format {other:?}, expected 1 or 2"))),
         }
+        let held_id = txn.get_with(META, META_STORE_ID, |v| {
+            Ok(<[u8; 16]>::try_from(v).ok().map(StoreId))
+        })?;
+        let store_id = match (held_id.flatten(), options.expect_store_id) {
+            (Some(held), Some(expected)) if held != expected => {
+                return Err(damaged(format!(
+                    "{} holds store {held}, but this data dir's store is {expected} \
+                     (a store from another data dir, or one restored from another carrier's backup)",
+                    db_path.display()
+                )));
+            }
+            (None, Some(expected)) => {
+                return Err(damaged(format!(
+                    "{} holds a store without an id, but this data dir's store is {expected}",
+                    db_path.display()
+                )));
+            }
+            (Some(held), _) => held,
+            (None, None) => {
+                // A fresh store, or one made before stores had ids.
+                let id = StoreId::random();
+                put(&txn, META, META_STORE_ID, &id.0)?;
+                id
+            }
+        };
+        let seq_floor = get_u64(&txn, META, META_SEQ_FLOOR)?.unwrap_or(0);
         let mut gc = Vec::new();
         txn.scan(SEGMENT_GC, (Bound::Unbounded, Bound::Unbounded), |k, _| {
             gc.push(u64_at(k, 0)?);
             Ok(true)
         })?;
+        if fresh {
+            // Nothing of a fresh store's may collide with what is there:
+            // its log starts after the highest id present, and the files
+            // present (headers only, checked above) are reclaimed.
+            let next = files.last().map_or(1, |(id, _)| id + 1);
+            put(&txn, META, META_NEXT_SEGMENT, &next.to_be_bytes())?;
+            for (id, _) in &files {
+                put(&txn, SEGMENT_GC, &id.to_be_bytes(), &[])?;
+                gc.push(*id);
+            }
+        } else {
+            account_for_segments(&txn, &files, &segments_dir)?;
+        }
         let previous = get_u64(&txn, META, META_ACTIVE)?;
         let active = match previous {
             // The log resumes in the previous active segment, after the
@@ -835,23 +1126,23 @@ impl RedbStore {
                     Some((segment, at)) if segment == id => at,
                     _ => query::seg_stat(&txn, id)?.map_or(segment::HEADER_LEN, |s| s.end),
                 };
-                ActiveSegment::reopen(&segments_dir, id, at)?
+                ActiveSegment::reopen(&*fs, &segments_dir, id, at)?
             }
             None => {
                 let next = get_u64(&txn, META, META_NEXT_SEGMENT)?.unwrap_or(1);
                 // The file first: if the transaction below never commits,
-                // the orphan sits at `next`, which the next open truncates
-                // and reuses.
-                let active = ActiveSegment::create(&segments_dir, next)?;
+                // the orphan (a header only) sits at `next`, which the next
+                // open or rotation adopts.
+                let active = ActiveSegment::create(&*fs, &segments_dir, next)?;
                 record_active(&txn, next)?;
                 active
             }
         };
         txn.commit().map_err(engine)?;
         for &id in &gc {
-            segment::remove(&segments_dir, id)?;
+            segment::remove(&*fs, &segments_dir, id)?;
         }
-        segment::sync_dir(&segments_dir)?;
+        fs.sync_dir(&segments_dir)?;
         let files = HashMap::from([(active.id, Arc::clone(&active.file))]);
         // What the reopened segment holds up to `at` was synced by `reopen`.
         let through = (active.id, active.end());
@@ -872,6 +1163,8 @@ impl RedbStore {
                 void_pending: None,
             }),
             files: Mutex::new(files),
+            store_id,
+            seq_floor: std::sync::atomic::AtomicU64::new(seq_floor),
             readers: Mutex::new(Readers::default()),
             challenges: crate::challenges::ChallengeTable::default(),
             last_replay: Mutex::new(ReplayReport::default()),
@@ -887,6 +1180,35 @@ impl RedbStore {
             store.collect_garbage(&mut state);
         }
         Ok(store)
+    }
+
+    /// This store's identity (drawn at creation, kept in every backup).
+    pub fn store_id(&self) -> StoreId {
+        self.store_id
+    }
+
+    /// Every queue's next `seq` is above this (0 unless a restore raised it).
+    pub fn seq_floor(&self) -> u64 {
+        self.seq_floor.load(Ordering::SeqCst)
+    }
+
+    /// Raises the `seq` floor to `floor` (never lowers it), in one durable
+    /// transaction: from now on every queue's next `seq` is above it,
+    /// whatever its last one was. A restore calls this, because the
+    /// restored copy does not know the seqs handed out after its snapshot,
+    /// and a client holding `after = n` from those would never see new
+    /// deposits numbered `≤ n` (`PROTOCOL.md` §7, "seq is never reused").
+    ///
+    /// # Errors
+    /// [`StoreError`] as for a commit.
+    pub fn raise_seq_floor(&self, floor: u64) -> StoreResult<()> {
+        let mut w = self.begin_write()?;
+        let floor = floor.max(self.seq_floor());
+        put(w.txn()?, META, META_SEQ_FLOOR, &floor.to_be_bytes())?;
+        w.force_durable = true;
+        self.commit(w)?;
+        self.seq_floor.store(floor, Ordering::SeqCst);
+        Ok(())
     }
 
     /// Makes everything committed so far durable in redb itself (a
@@ -922,7 +1244,8 @@ impl RedbStore {
             // state already names the next segment (nothing was written to
             // it yet), so the log continues there.
             Some((segment, at)) if segment > state.active.id => {
-                let active = ActiveSegment::reopen(&self.segments_dir, segment, at)?;
+                let active =
+                    ActiveSegment::reopen(&*self.options.fs, &self.segments_dir, segment, at)?;
                 lock(&self.files).insert(active.id, Arc::clone(&active.file));
                 *lock(&self.durable) = (active.id, at);
                 state.active = active;
@@ -937,9 +1260,9 @@ impl RedbStore {
         }
         let mut w = self.write_with(state, txn, false)?;
         let file = Arc::clone(&w.state.active.file);
-        let len = file.metadata()?.len();
+        let len = file.len()?;
         let (mut at, mut records, mut ops) = (from, 0u64, 0u64);
-        while let Some(record) = oplog::read_record(&file, len, at)? {
+        while let Some(record) = oplog::read_record(&*file, len, at)? {
             if record.kind == oplog::BATCH {
                 ops += w.apply_record(&record)?;
             }
@@ -1005,7 +1328,7 @@ impl RedbStore {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         // The old handle goes first: redb refuses a second open of a file.
         drop(slot.take());
-        let db = open_db(&self.db_path, &self.options).map_err(|e| {
+        let db = open_db(&*self.options.fs, &self.db_path, &self.options).map_err(|e| {
             StoreError::Engine(format!("reopening the database after a failure: {e}"))
         })?;
         *slot = Some(Arc::new(db));
@@ -1078,7 +1401,7 @@ impl RedbStore {
         if drained {
             retire_segment(&txn, old)?;
         }
-        let active = ActiveSegment::create(&self.segments_dir, next)?;
+        let active = ActiveSegment::create(&*self.options.fs, &self.segments_dir, next)?;
         record_active(&txn, next)?;
         txn.commit().map_err(engine)?;
         lock(&self.files).insert(active.id, Arc::clone(&active.file));
@@ -1110,7 +1433,7 @@ impl RedbStore {
                 return true;
             }
             lock(&self.files).remove(&id);
-            match segment::remove(&self.segments_dir, id) {
+            match segment::remove(&*self.options.fs, &self.segments_dir, id) {
                 Ok(()) => {
                     removed.push(id);
                     false
@@ -1125,21 +1448,25 @@ impl RedbStore {
             return;
         }
         // The `segment_gc` rows are dropped only once the unlinks are durable.
-        match segment::sync_dir(&self.segments_dir) {
+        match self.options.fs.sync_dir(&self.segments_dir) {
             Ok(()) => state.unlinked.extend(removed),
             Err(error) => tracing::warn!(%error, "segment directory sync failed"),
         }
     }
 
-    fn file(&self, id: u64) -> StoreResult<Arc<File>> {
+    fn file(&self, id: u64) -> StoreResult<Arc<dyn StoreFile>> {
         let mut files = lock(&self.files);
         if let Some(file) = files.get(&id) {
             return Ok(Arc::clone(file));
         }
-        let file = Arc::new(
-            segment::open_for_read(&self.segments_dir, id)
-                .map_err(|e| corrupt(format!("segment {id:016x} cannot be opened: {e}")))?,
-        );
+        let file =
+            segment::open_for_read(&*self.options.fs, &self.segments_dir, id).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    corrupt(format!("segment {id:016x} is missing: {e}"))
+                } else {
+                    StoreError::Io(e)
+                }
+            })?;
         files.insert(id, Arc::clone(&file));
         Ok(file)
     }
@@ -1175,10 +1502,16 @@ impl RedbStore {
                     stored.deposit.len,
                 )
                 .map_err(|e| {
-                    corrupt(format!(
-                        "segment {:016x} offset {}: {e}",
-                        stored.segment, stored.offset
-                    ))
+                    // A short segment is damage; any other read error is
+                    // the disk's, and may pass.
+                    if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                        corrupt(format!(
+                            "deposit {} of segment {:016x} offset {}: the segment is cut short ({e})",
+                            deposit.seq, stored.segment, stored.offset
+                        ))
+                    } else {
+                        StoreError::Io(e)
+                    }
                 })?,
             },
         };
@@ -1196,13 +1529,22 @@ impl RedbStore {
     /// data it counts: occupancy = Σ deposit lengths and counts, per-queue
     /// bytes, per-segment live counts and bytes, the identity and eviction
     /// indexes, every referenced segment file, and every deposit's SHA-256.
-    /// Reads everything (O(data)): for tests and the crash harness, never at
-    /// start-up. Needs exclusive access (no open transactions).
+    /// Reads everything (O(data)): for tests, the crash harnesses and
+    /// restores, never at start-up. Needs exclusive access (no open
+    /// transactions). Held deposits whose bytes fail their check are named
+    /// in [`IntegrityReport::damaged`], quarantine records in
+    /// [`IntegrityReport::quarantined`] ([`IntegrityReport::is_clean`]).
     ///
     /// # Errors
-    /// [`StoreError::Corrupt`] naming the first mismatch; other
-    /// [`StoreError`]s for I/O or engine failures.
+    /// [`StoreError::Corrupt`] naming the first mismatch of a counter or an
+    /// index; [`StoreError::Damaged`] if redb panics on a damaged page;
+    /// other [`StoreError`]s for I/O or engine failures.
     pub fn integrity_check(&mut self) -> StoreResult<IntegrityReport> {
+        let what = format!("checking the store in {}", self.segments_dir.display());
+        crate::contain::contain(&what, || self.check_everything())
+    }
+
+    fn check_everything(&mut self) -> StoreResult<IntegrityReport> {
         let db = self
             .db
             .get_mut()
@@ -1279,10 +1621,18 @@ impl RedbStore {
                     )));
                 }
             }
-            self.bytes_of(&txn, rkid, deposit, None)?;
+            match self.bytes_of(&txn, rkid, deposit, None) {
+                Ok(_) => {}
+                Err(StoreError::Corrupt(what)) => report.damaged.push(what),
+                Err(other) => return Err(other),
+            }
             report.deposits += 1;
             report.bytes += u64::from(deposit.len);
         }
+        txn.scan(QUARANTINE, (Bound::Unbounded, Bound::Unbounded), |k, v| {
+            report.quarantined.push(describe_quarantine(k, v)?);
+            Ok(true)
+        })?;
         let mut identities = 0u64;
         txn.scan(IDENTITY, (Bound::Unbounded, Bound::Unbounded), |_, _| {
             identities += 1;
@@ -1340,15 +1690,12 @@ impl RedbStore {
             if stat.live == 0 && Some(id) != active {
                 return Err(corrupt(format!("drained segment {id:016x} not reclaimed")));
             }
-            let length = std::fs::metadata(segment::segment_path(&self.segments_dir, id))
-                .map_err(|e| corrupt(format!("segment {id:016x}: {e}")))?
-                .len();
-            if length < stat.end {
-                return Err(corrupt(format!(
-                    "segment {id:016x} is {length} bytes, extent {}",
-                    stat.end
-                )));
-            }
+            // A file shorter than its extent shows as the damaged deposits
+            // past its end (named above).
+            self.options
+                .fs
+                .file_len(&segment::segment_path(&self.segments_dir, id))?
+                .ok_or_else(|| corrupt(format!("segment {id:016x} is missing")))?;
             recorded.insert(id);
             report.segments += 1;
             Ok(true)
@@ -1356,9 +1703,8 @@ impl RedbStore {
         if let Some((id, _)) = per_segment.iter().next() {
             return Err(corrupt(format!("deposits in unrecorded segment {id:016x}")));
         }
-        for entry in std::fs::read_dir(&self.segments_dir)? {
-            let name = entry?.file_name();
-            let Some(id) = name.to_str().and_then(segment::parse_segment_name) else {
+        for name in self.options.fs.list(&self.segments_dir)? {
+            let Some(id) = segment::parse_segment_name(&name) else {
                 return Err(corrupt(format!("stray file {name:?} in segments")));
             };
             if !recorded.contains(&id) && !gc.contains(&id) {
@@ -1385,8 +1731,9 @@ impl RedbStore {
     /// until `pass_complete`.
     ///
     /// # Errors
-    /// [`StoreError`] as for a commit; a deposit whose bytes do not match
-    /// its id is never copied ([`StoreError::Corrupt`]).
+    /// [`StoreError`] as for a commit. A deposit whose bytes do not match
+    /// its id is never copied: it is skipped (and stays where it is until
+    /// the engine quarantines it or it is given up).
     pub fn compact_step(&self, max_scan: usize) -> StoreResult<CompactionStep> {
         let mut w = self.begin_write()?;
         let mut step = CompactionStep::default();
@@ -1425,7 +1772,15 @@ impl RedbStore {
             Ok(step.scanned < max_scan.max(1))
         })?;
         for (rkid, stored) in to_move {
-            let bytes = self.bytes_of(w.txn()?, &rkid, &stored.deposit, None)?;
+            let bytes = match self.bytes_of(w.txn()?, &rkid, &stored.deposit, None) {
+                Ok(bytes) => bytes,
+                // Never copied: the engine quarantines it when it meets it.
+                Err(StoreError::Corrupt(what)) => {
+                    tracing::warn!(%what, "compaction skips a damaged deposit");
+                    continue;
+                }
+                Err(other) => return Err(other),
+            };
             let seq = stored.deposit.seq;
             let end = w.log(&[
                 &[tag::MOVE_DEPOSIT],
@@ -1446,12 +1801,74 @@ impl RedbStore {
     }
 }
 
-/// Opens (or creates) the redb file with the store's cache size.
-fn open_db(path: &Path, options: &RedbOptions) -> StoreResult<Database> {
+/// Opens (or creates) the redb file through the store's file layer, with
+/// the store's cache size.
+fn open_db(fs: &dyn StoreFs, path: &Path, options: &RedbOptions) -> StoreResult<Database> {
+    let backend = fs.redb_backend(path)?;
     Database::builder()
         .set_cache_size(options.cache_bytes)
-        .create(path)
+        .create_with_backend(Boxed(backend))
         .map_err(engine)
+}
+
+/// A boxed backend as a [`redb::StorageBackend`] (every method delegates,
+/// the locks included: they make a second open of the file fail).
+#[derive(Debug)]
+struct Boxed(Box<dyn redb::StorageBackend>);
+
+impl redb::StorageBackend for Boxed {
+    fn len(&self) -> Result<u64, std::io::Error> {
+        self.0.len()
+    }
+    fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), std::io::Error> {
+        self.0.read(offset, out)
+    }
+    fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
+        self.0.set_len(len)
+    }
+    fn sync_data(&self) -> Result<(), std::io::Error> {
+        self.0.sync_data()
+    }
+    fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
+        self.0.write(offset, data)
+    }
+    fn close(&self) -> Result<(), std::io::Error> {
+        self.0.close()
+    }
+    fn try_lock_range(
+        &self,
+        start: Bound<u64>,
+        end: Bound<u64>,
+    ) -> Result<bool, redb::BackendError> {
+        self.0.try_lock_range(start, end)
+    }
+    fn try_lock_shared_range(
+        &self,
+        start: Bound<u64>,
+        end: Bound<u64>,
+    ) -> Result<bool, redb::BackendError> {
+        self.0.try_lock_shared_range(start, end)
+    }
+    fn lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), redb::BackendError> {
+        self.0.lock_range(start, end)
+    }
+    fn lock_shared_range(
+        &self,
+        start: Bound<u64>,
+        end: Bound<u64>,
+    ) -> Result<(), redb::BackendError> {
+        self.0.lock_shared_range(start, end)
+    }
+    fn unlock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), redb::BackendError> {
+        self.0.unlock_range(start, end)
+    }
+    fn query_lock_range(
+        &self,
+        start: Bound<u64>,
+        end: Bound<u64>,
+    ) -> Result<bool, redb::BackendError> {
+        self.0.query_lock_range(start, end)
+    }
 }
 
 fn begin(db: &Database, options: &RedbOptions) -> StoreResult<WriteTransaction> {
@@ -1570,6 +1987,18 @@ impl Snapshot<'_> {
     /// The file of segment `id`.
     pub fn segment_path(&self, id: u64) -> PathBuf {
         segment::segment_path(&self.read.store.segments_dir, id)
+    }
+
+    /// Segment `id`, opened through the store's file layer.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`] if it cannot be opened.
+    pub fn segment_file(&self, id: u64) -> StoreResult<Arc<dyn StoreFile>> {
+        Ok(segment::open_for_read(
+            &*self.read.store.options.fs,
+            &self.read.store.segments_dir,
+            id,
+        )?)
     }
 }
 
@@ -1782,8 +2211,9 @@ impl RedbWrite<'_> {
     ) -> StoreResult<Deposit> {
         let len = u32::try_from(bytes.len())
             .map_err(|_| corrupt(format!("deposit of {} bytes", bytes.len())))?;
+        let floor = self.store.seq_floor();
         let queue = self.queue_mut(rkid)?;
-        queue.next_seq += 1;
+        queue.next_seq = queue.next_seq.max(floor) + 1;
         queue.bytes += u64::from(len);
         let deposit = Deposit {
             seq: queue.next_seq,
@@ -1903,6 +2333,13 @@ impl RedbWrite<'_> {
                     c.take(len as usize)?;
                     self.move_deposit(&rkid, seq, offset)?;
                 }
+                tag::QUARANTINE => {
+                    let rkid = Rkid::from_bytes(c.arr32()?);
+                    let seq = c.u64()?;
+                    let len = c.u32()?;
+                    let value = c.take(len as usize)?;
+                    put(self.txn()?, QUARANTINE, &key_seq(&rkid, seq), value)?;
+                }
                 other => return Err(corrupt(format!("log record: operation tag {other}"))),
             }
             ops += 1;
@@ -2013,6 +2450,9 @@ macro_rules! shared_reads {
         }
         fn declaration(&self) -> StoreResult<Option<DeclarationRecord>> {
             query::declaration(self.tables()?)
+        }
+        fn quarantined(&self) -> StoreResult<u64> {
+            self.tables()?.count(QUARANTINE)
         }
     };
 }
@@ -2206,6 +2646,54 @@ impl WriteTxn for RedbWrite<'_> {
         self.log(&[&[tag::PUT_DECLARATION], &len.to_be_bytes(), &value])?;
         put(self.txn()?, META, META_DECLARATION, &value).map(drop)
     }
+    fn quarantine(
+        &mut self,
+        rkid: &Rkid,
+        deposit: &Deposit,
+        at: Ms,
+        reason: &str,
+    ) -> StoreResult<()> {
+        let (segment, offset) = query::stored(self.txn()?, rkid, deposit.seq)?
+            .map_or((INLINE, 0), |s| (s.segment, s.offset));
+        let value = cat(&[
+            &deposit.id.0,
+            &deposit.len.to_be_bytes(),
+            &deposit.admitted_at.to_be_bytes(),
+            &deposit.give_up_at.to_be_bytes(),
+            &at.to_be_bytes(),
+            &segment.to_be_bytes(),
+            &offset.to_be_bytes(),
+            reason.as_bytes(),
+        ]);
+        let len = u32::try_from(value.len())
+            .map_err(|_| corrupt(format!("quarantine record of {} bytes", value.len())))?;
+        let seq = deposit.seq.to_be_bytes();
+        self.log(&[
+            &[tag::QUARANTINE],
+            rkid.as_bytes(),
+            &seq,
+            &len.to_be_bytes(),
+            &value,
+        ])?;
+        put(self.txn()?, QUARANTINE, &key_seq(rkid, deposit.seq), &value).map(drop)
+    }
+}
+
+/// A `quarantine` row, named for the integrity report.
+fn describe_quarantine(key: &[u8], v: &[u8]) -> StoreResult<String> {
+    let len = v
+        .get(32..36)
+        .and_then(|b| <[u8; 4]>::try_from(b).ok())
+        .map(u32::from_be_bytes)
+        .ok_or_else(|| corrupt("short quarantine record"))?;
+    let reason = String::from_utf8_lossy(v.get(76..).unwrap_or_default());
+    Ok(format!(
+        "deposit seq {} ({len} bytes, segment {:016x} offset {}), quarantined at {} ms: {reason}",
+        seq_of_key(key)?,
+        u64_at(v, 60)?,
+        u64_at(v, 68)?,
+        u64_at(v, 52)?,
+    ))
 }
 
 impl RedbStore {

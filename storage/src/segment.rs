@@ -10,6 +10,10 @@
 //! | 8 | 8 | segment id, u64 big-endian |
 //! | 16 | … | operation-log records ([`crate::oplog`]), back to back |
 //!
+//! A segment file is created once, with `O_EXCL`, and never truncated: an
+//! existing file of the same id is adopted only if it holds its header and
+//! nothing else ([`ActiveSegment::create`]).
+//!
 //! Envelope bytes live inside the records of the transactions that
 //! admitted them. A deposit is located by `(segment, offset, len)` held in
 //! redb; its integrity is the deposit id (SHA-256), verified on every read.
@@ -26,9 +30,8 @@
 //! falls back to what reached the file, so only bytes that were never written
 //! are reused, never bytes that a (possibly) durable commit references.
 
-use std::fs::{File, OpenOptions};
+use crate::fs::{Open, StoreFile, StoreFs};
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -59,19 +62,26 @@ pub(crate) fn parse_segment_name(name: &str) -> Option<u64> {
     u64::from_str_radix(hex, 16).ok()
 }
 
-/// Makes directory entries (created or removed files) durable.
-pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
+/// The header every segment `id` starts with.
+pub(crate) fn header(id: u64) -> [u8; HEADER_LEN as usize] {
+    let mut header = [0u8; HEADER_LEN as usize];
+    header[..8].copy_from_slice(&MAGIC);
+    header[8..].copy_from_slice(&id.to_be_bytes());
+    header
 }
 
 /// Opens an existing segment for reading.
-pub(crate) fn open_for_read(segments_dir: &Path, id: u64) -> io::Result<File> {
-    File::open(segment_path(segments_dir, id))
+pub(crate) fn open_for_read(
+    fs: &dyn StoreFs,
+    segments_dir: &Path,
+    id: u64,
+) -> io::Result<Arc<dyn StoreFile>> {
+    fs.open(&segment_path(segments_dir, id), Open::Existing)
 }
 
 /// Reads `len` bytes at `offset` (a short file is an error: the bytes a
 /// committed transaction references must be there).
-pub(crate) fn read_at(file: &File, offset: u64, len: u32) -> io::Result<Vec<u8>> {
+pub(crate) fn read_at(file: &dyn StoreFile, offset: u64, len: u32) -> io::Result<Vec<u8>> {
     let mut bytes = vec![0u8; len as usize];
     file.read_exact_at(&mut bytes, offset)?;
     Ok(bytes)
@@ -79,11 +89,34 @@ pub(crate) fn read_at(file: &File, offset: u64, len: u32) -> io::Result<Vec<u8>>
 
 /// Deletes segment `id` (already gone is fine: deletion is idempotent so it
 /// can be retried after a crash).
-pub(crate) fn remove(segments_dir: &Path, id: u64) -> io::Result<()> {
-    match std::fs::remove_file(segment_path(segments_dir, id)) {
+pub(crate) fn remove(fs: &dyn StoreFs, segments_dir: &Path, id: u64) -> io::Result<()> {
+    match fs.remove_file(&segment_path(segments_dir, id)) {
         Err(error) if error.kind() != io::ErrorKind::NotFound => Err(error),
         _ => Ok(()),
     }
+}
+
+/// What [`scan`] found: segment files `(id, length)`, ascending by id,
+/// and the names of anything else there.
+pub(crate) type Scan = (Vec<(u64, u64)>, Vec<String>);
+
+/// The segment files in `segments_dir` and anything else there.
+pub(crate) fn scan(fs: &dyn StoreFs, segments_dir: &Path) -> io::Result<Scan> {
+    let mut found = Vec::new();
+    let mut strays = Vec::new();
+    for name in fs.list(segments_dir)? {
+        match parse_segment_name(&name) {
+            Some(id) => {
+                let len = fs
+                    .file_len(&segment_path(segments_dir, id))?
+                    .unwrap_or_default();
+                found.push((id, len));
+            }
+            None => strays.push(name),
+        }
+    }
+    found.sort_unstable();
+    Ok((found, strays))
 }
 
 /// The segment appends go to, owned by the (single) writer.
@@ -92,7 +125,7 @@ pub(crate) struct ActiveSegment {
     /// Segment id.
     pub(crate) id: u64,
     /// The file, shared with readers.
-    pub(crate) file: Arc<File>,
+    pub(crate) file: Arc<dyn StoreFile>,
     /// The next offset to assign.
     end: u64,
     /// Bytes that reached the file (`written ≤ end`); `buffer` holds
@@ -104,24 +137,50 @@ pub(crate) struct ActiveSegment {
 }
 
 impl ActiveSegment {
-    /// Creates (or truncates) segment `id`, writes its header and makes the
-    /// file and its directory entry durable.
-    pub(crate) fn create(segments_dir: &Path, id: u64) -> io::Result<ActiveSegment> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(segment_path(segments_dir, id))?;
-        let mut header = [0u8; HEADER_LEN as usize];
-        header[..8].copy_from_slice(&MAGIC);
-        header[8..].copy_from_slice(&id.to_be_bytes());
+    /// Creates segment `id`, writes its header and makes the file and its
+    /// directory entry durable. **Never truncates anything**: if a file of
+    /// that id exists, it is adopted only if it holds nothing but the same
+    /// header (or a prefix of it: the orphan of a rotation whose
+    /// transaction never committed, see the module docs of
+    /// `redb_store`); anything else is refused, because it holds log
+    /// records this store does not know of.
+    ///
+    /// # Errors
+    /// [`io::ErrorKind::AlreadyExists`] for a file that holds more;
+    /// other I/O errors.
+    pub(crate) fn create(
+        fs: &dyn StoreFs,
+        segments_dir: &Path,
+        id: u64,
+    ) -> io::Result<ActiveSegment> {
+        let path = segment_path(segments_dir, id);
+        let header = header(id);
+        let file = match fs.open(&path, Open::CreateNew) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                let file = fs.open(&path, Open::Existing)?;
+                let len = file.len()?;
+                let mut held = vec![0u8; len.min(HEADER_LEN + 1) as usize];
+                file.read_exact_at(&mut held, 0)?;
+                if len > HEADER_LEN || held[..] != header[..held.len()] {
+                    return Err(io::Error::new(
+                        io::ErrorKind::AlreadyExists,
+                        format!(
+                            "segment file {} already exists and holds {len} bytes",
+                            path.display()
+                        ),
+                    ));
+                }
+                file
+            }
+            Err(e) => return Err(e),
+        };
         file.write_all_at(&header, 0)?;
-        file.sync_all()?;
-        sync_dir(segments_dir)?;
+        file.sync_data()?;
+        fs.sync_dir(segments_dir)?;
         Ok(ActiveSegment {
             id,
-            file: Arc::new(file),
+            file,
             end: HEADER_LEN,
             written: HEADER_LEN,
             synced: HEADER_LEN,
@@ -133,15 +192,17 @@ impl ActiveSegment {
     /// is overwritten), after `fdatasync`ing what the file holds, so that
     /// bytes a crashed process left in the page cache are durable before
     /// anything is built on them.
-    pub(crate) fn reopen(segments_dir: &Path, id: u64, at: u64) -> io::Result<ActiveSegment> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(segment_path(segments_dir, id))?;
+    pub(crate) fn reopen(
+        fs: &dyn StoreFs,
+        segments_dir: &Path,
+        id: u64,
+        at: u64,
+    ) -> io::Result<ActiveSegment> {
+        let file = fs.open(&segment_path(segments_dir, id), Open::Existing)?;
         file.sync_data()?;
         Ok(ActiveSegment {
             id,
-            file: Arc::new(file),
+            file,
             end: at,
             written: at,
             synced: at,

@@ -2,6 +2,8 @@
 //! commits than operations), and every reply comes after the commit of its
 //! batch returned. Run over `MemStore` and `RedbStore`.
 
+#![allow(clippy::panic)]
+
 mod common;
 
 use common::*;
@@ -121,4 +123,91 @@ fn batches_group_concurrent_operations_redb() -> StoreResult<()> {
     let report = store.integrity_check()?;
     assert_eq!(report.deposits, THREADS * PER_THREAD);
     Ok(())
+}
+
+/// One operation that meets damaged data ([`StoreError::Corrupt`]) is
+/// refused alone: the others of its batch run again without it and are
+/// committed (issue 13: a collect of a damaged deposit used to fail its
+/// whole batch, and submissions to other queues far below their floor
+/// were answered `refused(capacity)`). An operation failing otherwise
+/// still fails its batch.
+fn damaged_data_fails_one_operation_not_its_batch<S: Store>(store: S) -> StoreResult<()> {
+    use rltp_storage::StoreError;
+    use rltp_storage::committer::CommitError;
+    let store = Arc::new(store);
+    let committer = Committer::start(
+        Arc::clone(&store),
+        Arc::new(|| 1_000),
+        Arc::new(|_: &mut dyn WriteTxn, _| Ok(())),
+        DEFAULT_MAX_BATCH,
+    )?;
+    // Hold the writer inside a first batch while the others queue up (they
+    // may join that batch or form the next one).
+    let (release, wait) = std::sync::mpsc::channel::<()>();
+    let wait = std::sync::Mutex::new(wait);
+    let first = committer.submit(move |_: &mut dyn WriteTxn, _| {
+        let _ = wait.lock().map(|w| w.recv());
+        Ok(())
+    });
+    let runs = Arc::new(AtomicU64::new(0));
+    let appends = |n: u8, runs: Arc<AtomicU64>| {
+        committer.submit(move |t: &mut dyn WriteTxn, now| {
+            runs.fetch_add(1, Ordering::SeqCst);
+            t.append_deposit(&rkid(n), &payload(u64::from(n), 64), now, now)
+        })
+    };
+    let a = appends(1, Arc::clone(&runs));
+    let damaged = committer.submit(|t: &mut dyn WriteTxn, now| -> StoreResult<()> {
+        t.append_deposit(&rkid(2), &payload(2, 64), now, now)?;
+        Err(StoreError::Corrupt("bytes do not match their id".into()))
+    });
+    let c = appends(3, Arc::new(AtomicU64::new(0)));
+    let failing = committer.submit(|_: &mut dyn WriteTxn, _| -> StoreResult<()> {
+        Err(StoreError::Corrupt("another damaged record".into()))
+    });
+    // (A run again after the release finds the channel closed.)
+    release.send(()).ok();
+    drop(release);
+    fn block<R>(
+        r: tokio::sync::oneshot::Receiver<Result<R, CommitError>>,
+    ) -> Result<R, CommitError> {
+        r.blocking_recv().unwrap_or(Err(CommitError::NotRun))
+    }
+    let fail = |e: CommitError| StoreError::Engine(e.to_string());
+    block(first).map_err(fail)?;
+    let a = block(a).map_err(fail)?;
+    let c = block(c).map_err(fail)?;
+    for refused in [block(damaged), block(failing)] {
+        match refused {
+            Err(CommitError::Store(e)) => assert!(matches!(*e, StoreError::Corrupt(_)), "{e}"),
+            other => panic!("expected the damaged-data error, got {other:?}"),
+        }
+    }
+    // The operation before the damaged one ran again without it.
+    assert_eq!(runs.load(Ordering::SeqCst), 3, "ran, re-run twice");
+    let r = store.read()?;
+    assert_eq!(r.deposits(&rkid(1), None, 10)?, [a]);
+    assert_eq!(r.deposits(&rkid(3), None, 10)?, [c]);
+    assert!(r.deposits(&rkid(2), None, 10)?.is_empty());
+    let stats = committer.stats();
+    assert_eq!(stats.isolated_operations.load(Ordering::SeqCst), 2);
+    assert_eq!(stats.failed_batches.load(Ordering::SeqCst), 0);
+    // Any other failure still fails the whole batch.
+    let other = committer.execute(|_: &mut dyn WriteTxn, _| -> StoreResult<()> {
+        Err(StoreError::Engine("not about one record".into()))
+    });
+    assert!(matches!(other, Err(CommitError::Store(_))));
+    assert_eq!(stats.failed_batches.load(Ordering::SeqCst), 1);
+    Ok(())
+}
+
+#[test]
+fn damaged_data_fails_one_operation_not_its_batch_mem() -> StoreResult<()> {
+    damaged_data_fails_one_operation_not_its_batch(MemStore::new())
+}
+
+#[test]
+fn damaged_data_fails_one_operation_not_its_batch_redb() -> StoreResult<()> {
+    let (_dir, store) = redb(small_segments());
+    damaged_data_fails_one_operation_not_its_batch(store)
 }

@@ -480,7 +480,7 @@ macro_rules! conformance {
                 fn $body() -> rltp_storage::StoreResult<()> {
                     let (_dir, mut store) = super::redb(super::small_segments());
                     super::$body(&store)?;
-                    store.integrity_check().map(drop)
+                    store.integrity_check().map(|r| assert!(r.damaged.is_empty() && r.quarantined.is_empty(), "{r:?}"))
                 }
             )*
         }
@@ -490,7 +490,7 @@ macro_rules! conformance {
                 fn $body() -> rltp_storage::StoreResult<()> {
                     let (_dir, mut store) = super::redb(super::inline());
                     super::$body(&store)?;
-                    store.integrity_check().map(drop)
+                    store.integrity_check().map(|r| assert!(r.damaged.is_empty() && r.quarantined.is_empty(), "{r:?}"))
                 }
             )*
         }

@@ -198,7 +198,11 @@ fn run(ops: &[Op]) -> StoreResult<()> {
         );
     }
     let mut store = redb.take().ok_or(rltp_storage::StoreError::Closed)?;
-    store.integrity_check()?;
+    let report = store.integrity_check()?;
+    assert!(
+        report.damaged.is_empty() && report.quarantined.is_empty(),
+        "{report:?}"
+    );
     Ok(())
 }
 

@@ -110,7 +110,7 @@ fn drained_segments_are_deleted_whole() -> StoreResult<()> {
         store.read()?.deposit_bytes(&a, &held[23])?,
         payload(23, 1000)
     );
-    store.integrity_check()?;
+    assert!(store.integrity_check()?.is_clean());
     Ok(())
 }
 
@@ -145,7 +145,7 @@ fn reopen_starts_a_new_segment_and_ignores_tail_garbage() -> StoreResult<()> {
     assert_eq!(store.read()?.deposit_bytes(&a, &d)?, payload(1, 500));
     let e = write(&store, |t| t.append_deposit(&a, &payload(3, 10), 0, 0))?;
     assert_eq!(e.seq, 2);
-    store.integrity_check()?;
+    assert!(store.integrity_check()?.is_clean());
     drop(store);
     // Once its deposit leaves, the old segment goes away; an empty active
     // segment is dropped at the next open.
@@ -155,7 +155,7 @@ fn reopen_starts_a_new_segment_and_ignores_tail_garbage() -> StoreResult<()> {
     drop(store);
     let mut store = RedbStore::open(dir.path())?;
     assert_eq!(segment_files(dir.path()).len(), 1);
-    store.integrity_check()?;
+    assert!(store.integrity_check()?.is_clean());
     Ok(())
 }
 
@@ -182,10 +182,15 @@ fn corrupted_bytes_are_reported_never_served() -> StoreResult<()> {
         matches!(&result, Err(StoreError::Corrupt(m)) if m.contains("do not match their id")),
         "expected Corrupt, got {result:?}"
     );
-    assert!(matches!(
-        store.integrity_check(),
-        Err(StoreError::Corrupt(_))
-    ));
+    // The integrity check names it.
+    let report = store.integrity_check()?;
+    assert!(!report.is_clean());
+    assert_eq!(report.damaged.len(), 1, "{report:?}");
+    assert!(
+        report.damaged[0].contains(&format!("deposit {}", d.seq))
+            && report.damaged[0].contains("do not match their id"),
+        "{report:?}"
+    );
     Ok(())
 }
 
@@ -235,7 +240,7 @@ fn compaction_moves_stragglers_and_frees_sparse_segments() -> StoreResult<()> {
     for (queue, d, i) in &kept {
         assert_eq!(store.read()?.deposit_bytes(queue, d)?, payload(*i, 700));
     }
-    store.integrity_check()?;
+    assert!(store.integrity_check()?.is_clean());
     // A second pass finds nothing sparse to move.
     let again = store.compact_step(1000)?;
     assert_eq!((again.moved, again.pass_complete), (0, true));

@@ -15,6 +15,7 @@
 
 mod cli_flow;
 mod conformance;
+mod damage;
 mod exits;
 mod recipient;
 mod sender;

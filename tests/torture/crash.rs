@@ -542,6 +542,16 @@ fn offline_check(store_dir: &Path, journal: &Shared) {
             return;
         }
     };
+    if !report.damaged.is_empty() || !report.quarantined.is_empty() {
+        j.fail(
+            "integrity",
+            format!(
+                "damaged {:?}, quarantined {:?}",
+                report.damaged, report.quarantined
+            ),
+        );
+        return;
+    }
     j.counts.integrity_checks += 1;
     j.counts.held_at_checks += report.deposits;
     j.counts.bytes_at_checks += report.bytes;

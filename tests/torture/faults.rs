@@ -3,15 +3,18 @@
 //! The carrier's data directory lives on a small tmpfs mounted inside the
 //! test (`mount -t tmpfs -o size=…`, root only; elsewhere the test says
 //! clearly that it skipped and why). A ballast file fills the filesystem;
-//! then every submission must get a *retriable* refusal, nothing held may
-//! be lost or corrupted, and the process must keep answering. Once the
+//! then every submission must get the retriable `unavailable` (a storage
+//! fault is not a verdict, and never `refused(capacity)` for this queue far
+//! below its floor: `PROTOCOL.md` §12), nothing held may be lost or
+//! corrupted, and the process must keep answering. Once the
 //! ballast is removed the carrier must admit again — a single I/O error
 //! must never wedge it for good. At the end the store, opened directly,
 //! passes its integrity check and holds exactly the admitted deposits.
 
 use super::harness::*;
-use rltp_carrier::client::Client;
+use rltp_carrier::client::{Client, ClientError};
 use rltp_carrier::engine::verdict::{SubmitVerdict, Verdict};
+use rltp_carrier::wire::response::ErrorCode;
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
 use rltp_storage::redb_store::RedbStore;
@@ -78,22 +81,31 @@ fn tally(t: &mut BTreeMap<String, u64>, v: impl std::fmt::Display) {
     *t.entry(v.to_string()).or_default() += 1;
 }
 
+/// What the carrier answered: a verdict's spelling, or `unavailable`.
+fn outcome<T>(answer: Result<T, ClientError>, verdict: impl FnOnce(T) -> String) -> String {
+    match answer {
+        Ok(answer) => verdict(answer),
+        Err(ClientError::Server(e)) if e.code == ErrorCode::Unavailable => "unavailable".into(),
+        Err(e) => panic!("not an answer: {e}"),
+    }
+}
+
 async fn submit_one(
     client: &Client,
     rkid: &Rkid,
     rng: &mut Rng,
     admitted: &mut BTreeSet<DepositId>,
-) -> SubmitVerdict {
+) -> String {
     let bytes = envelope(rkid, 3_000, rng);
-    let verdict = client.submit(rkid, &bytes).await.unwrap().verdict;
-    if verdict == SubmitVerdict::Admitted {
+    let answer = client.submit(rkid, &bytes).await;
+    if matches!(&answer, Ok(a) if a.verdict == SubmitVerdict::Admitted) {
         admitted.insert(DepositId::of(&bytes));
     }
-    verdict
+    outcome(answer, |a| a.verdict.to_string())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_full_disk_gets_retriable_refusals_and_the_carrier_recovers() {
+async fn a_full_disk_is_answered_unavailable_and_the_carrier_recovers() {
     let mut rng = Rng::from_env("disk full");
     let dir = tempfile::tempdir().unwrap();
     let mount = dir.path().join("small-fs");
@@ -101,7 +113,7 @@ async fn a_full_disk_gets_retriable_refusals_and_the_carrier_recovers() {
         Ok(fs) => fs,
         Err(e) => {
             println!(
-                "SKIPPED a_full_disk_gets_retriable_refusals_and_the_carrier_recovers: \
+                "SKIPPED a_full_disk_is_answered_unavailable_and_the_carrier_recovers: \
                  cannot mount a tmpfs here ({e}); this test needs root (CAP_SYS_ADMIN)"
             );
             return;
@@ -126,7 +138,7 @@ async fn a_full_disk_gets_retriable_refusals_and_the_carrier_recovers() {
     for _ in 0..20 {
         assert_eq!(
             submit_one(&client, &rkid, &mut rng, &mut admitted).await,
-            SubmitVerdict::Admitted
+            "admitted"
         );
     }
 
@@ -135,13 +147,17 @@ async fn a_full_disk_gets_retriable_refusals_and_the_carrier_recovers() {
     let ballast_bytes = fill_up(&ballast);
     let mut full = BTreeMap::new();
     for _ in 0..60 {
-        let verdict = submit_one(&client, &rkid, &mut rng, &mut admitted).await;
-        tally(&mut full, verdict);
+        let answer = submit_one(&client, &rkid, &mut rng, &mut admitted).await;
         assert!(
-            verdict == SubmitVerdict::Admitted || verdict.retriable(),
-            "a full disk answered {verdict}, which is not retriable"
+            answer == "admitted" || answer == "unavailable",
+            "a full disk answered {answer} to a queue far below its floor"
         );
+        tally(&mut full, answer);
     }
+    assert!(
+        full.contains_key("unavailable"),
+        "the disk never filled: {full:?}"
+    );
     // The process keeps answering: reads, and the other operations'
     // retriable answers.
     let page = client.collect(&keys, None, 1_000).await;
@@ -162,17 +178,16 @@ async fn a_full_disk_gets_retriable_refusals_and_the_carrier_recovers() {
     let mut registrations_while_full = BTreeMap::new();
     for _ in 0..2_000 {
         let other = recipient(rng.bytes32(), rng.bytes32(), 1);
-        let verdict = client
-            .register(&other, Purpose::Register)
-            .await
-            .unwrap()
-            .verdict();
-        tally(&mut registrations_while_full, verdict);
+        let answer = outcome(client.register(&other, Purpose::Register).await, |a| {
+            a.verdict().to_string()
+        });
         assert!(
-            matches!(verdict, Verdict::Registered | Verdict::RegistrationCapacity),
-            "{verdict}"
+            answer == "registered" || answer == "unavailable",
+            "a full disk answered {answer} to a registration"
         );
-        if verdict == Verdict::RegistrationCapacity {
+        let stop = answer == "unavailable";
+        tally(&mut registrations_while_full, answer);
+        if stop {
             break;
         }
     }
@@ -183,9 +198,10 @@ async fn a_full_disk_gets_retriable_refusals_and_the_carrier_recovers() {
     let mut after = BTreeMap::new();
     let mut first_admission_after = None;
     for attempt in 0..200 {
-        let verdict = submit_one(&client, &rkid, &mut rng, &mut admitted).await;
-        tally(&mut after, verdict);
-        if verdict == SubmitVerdict::Admitted {
+        let answer = submit_one(&client, &rkid, &mut rng, &mut admitted).await;
+        let ok = answer == "admitted";
+        tally(&mut after, answer);
+        if ok {
             first_admission_after.get_or_insert(attempt);
             if after.get("admitted").copied().unwrap_or(0) >= 20 {
                 break;
@@ -205,7 +221,7 @@ async fn a_full_disk_gets_retriable_refusals_and_the_carrier_recovers() {
     // The metadata store itself hit the full disk (redb latches that
     // error) and was reopened.
     assert_eq!(
-        registrations_while_full.get("registration-refused(capacity)"),
+        registrations_while_full.get("unavailable"),
         Some(&1),
         "the full disk never reached the metadata store: {registrations_while_full:?}"
     );
@@ -239,7 +255,7 @@ async fn a_full_disk_gets_retriable_refusals_and_the_carrier_recovers() {
     let mut store = RedbStore::open(data.join("store")).unwrap();
     let report = store.integrity_check().unwrap();
     assert_eq!(report.deposits, admitted.len() as u64);
-    assert_eq!(report.binding_and_tombstone, 0);
+    assert!(report.is_clean(), "{report:?}");
     let read = store.read().unwrap();
     assert_eq!(
         read.deposits(&rkid, None, usize::MAX).unwrap().len(),

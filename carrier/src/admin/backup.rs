@@ -27,8 +27,9 @@ use std::path::{Path, PathBuf};
 
 /// Files of the data directory an archive carries beside the store
 /// (paths relative to the data directory), when present.
-pub const DATA_FILES: [&str; 3] = [
+pub const DATA_FILES: [&str; 4] = [
     crate::server::declaration::KEY_FILE,
+    crate::server::declaration::SIGNED_FILE,
     "tls/cert.der",
     "tls/key.der",
 ];
@@ -201,6 +202,22 @@ fn unpack_checked(from: &Path, dest: &Path) -> Result<Checked, AdminError> {
     Ok(Checked { summary, report })
 }
 
+/// The `seq` floor a restore at `now` gives the restored store: the
+/// instant (never earlier than the archive's `taken-at` or the data dir's
+/// recorded clock) times [`SEQ_PER_MS`]. A queue cannot have been handed
+/// more than [`SEQ_PER_MS`] seqs per millisecond between the snapshot and
+/// this instant (its meter and the writer admit far fewer), so no seq
+/// handed out after the snapshot is handed out again (`PROTOCOL.md` §7);
+/// the floor stays below 2^53 until the year 2248.
+pub fn restore_seq_floor(now: Ms, taken_at: Ms, recorded_clock: Option<Ms>) -> u64 {
+    now.max(taken_at)
+        .max(recorded_clock.unwrap_or(0))
+        .saturating_mul(SEQ_PER_MS)
+}
+
+/// Seqs per millisecond a restore's floor allows for ([`restore_seq_floor`]).
+pub const SEQ_PER_MS: u64 = 1024;
+
 /// `restore --verify`: unpacks `from` into a temporary directory, runs the
 /// integrity check, and reports what the archive holds; changes nothing.
 ///
@@ -221,64 +238,124 @@ pub struct Restored {
     pub checked: Checked,
     /// Where what the data directory held before was moved, if anything.
     pub replaced: Option<PathBuf>,
+    /// The restored store's `seq` floor ([`restore_seq_floor`]).
+    pub seq_floor: u64,
 }
 
 /// `restore --from FILE --data-dir DIR`: refuses while a carrier serves
 /// `data_dir`; unpacks the archive into a staging directory inside
-/// `data_dir`, checks it (digest, bounds, `integrity_check`, counts against
-/// the manifest), and only then swaps it in: the store and the archived
-/// [`DATA_FILES`] replace what `data_dir` held, which is moved to
-/// `data_dir/replaced-<ms>/` (never deleted).
+/// `data_dir`, raises the restored store's `seq` floor
+/// ([`restore_seq_floor`]) and checks it (digest, bounds,
+/// `integrity_check`, counts against the manifest), and only then swaps it
+/// in: the store and the archived [`DATA_FILES`] replace what `data_dir`
+/// held, which is moved to `data_dir/replaced-<ms>/` (never deleted) —
+/// except a `declaration.signed` newer than the archive's, which stays (no
+/// revision is ever signed twice). Then the data dir's lineage is written
+/// for the restored store and its clock file stamped with it (never
+/// earlier than `taken-at`).
 ///
 /// # Errors
 /// [`AdminError`]; before the swap nothing in `data_dir` changed (the
-/// staging directory is removed).
+/// staging directory is removed, and a `data_dir` this call created is
+/// removed again).
 pub fn restore(from: &Path, data_dir: &Path) -> Result<Restored, AdminError> {
     if ask(data_dir, Request::Stats)?.is_some() || store_in_use(&archive::store_path(data_dir)) {
         return Err(AdminError::Serving(data_dir.to_owned()));
     }
+    let existed = data_dir.exists();
     crate::tls::create_private_dir(data_dir)
         .map_err(|e| AdminError::Carrier(format!("preparing {}: {e}", data_dir.display())))?;
     let stamp = now_ms();
     let staging = data_dir.join(format!(".restore-{stamp}"));
-    let checked = match unpack_checked(from, &staging).and_then(|checked| {
-        match checked
-            .summary
+    let staged = (|| {
+        let input = File::open(from).map_err(io_error(format!("reading {}", from.display())))?;
+        let summary = archive::unpack(input, &staging)?;
+        if let Some(unexpected) = summary
             .extra_files
             .iter()
             .find(|f| !DATA_FILES.contains(&f.as_str()))
         {
-            Some(unexpected) => Err(AdminError::UnexpectedFile(unexpected.clone())),
-            None => Ok(checked),
+            return Err(AdminError::UnexpectedFile(unexpected.clone()));
         }
-    }) {
-        Ok(checked) => checked,
+        let floor = restore_seq_floor(
+            stamp,
+            summary.manifest.taken_at,
+            crate::server::clock::recorded(data_dir),
+        );
+        let ready = archive::prepare_restore(&staging, &summary.manifest, floor)?;
+        Ok((summary, ready))
+    })();
+    let (summary, ready) = match staged {
+        Ok(staged) => staged,
         Err(e) => {
             let _ = std::fs::remove_dir_all(&staging);
+            if !existed {
+                // Only the directory this call made, and only if empty.
+                let _ = std::fs::remove_dir(data_dir);
+            }
             return Err(e);
         }
     };
     let moved = data_dir.join(format!("replaced-{stamp}"));
     let mut replaced = None;
+    let signed = crate::server::declaration::SIGNED_FILE;
+    let newer_signed_held = crate::server::declaration::read_signed(data_dir)
+        .zip(crate::server::declaration::read_signed(&staging))
+        .is_some_and(|(held, archived)| held.revision > archived.revision);
     let items = std::iter::once(archive::STORE_DIR.to_owned())
-        .chain(checked.summary.extra_files.iter().cloned());
+        .chain(summary.extra_files.iter().cloned())
+        .filter(|item| !(newer_signed_held && item == signed))
+        .chain([
+            crate::server::lineage::LINEAGE_FILE.to_owned(),
+            crate::server::clock::HIGH_WATER_FILE.to_owned(),
+        ]);
     for item in items {
         let rel = |root: &Path| item.split('/').fold(root.to_path_buf(), |p, c| p.join(c));
         let (target, source, aside) = (rel(data_dir), rel(&staging), rel(&moved));
         if target.exists() {
             make_parent(&aside)?;
-            std::fs::rename(&target, &aside)
-                .map_err(io_error(format!("moving {} aside", target.display())))?;
+            let keep = item == crate::server::clock::HIGH_WATER_FILE;
+            if keep {
+                // The clock's instant carries over (stamped below).
+                std::fs::copy(&target, &aside)
+                    .map_err(io_error(format!("copying {} aside", target.display())))?;
+            } else {
+                std::fs::rename(&target, &aside)
+                    .map_err(io_error(format!("moving {} aside", target.display())))?;
+            }
             replaced = Some(moved.clone());
         }
-        make_parent(&target)?;
-        std::fs::rename(&source, &target)
-            .map_err(io_error(format!("installing {}", target.display())))?;
+        if source.exists() {
+            make_parent(&target)?;
+            std::fs::rename(&source, &target)
+                .map_err(io_error(format!("installing {}", target.display())))?;
+        }
     }
     std::fs::remove_dir_all(&staging)
         .map_err(io_error(format!("removing {}", staging.display())))?;
     sync_parent(&data_dir.join(archive::STORE_DIR))?;
-    Ok(Restored { checked, replaced })
+    // The restored data dir's life: its store, its key and identity.
+    use crate::server::lineage;
+    let lineage_error = |e: lineage::LineageError| AdminError::Carrier(e.to_string());
+    lineage::stamp_clock(
+        data_dir,
+        ready.store_id,
+        stamp.max(summary.manifest.taken_at),
+    )
+    .map_err(lineage_error)?;
+    if data_dir.join(crate::server::declaration::KEY_FILE).exists() {
+        lineage::describe(data_dir, ready.store_id, stamp)
+            .and_then(|l| l.write(data_dir))
+            .map_err(lineage_error)?;
+    }
+    Ok(Restored {
+        checked: Checked {
+            summary,
+            report: ready.report,
+        },
+        replaced,
+        seq_floor: ready.seq_floor,
+    })
 }
 
 /// Creates the parent directories of `path` (mode 0700).

@@ -44,6 +44,8 @@ pub struct Counts {
     pub declaration: Option<(u64, CarrierConstants)>,
     /// What falls due in the next [`HORIZON_WINDOW_MS`].
     pub horizons: Horizons,
+    /// Deposits quarantined (found damaged and given up), a count.
+    pub quarantined: u64,
 }
 
 impl Counts {
@@ -84,6 +86,7 @@ impl Counts {
             phases: read.binding_phases()?,
             declaration,
             horizons,
+            quarantined: read.quarantined()?,
         })
     }
 
@@ -114,6 +117,7 @@ impl Counts {
             format!("deposits {}", o.deposits),
             format!("deposit-bytes {}", o.total_bytes),
             format!("elastic-bytes {}", o.elastic_bytes),
+            format!("quarantined-deposits {}", self.quarantined),
         ];
         if let Some(used) = self.used_bytes() {
             lines.push(format!("used-bytes {used}"));

@@ -170,6 +170,90 @@ pub fn stats(data_dir: &Path) -> Result<String, AdminError> {
     Ok(counts::Counts::read(&read, now_ms())?.to_lines())
 }
 
+/// What `admin renew` replaces deliberately.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Renew {
+    /// `declaration.key`: a new key; the next start signs revision + 1
+    /// under its `did:key` (publish it, `deploy/OPERATIONS.md` §4).
+    DeclarationKey,
+    /// `tls/`: a new self-signed identity (publish its pin first).
+    TlsIdentity,
+    /// `clock`: the carrier's time starts again from the wall clock.
+    Clock,
+}
+
+/// `rltp-carrier admin renew`: replaces one of the data dir's files on
+/// purpose, with the carrier stopped — the old one is moved aside
+/// (`<name>.replaced-<ms>`, never deleted), a new one is made, and the
+/// data dir's lineage records it (`crate::server::lineage`). Returns
+/// `name value` lines describing what was done.
+///
+/// # Errors
+/// [`AdminError`]: a carrier serves the data dir, or it has no lineage
+/// (start it once first), or a file cannot be moved or made.
+pub fn renew(data_dir: &Path, what: Renew) -> Result<String, AdminError> {
+    use crate::server::{clock, declaration, lineage};
+    let store_dir = rltp_storage::backup::store_path(data_dir);
+    if ask(data_dir, Request::Stats)?.is_some()
+        || rltp_storage::redb_store::store_in_use(&store_dir)
+    {
+        return Err(AdminError::Serving(data_dir.to_owned()));
+    }
+    let lineage_error = |e: lineage::LineageError| AdminError::Carrier(e.to_string());
+    let mut lineage = lineage::Lineage::read(data_dir)
+        .map_err(lineage_error)?
+        .ok_or_else(|| {
+            AdminError::Carrier(format!(
+                "{} has no lineage file: there is nothing to renew in it",
+                data_dir.display()
+            ))
+        })?;
+    let stamp = now_ms();
+    let aside = |name: &str| -> Result<Option<PathBuf>, AdminError> {
+        let path = data_dir.join(name);
+        if !path.exists() {
+            return Ok(None);
+        }
+        let moved = data_dir.join(format!("{name}.replaced-{stamp}"));
+        std::fs::rename(&path, &moved)
+            .map_err(io_error(format!("moving {} aside", path.display())))?;
+        Ok(Some(moved))
+    };
+    let (moved, made) = match what {
+        Renew::DeclarationKey => {
+            let moved = aside(declaration::KEY_FILE)?;
+            let key = declaration::load_or_create_key(data_dir)
+                .map_err(|e| AdminError::Carrier(e.to_string()))?;
+            lineage.declaration_issuer =
+                rltp_proofs::multikey::DidKey::from_verifying_key(&key.verifying_key())
+                    .to_did_key();
+            (
+                moved,
+                format!("declaration-issuer {}", lineage.declaration_issuer),
+            )
+        }
+        Renew::TlsIdentity => {
+            let moved = aside("tls")?;
+            let identity = crate::tls::load_or_generate(&data_dir.join("tls"))
+                .map_err(|e| AdminError::Carrier(e.to_string()))?;
+            lineage.tls_identity = Some(identity.fingerprint.to_string());
+            (moved, format!("fingerprint {}", identity.fingerprint))
+        }
+        Renew::Clock => {
+            let moved = aside(clock::HIGH_WATER_FILE)?;
+            lineage::stamp_clock(data_dir, lineage.store_id, stamp).map_err(lineage_error)?;
+            (moved, format!("clock {stamp}"))
+        }
+    };
+    lineage.write(data_dir).map_err(lineage_error)?;
+    let mut out = String::new();
+    if let Some(moved) = moved {
+        out.push_str(&format!("moved-aside {}\n", moved.display()));
+    }
+    out.push_str(&format!("{made}\nlineage updated\n"));
+    Ok(out)
+}
+
 /// Wall-clock ms since the Unix epoch.
 pub(crate) fn now_ms() -> rltp_storage::Ms {
     use crate::engine::clock::Clock as _;

@@ -3,6 +3,12 @@
 //! stopped): bindings by state, tombstones, deposits and bytes, and the
 //! horizons due in the next 24 h.
 //!
+//! `rltp-carrier admin renew --data-dir DIR --declaration-key |
+//! --tls-identity | --clock`: replaces that file on purpose, with the
+//! carrier stopped (the old one is moved aside, the data dir's lineage
+//! updated: [`crate::admin::renew`]). A carrier refuses to start when one
+//! of them is missing or foreign; this is the deliberate way past it.
+//!
 //! There is deliberately no admin command that lists the `rkid`s of a
 //! principal or the principal of an `rkid` (§5a.1).
 
@@ -25,12 +31,47 @@ enum Command {
         #[arg(long)]
         data_dir: PathBuf,
     },
+    /// Replace the declaration key, the TLS identity or the clock file on
+    /// purpose (the carrier stopped; the old file is moved aside).
+    #[command(group(clap::ArgGroup::new("what").required(true).multiple(false)))]
+    Renew {
+        /// The carrier's data directory.
+        #[arg(long)]
+        data_dir: PathBuf,
+        /// A new declaration key (the next start signs revision + 1 under it).
+        #[arg(long, group = "what")]
+        declaration_key: bool,
+        /// A new self-signed TLS identity (a new pin).
+        #[arg(long, group = "what")]
+        tls_identity: bool,
+        /// A new clock file, from the wall clock now.
+        #[arg(long, group = "what")]
+        clock: bool,
+    },
 }
 
 fn execute(args: &Args) -> Result<u8, Failure> {
     match &args.command {
         Command::Stats { data_dir } => {
             let text = crate::admin::stats(data_dir).map_err(|e| Failure::usage(e.to_string()))?;
+            print!("{text}");
+            Ok(exit::OK)
+        }
+        Command::Renew {
+            data_dir,
+            declaration_key,
+            tls_identity,
+            clock: _,
+        } => {
+            let what = if *declaration_key {
+                crate::admin::Renew::DeclarationKey
+            } else if *tls_identity {
+                crate::admin::Renew::TlsIdentity
+            } else {
+                crate::admin::Renew::Clock
+            };
+            let text =
+                crate::admin::renew(data_dir, what).map_err(|e| Failure::refused(e.to_string()))?;
             print!("{text}");
             Ok(exit::OK)
         }

@@ -57,7 +57,12 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
         ),
         None => None,
     };
-    let out = super::output::Output::new("declaration", false, tokio::time::Instant::now());
+    // With --json, standard output is the document alone; progress goes
+    // to standard error.
+    let mut out = super::output::Output::new("declaration", false, tokio::time::Instant::now());
+    if args.json {
+        out = out.on_stderr();
+    }
     let mut link = args.carrier.link()?;
     let mut schedule = args.carrier.request_schedule();
     let fetched = link

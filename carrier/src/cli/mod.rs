@@ -139,6 +139,30 @@ pub fn gave_up(what: &str, reason: AwaitingReason) -> Failure {
 /// How long a recipient command's request retries by default: PT1M.
 pub const DEFAULT_GIVE_UP_AFTER: Duration = Duration::from_secs(60);
 
+/// Makes a closed standard output end the command quietly instead of in a
+/// panic: `rltp-carrier declaration | head -5` must not print a backtrace.
+/// Rust ignores `SIGPIPE`, so a write to a closed pipe fails with `EPIPE`,
+/// and `println!` panics on that ("failed printing to stdout: Broken
+/// pipe"). This panic hook turns exactly that panic into exit status 0 —
+/// the reader has everything it asked for — and leaves every other panic
+/// to the previous hook. Installed first thing by `main`.
+pub fn end_quietly_on_closed_stdout() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        // EPIPE's text ("Broken pipe (os error 32)" on Linux).
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(i32::from(exit::OK));
+        }
+        previous(info);
+    }));
+}
+
 /// Turns a command's result into the process exit status, printing a
 /// failure's message to stderr as `rltp-carrier COMMAND: MESSAGE`.
 pub fn finish(command: &str, result: Result<u8, Failure>) -> ExitCode {

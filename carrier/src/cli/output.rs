@@ -20,6 +20,7 @@ pub struct Output {
     command: &'static str,
     json: bool,
     quiet: bool,
+    stderr: bool,
     started: Instant,
 }
 
@@ -40,7 +41,26 @@ impl Output {
             command,
             json,
             quiet: false,
+            stderr: false,
             started,
+        }
+    }
+
+    /// The same printer writing its progress lines to standard error: for
+    /// a command whose standard output is a document (`declaration
+    /// --json` prints the signed declaration and nothing else there).
+    pub fn on_stderr(self) -> Output {
+        Output {
+            stderr: true,
+            ..self
+        }
+    }
+
+    fn print(&self, line: &str) {
+        if self.stderr {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
         }
     }
 
@@ -77,11 +97,11 @@ impl Output {
             }
             object.insert("elapsedMs", n(ms(self.started.elapsed())));
             match rltp_proofs::jcs::canonicalize_string(&Value::Object(object)) {
-                Ok(line) => println!("{line}"),
+                Ok(line) => self.print(&line),
                 Err(e) => eprintln!("rltp-carrier {}: cannot print an event: {e}", self.command),
             }
         } else {
-            println!("{}", human());
+            self.print(&human());
         }
     }
 

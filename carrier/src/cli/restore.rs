@@ -41,6 +41,7 @@ fn execute(args: &Args) -> Result<u8, Failure> {
                 println!("replaced {}", replaced.display());
             }
             println!("restored {}", dir.display());
+            println!("seq-floor {}", restored.seq_floor);
             restored.checked
         }
         _ => backup::verify(&args.from).map_err(refused)?,

@@ -168,7 +168,6 @@ pub struct ConnectOptions {
     pub keep_alive: Option<Duration>,
 }
 
-
 impl ConnectOptions {
     /// Options for `server` (`host:port`) trusted by `trust`, with a 30 s
     /// timeout and a keep-alive every [`KEEP_ALIVE`].

@@ -1,6 +1,6 @@
 //! Counts of the transitions the engine makes (§5a.8, §5a.9): wind-ups
 //! begun, releases at the wind-up deadline, tombstone evictions, deposits
-//! given up and concluded. For metrics and the operator page: counts only,
+//! given up, concluded and quarantined. For metrics and the operator page: counts only,
 //! never which `rkid` or principal.
 //!
 //! A transition is counted where it is realized (`record`), into a tally
@@ -28,11 +28,14 @@ pub(crate) enum Event {
     GiveUp,
     /// A deposit concluded by its recipient (§5a.8).
     Concluded,
+    /// A deposit whose stored bytes failed their check, quarantined and
+    /// given up (also counted as a give-up).
+    Quarantined,
 }
 
 /// Transitions of one batch, by kind.
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Tally([u64; 5]);
+pub(crate) struct Tally([u64; 6]);
 
 impl Event {
     fn index(self) -> usize {
@@ -42,6 +45,7 @@ impl Event {
             Event::Eviction => 2,
             Event::GiveUp => 3,
             Event::Concluded => 4,
+            Event::Quarantined => 5,
         }
     }
 }
@@ -49,7 +53,7 @@ impl Event {
 thread_local! {
     /// Transitions realized by the batch running on this thread, not yet
     /// known durable.
-    static PENDING: Cell<Tally> = const { Cell::new(Tally([0; 5])) };
+    static PENDING: Cell<Tally> = const { Cell::new(Tally([0; 6])) };
 }
 
 /// Counts `event` for the batch running on this thread.
@@ -69,7 +73,7 @@ pub(crate) fn take() -> Tally {
 
 /// Counters of durable transitions, monotonic since the engine started.
 #[derive(Debug, Default)]
-pub struct EventCounters([AtomicU64; 5]);
+pub struct EventCounters([AtomicU64; 6]);
 
 impl EventCounters {
     /// Publishes (when `committed`) or drops the tally of the batch that
@@ -98,6 +102,7 @@ impl EventCounters {
             evictions: get(Event::Eviction),
             given_up: get(Event::GiveUp),
             concluded: get(Event::Concluded),
+            quarantined: get(Event::Quarantined),
         }
     }
 }
@@ -115,6 +120,9 @@ pub struct EventSnapshot {
     pub given_up: u64,
     /// Deposits concluded by their recipient.
     pub concluded: u64,
+    /// Deposits whose stored bytes failed their check, quarantined and
+    /// given up (each also counted in `given_up`).
+    pub quarantined: u64,
 }
 
 #[cfg(test)]
@@ -140,7 +148,8 @@ mod tests {
                 releases: 0,
                 evictions: 1,
                 given_up: 0,
-                concluded: 1
+                concluded: 1,
+                quarantined: 0,
             }
         );
     }

@@ -18,11 +18,24 @@
 //! snapshot), the challenge consumption and the Ed25519 verification of r3.
 //!
 //! ## Errors
-//! A store or commit failure changes nothing and is answered with the
-//! operation's retriable resource verdict: `refused(capacity)` for a
-//! submission, `registration-refused(capacity)` for a registration; for
-//! challenge, collect and conclude (which have no capacity verdict) it is
-//! [`SessionError::Unavailable`], a retriable transport-level error.
+//! A store or commit failure changes nothing and is not a verdict: every
+//! operation answers it as [`EngineError::Unavailable`] /
+//! [`SessionError::Unavailable`], which the server sends as the retriable
+//! transport-level `unavailable` (`PROTOCOL.md` §6). It is never answered
+//! as `refused(capacity)` or `registration-refused(capacity)`: those say
+//! something about the carrier's occupancy, and §4.4 guarantee 5 forbids
+//! the former to a queue below its floor.
+//!
+//! ## Damaged records
+//! A held deposit whose stored bytes fail their check, met by collect, by
+//! s3 or by a watch push, is **quarantined** ([`queue::quarantine`]): its
+//! quarantine record is written and it is given up at once, so its sender's
+//! status answers `given-up` (`failed(expired-by-adapter-policy)`, §5a.8,
+//! §6.1) and a byte-identical resubmission is admitted afresh; the rest of
+//! its queue is served in the same answer. The committer runs the other
+//! operations of a batch again without an operation that failed on
+//! damaged data (`rltp_storage::committer`), so nobody else's answer
+//! depends on it.
 //! Nothing here panics on input.
 
 use crate::engine::binding::{self, Install};
@@ -42,7 +55,9 @@ use rltp_proofs::identity::CarrierId;
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::{self, CarrierProof, Purpose};
 use rltp_storage::committer::{BatchObserver, BatchReport, CommitStats, Committer};
-use rltp_storage::{DeclarationRecord, Departure, DepositId, Ms, Store, StoreResult, WriteTxn};
+use rltp_storage::{
+    DeclarationRecord, Departure, DepositId, Ms, Store, StoreError, StoreResult, WriteTxn,
+};
 use std::collections::BTreeSet;
 use std::sync::{Arc, PoisonError, RwLock, Weak};
 
@@ -374,41 +389,39 @@ impl<S: Store> Engine<S> {
     /// `refused(malformed)`, `refused(admission-resource)`,
     /// `refused(possession-failed)`, `registration-refused(capacity)`.
     /// Answered only after the commit is durable.
-    pub fn register(&self, proof_bytes: &[u8]) -> Verdict {
+    ///
+    /// # Errors
+    /// [`EngineError::Unavailable`] if the store failed (nothing changed;
+    /// module docs, "Errors").
+    pub fn register(&self, proof_bytes: &[u8]) -> Result<Verdict, EngineError> {
         match self.register_op(proof_bytes) {
-            Ok(op) => self
-                .committer
-                .execute(op)
-                .unwrap_or(Verdict::RegistrationCapacity),
-            Err(verdict) => verdict,
+            Ok(op) => Ok(self.committer.execute(op)?),
+            Err(Denied::Verdict(verdict)) => Ok(verdict),
+            Err(Denied::Unavailable(e)) => Err(e.into()),
         }
     }
 
     /// [`Engine::register`] for async callers: r1–r3 run on the caller's
     /// thread, then the commit is awaited without blocking it.
-    pub async fn register_async(&self, proof_bytes: &[u8]) -> Verdict {
+    ///
+    /// # Errors
+    /// As [`Engine::register`].
+    pub async fn register_async(&self, proof_bytes: &[u8]) -> Result<Verdict, EngineError> {
         match self.register_op(proof_bytes) {
-            Ok(op) => self
-                .committer
-                .run(op)
-                .await
-                .unwrap_or(Verdict::RegistrationCapacity),
-            Err(verdict) => verdict,
+            Ok(op) => Ok(self.committer.run(op).await?),
+            Err(Denied::Verdict(verdict)) => Ok(verdict),
+            Err(Denied::Unavailable(e)) => Err(e.into()),
         }
     }
 
-    /// r1–r3 now; r4–r5 as the returned writer operation (or the verdict
-    /// that ends the registration before the writer).
+    /// r1–r3 now; r4–r5 as the returned writer operation (or why the
+    /// registration ends before the writer).
     fn register_op(
         &self,
         proof_bytes: &[u8],
-    ) -> Result<impl FnOnce(&mut dyn WriteTxn, Ms) -> StoreResult<Verdict> + Send + 'static, Verdict>
+    ) -> Result<impl FnMut(&mut dyn WriteTxn, Ms) -> StoreResult<Verdict> + Send + 'static, Denied>
     {
-        let proof = match self.authorize(proof_bytes, Operation::Register) {
-            Ok(p) => p,
-            Err(Denied::Verdict(v)) => return Err(v),
-            Err(Denied::Unavailable(_)) => return Err(Verdict::RegistrationCapacity),
-        };
+        let proof = self.authorize(proof_bytes, Operation::Register)?;
         let rkid = *proof.rkid();
         let generation = proof.generation().unwrap_or(0);
         let principal = *proof.principal().as_bytes();
@@ -455,7 +468,7 @@ impl<S: Store> Engine<S> {
         &self,
         proof_bytes: &[u8],
         op: Operation,
-        served: impl FnOnce(
+        mut served: impl FnMut(
             &mut dyn WriteTxn,
             &Rkid,
             &rltp_storage::Binding,
@@ -517,12 +530,19 @@ impl<S: Store> Engine<S> {
                 page.truncate(limit);
                 let mut deposits = Vec::with_capacity(page.len());
                 for d in &page {
-                    deposits.push(CollectedDeposit {
-                        seq: d.seq,
-                        id: d.id,
-                        bytes: txn.deposit_bytes(rkid, d)?,
-                        admitted_at: d.admitted_at,
-                    });
+                    match txn.deposit_bytes(rkid, d) {
+                        Ok(bytes) => deposits.push(CollectedDeposit {
+                            seq: d.seq,
+                            id: d.id,
+                            bytes,
+                            admitted_at: d.admitted_at,
+                        }),
+                        // Given up at once; the rest of the page is served.
+                        Err(StoreError::Corrupt(reason)) => {
+                            queue::quarantine(txn, rkid, d, now, c, &reason)?;
+                        }
+                        Err(e) => return Err(e),
+                    }
                 }
                 binding::collected(txn, rkid, binding, now, c)?;
                 Ok(Collected { deposits, more })
@@ -592,7 +612,7 @@ impl<S: Store> Engine<S> {
         bytes: Vec<u8>,
     ) -> (
         DepositId,
-        impl FnOnce(&mut dyn WriteTxn, Ms) -> StoreResult<SubmitVerdict> + Send + 'static,
+        impl FnMut(&mut dyn WriteTxn, Ms) -> StoreResult<SubmitVerdict> + Send + 'static,
     ) {
         let shape_ok = self.shape_ok(&rkid, &bytes);
         // The content address, hashed here on the caller's thread rather
@@ -609,9 +629,19 @@ impl<S: Store> Engine<S> {
                 return Ok(SubmitVerdict::Bounds);
             }
             // s3: byte identity with a deposit held now.
-            let same_id = txn.deposit_by_id(&rkid, &id)?;
+            let mut same_id = txn.deposit_by_id(&rkid, &id)?;
             let duplicate = match &same_id {
-                Some(d) => txn.deposit_bytes(&rkid, d)? == bytes,
+                Some(d) => match txn.deposit_bytes(&rkid, d) {
+                    Ok(held) => held == bytes,
+                    // The held copy is damaged: quarantined, and this
+                    // submission is judged as a new deposit.
+                    Err(StoreError::Corrupt(reason)) => {
+                        queue::quarantine(txn, &rkid, d, now, &c, &reason)?;
+                        same_id = None;
+                        false
+                    }
+                    Err(e) => return Err(e),
+                },
                 None => false,
             };
             // s4: charged like an admission even for a duplicate.
@@ -655,23 +685,26 @@ impl<S: Store> Engine<S> {
     /// occupancy → `admitted`, answered only after the deposit is durable.
     /// The deposit id is [`DepositId::of`] the bytes. A deposit admitted
     /// while the binding is closing inherits the wind-up deadline.
-    pub fn submit(&self, rkid: &Rkid, bytes: &[u8]) -> SubmitVerdict {
+    ///
+    /// # Errors
+    /// [`EngineError::Unavailable`] if the store failed: nothing was
+    /// admitted, and it is not a verdict (never `refused(capacity)`,
+    /// module docs, "Errors").
+    pub fn submit(&self, rkid: &Rkid, bytes: &[u8]) -> Result<SubmitVerdict, EngineError> {
         let (_, op) = self.submit_op(*rkid, bytes.to_vec());
-        self.committer
-            .execute(op)
-            .unwrap_or(SubmitVerdict::Capacity)
+        Ok(self.committer.execute(op)?)
     }
 
     /// [`Engine::submit`] for async callers: awaits the durable commit
     /// without blocking a runtime thread. Also returns the deposit id
     /// ([`DepositId::of`] the bytes), so the caller need not hash again.
-    pub async fn submit_async(&self, rkid: &Rkid, bytes: Vec<u8>) -> (SubmitVerdict, DepositId) {
+    pub async fn submit_async(
+        &self,
+        rkid: &Rkid,
+        bytes: Vec<u8>,
+    ) -> (Result<SubmitVerdict, EngineError>, DepositId) {
         let (id, op) = self.submit_op(*rkid, bytes);
-        let verdict = self
-            .committer
-            .run(op)
-            .await
-            .unwrap_or(SubmitVerdict::Capacity);
+        let verdict = self.committer.run(op).await.map_err(EngineError::from);
         (verdict, id)
     }
 
@@ -680,7 +713,11 @@ impl<S: Store> Engine<S> {
     /// (`refused(no-such-queue)`) first, else s2 (`refused(bounds)`).
     /// Linearized with every other decision (one writer closure) and
     /// changes nothing.
-    pub async fn submit_unread_async(&self, rkid: &Rkid) -> SubmitVerdict {
+    ///
+    /// # Errors
+    /// [`EngineError::Unavailable`] if the store fails (answered
+    /// `unavailable`, like [`Engine::submit_async`]).
+    pub async fn submit_unread_async(&self, rkid: &Rkid) -> Result<SubmitVerdict, EngineError> {
         let rkid = *rkid;
         self.committer
             .run(move |txn: &mut dyn WriteTxn, _now: Ms| {
@@ -690,7 +727,31 @@ impl<S: Store> Engine<S> {
                 })
             })
             .await
-            .unwrap_or(SubmitVerdict::Capacity)
+            .map_err(EngineError::from)
+    }
+
+    /// Quarantines held deposit `seq` of `rkid` if its stored bytes fail
+    /// their check (a watch push met them outside the writer); returns
+    /// whether it did. Runs in the writer, so it judges the bytes again.
+    ///
+    /// # Errors
+    /// [`EngineError::Unavailable`] if the store fails.
+    pub fn quarantine_if_damaged(&self, rkid: &Rkid, seq: u64) -> Result<bool, EngineError> {
+        let (rkid, shared) = (*rkid, Arc::clone(&self.shared));
+        Ok(self.committer.execute(move |txn, now| {
+            let Some(deposit) = queue::by_seq(txn, &rkid, seq)? else {
+                return Ok(false);
+            };
+            match txn.deposit_bytes(&rkid, &deposit) {
+                Ok(_) => Ok(false),
+                Err(StoreError::Corrupt(reason)) => {
+                    let c = shared.constants();
+                    queue::quarantine(txn, &rkid, &deposit, now, &c, &reason)?;
+                    Ok(true)
+                }
+                Err(e) => Err(e),
+            }
+        })?)
     }
 
     /// §5a.8/§6.1 sender status of deposit `id` in the queue of `rkid`:

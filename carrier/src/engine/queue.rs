@@ -1,6 +1,10 @@
 //! A queue's deposits (§5a.5, §5a.8): how one enters and how one leaves.
 //! There is no other way for a deposit to leave a queue than [`depart`]:
-//! concluded by the recipient, or given up at its horizon (§5a.8).
+//! concluded by the recipient, or given up — at its horizon (§5a.8), or
+//! at once when its stored bytes are found damaged ([`quarantine`]: the
+//! carrier can no longer deliver it, and giving it up is how it concludes
+//! it toward the sender path, which §5a.8 requires before any storage is
+//! released).
 
 use crate::engine::capacity::elastic_delta;
 use crate::engine::config::EngineConstants;
@@ -83,6 +87,32 @@ pub(crate) fn depart(
     )?;
     txn.schedule(forget_at, &Due::Forget(*rkid, deposit.id))?;
     Ok(true)
+}
+
+/// Quarantines held deposit `deposit` of `rkid`, whose stored bytes failed
+/// their check (`reason`) at `at`: writes its quarantine record (the
+/// operator's integrity check and metrics name it) and gives it up at once
+/// — its sender's status answers `given-up` (`failed(expired-by-adapter-policy)`,
+/// §6.1), a byte-identical resubmission is admitted afresh, and the rest of
+/// the queue is served. Logged at error level: it means the disk or the
+/// file system damaged data (`deploy/OPERATIONS.md`, "Damaged data dir").
+pub(crate) fn quarantine(
+    txn: &mut dyn WriteTxn,
+    rkid: &Rkid,
+    deposit: &Deposit,
+    at: Ms,
+    c: &EngineConstants,
+    reason: &str,
+) -> StoreResult<()> {
+    txn.quarantine(rkid, deposit, at, reason)?;
+    events::record(Event::Quarantined);
+    tracing::error!(
+        deposit = %deposit.id.to_multibase(),
+        seq = deposit.seq,
+        reason,
+        "a stored deposit failed its check: quarantined and given up (its sender's status answers given-up)"
+    );
+    depart(txn, rkid, deposit, Departure::GivenUp, at, c).map(drop)
 }
 
 /// Gives up every deposit `rkid` still holds, at instant `at` (the wind-up

@@ -27,7 +27,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The environment variable of the test clock hook (tests only).
 pub const TEST_CLOCK_ENV: &str = "RLTP_TEST_CLOCK_FILE";
-/// The high-water file in the data directory: decimal ms since the epoch.
+/// The high-water file in the data directory: decimal ms since the epoch on
+/// the first line; the lines after it (the data dir's `store-id`, see
+/// [`super::lineage`]) are kept as they are.
 pub const HIGH_WATER_FILE: &str = "clock";
 /// Shortest interval between two high-water writes (ms).
 pub const PERSIST_EVERY_MS: Ms = 10_000;
@@ -39,14 +41,35 @@ pub const LONG_GAP_MS: Ms = 3_600_000;
 pub struct ServerClock {
     steady: SteadyClock,
     high_water: PathBuf,
+    /// The lines after the instant, rewritten with every instant.
+    tag: String,
     persisted: AtomicU64,
     test_offset: Option<(PathBuf, AtomicU64)>,
 }
 
-/// A decimal millisecond count from `path` (the high-water file, the test
-/// hook's offset file).
+/// A decimal millisecond count from the first line of `path` (the
+/// high-water file, the test hook's offset file).
 pub(crate) fn read_ms(path: &Path) -> Option<Ms> {
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+    std::fs::read_to_string(path)
+        .ok()?
+        .lines()
+        .next()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The instant the data dir's high-water file records, if any.
+pub fn recorded(data_dir: &Path) -> Option<Ms> {
+    read_ms(&data_dir.join(HIGH_WATER_FILE))
+}
+
+/// The lines of the high-water file after its instant.
+fn read_tag(path: &Path) -> String {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|text| text.split_once('\n').map(|(_, rest)| rest.to_owned()))
+        .unwrap_or_default()
 }
 
 impl ServerClock {
@@ -64,6 +87,7 @@ impl ServerClock {
     pub fn with_test_offset(data_dir: &Path, offset_file: Option<PathBuf>) -> ServerClock {
         let high_water = data_dir.join(HIGH_WATER_FILE);
         let recorded = read_ms(&high_water);
+        let tag = read_tag(&high_water);
         let steady = SteadyClock::system(recorded.unwrap_or(0));
         let now = steady.now();
         if let Some(recorded) = recorded {
@@ -90,6 +114,7 @@ impl ServerClock {
         let clock = ServerClock {
             steady,
             high_water,
+            tag,
             persisted: AtomicU64::new(0),
             test_offset,
         };
@@ -117,7 +142,7 @@ impl ServerClock {
         let tmp = self.high_water.with_extension("tmp");
         let written = std::fs::File::create(&tmp)
             .and_then(|mut f| {
-                f.write_all(format!("{now}\n").as_bytes())?;
+                f.write_all(format!("{now}\n{}", self.tag).as_bytes())?;
                 f.sync_all()
             })
             .and_then(|()| std::fs::rename(&tmp, &self.high_water));

@@ -12,6 +12,16 @@
 //!   signed and applied through [`crate::engine::Engine::apply_constants`],
 //!   which stores it under the generic revision rule in the same
 //!   transaction that makes the new constants govern.
+//! - **A revision is never signed twice** (`PROTOCOL.md` §3: two documents
+//!   of one revision are an equivocation). Every newly signed revision is
+//!   first written to `<data-dir>/declaration.signed` ([`SIGNED_FILE`]:
+//!   the latest signed document, temporary file, fsync, rename), and only
+//!   then stored. The next revision is one past the newest of the store's
+//!   and that file's; when the file holds a revision the store lacks (a
+//!   crash between the two writes, or a restore of an older backup) and
+//!   it declares the configured constants, those exact bytes are stored
+//!   and served again. A restore keeps the data dir's file when it is
+//!   newer than the archive's.
 
 use crate::engine::{Engine, EngineConstants, EngineError};
 use crate::tls::{TlsError, write_private};
@@ -27,6 +37,8 @@ use std::path::Path;
 
 /// File name of the declaration key inside the data directory.
 pub const KEY_FILE: &str = "declaration.key";
+/// File name of the latest signed declaration inside the data directory.
+pub const SIGNED_FILE: &str = "declaration.signed";
 
 /// Why the declaration could not be made or published.
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +59,9 @@ pub enum DeclarationError {
     /// The engine refused the revision or the store failed.
     #[error("declaration: {0}")]
     Engine(#[from] EngineError),
+    /// The signed document could not be recorded in `declaration.signed`.
+    #[error("declaration: {0}")]
+    Record(#[from] super::lineage::LineageError),
 }
 
 /// Loads the declaration key from `<data_dir>/declaration.key`, creating
@@ -57,18 +72,45 @@ pub enum DeclarationError {
 pub fn load_or_create_key(data_dir: &Path) -> Result<SigningKey, DeclarationError> {
     let path = data_dir.join(KEY_FILE);
     if path.exists() {
-        let bytes = std::fs::read(&path).map_err(|source| TlsError::Io {
-            path: path.clone(),
-            source,
-        })?;
-        let seed: [u8; 32] = bytes
-            .try_into()
-            .map_err(|_| DeclarationError::KeyShape(path.display().to_string()))?;
-        return Ok(SigningKey::from_bytes(&seed));
+        return load_key(&path);
     }
     let key = SigningKey::generate(&mut rand::rng());
     write_private(&path, key.as_bytes())?;
     Ok(key)
+}
+
+/// Loads the declaration key file at `path` (a 32-byte Ed25519 seed).
+///
+/// # Errors
+/// [`DeclarationError::Key`], [`DeclarationError::KeyShape`].
+pub fn load_key(path: &Path) -> Result<SigningKey, DeclarationError> {
+    let bytes = std::fs::read(path).map_err(|source| TlsError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    let seed: [u8; 32] = bytes
+        .try_into()
+        .map_err(|_| DeclarationError::KeyShape(path.display().to_string()))?;
+    Ok(SigningKey::from_bytes(&seed))
+}
+
+/// The latest signed declaration recorded in `<data_dir>/declaration.signed`
+/// (`None` if there is none or it does not parse).
+pub fn read_signed(data_dir: &Path) -> Option<DeclarationRecord> {
+    let document = std::fs::read(data_dir.join(SIGNED_FILE)).ok()?;
+    let revision = parse_declaration(&document).ok()?.revision();
+    Some(DeclarationRecord { revision, document })
+}
+
+/// Records `record` as the latest signed declaration (before it is stored).
+///
+/// # Errors
+/// [`DeclarationError::Record`] if it cannot be written.
+fn write_signed(data_dir: &Path, record: &DeclarationRecord) -> Result<(), DeclarationError> {
+    Ok(super::lineage::write_atomically(
+        &data_dir.join(SIGNED_FILE),
+        &record.document,
+    )?)
 }
 
 /// The constants of the stored declaration if it is a valid carrier
@@ -103,9 +145,11 @@ pub fn starting_constants<S: Store>(
         .unwrap_or_else(|| configured.clone()))
 }
 
-/// Publishes the declaration for `constants`: reuses the stored revision
-/// if it declares exactly these constants under `key`, else signs
-/// revision held + 1 (1 on first start) and applies it through the engine.
+/// Publishes the declaration for `constants`: reuses the newest revision
+/// (the store's, or the data dir's `declaration.signed` when the store
+/// lacks it) if it declares exactly these constants under `key`, else
+/// signs the next revision (1 on first start), records it in
+/// `declaration.signed`, and applies it through the engine (module docs).
 /// Returns the signed document bytes (JCS) to serve.
 ///
 /// # Errors
@@ -114,20 +158,36 @@ pub fn publish<S: Store>(
     engine: &Engine<S>,
     key: &SigningKey,
     constants: &CarrierConstants,
+    data_dir: &Path,
 ) -> Result<DeclarationRecord, DeclarationError> {
     let issuer = DidKey::from_verifying_key(&key.verifying_key());
     let held = {
         use rltp_storage::ReadTxn as _;
         engine.store().read()?.declaration()?
     };
-    if let Some(record) = &held
+    let signed = read_signed(data_dir);
+    let newest = match (&held, &signed) {
+        (Some(h), Some(s)) if s.revision > h.revision => Some(s),
+        (Some(h), _) => Some(h),
+        (None, s) => s.as_ref(),
+    };
+    if let Some(record) = newest
         && held_constants(record, &issuer).as_ref() == Some(constants)
     {
+        if held.as_ref() != Some(record) {
+            // Signed here before, never stored (or lost to a restore):
+            // the same bytes again, never a second document.
+            engine.apply_constants(EngineConstants::from(constants), Some(record.clone()))?;
+        }
+        if signed.as_ref() != Some(record) {
+            write_signed(data_dir, record)?;
+        }
         return Ok(record.clone());
     }
-    let revision = held.as_ref().map_or(1, |r| r.revision.saturating_add(1));
+    let revision = newest.map_or(1, |r| r.revision.saturating_add(1));
     let document = sign(key, &issuer, constants, revision, engine.now())?;
     let record = DeclarationRecord { revision, document };
+    write_signed(data_dir, &record)?;
     engine.apply_constants(EngineConstants::from(constants), Some(record.clone()))?;
     Ok(record)
 }

@@ -6,7 +6,7 @@
 //! |---|---|
 //! | `/metrics` | Prometheus text ([`super::metrics`]); 503 if the store cannot be read |
 //! | `/healthz` | 200 `ok`: the process is up |
-//! | `/readyz` | 200 when the store is open and writable, the declaration is loaded and the carrier is not draining; else 503 naming the failed check |
+//! | `/readyz` | 200 when the store is open and writable, the declaration is loaded and the carrier is not draining; else 503 naming the failed check; the `store-damage` line counts quarantined deposits (still 200: the carrier serves everything else) |
 //! | `/status` | the operator page ([`super::status_page`]) |
 //!
 //! The writability check commits one empty transaction through the
@@ -181,6 +181,7 @@ fn reading<S: Store>(ctx: &Ctx<S>) -> Result<Reading, StoreError> {
             .failed_batches
             .load(std::sync::atomic::Ordering::Relaxed),
         challenges: engine.store().challenge_count() as u64,
+        quarantined: read.quarantined()?,
         revision: declaration_view(ctx).map_or(0, |d| d.revision),
         work: engine.counters(),
         clock_steps: ctx.clock.steps(),
@@ -236,8 +237,19 @@ async fn ready<S: Store>(web: &Arc<Web<S>>) -> Answer {
     } else {
         writable(web).await
     };
+    // Damaged records are isolated (quarantined and given up), and the
+    // carrier serves everything else: reported, but still ready.
+    let quarantined = blocking(web, |ctx| {
+        rltp_storage::ReadTxn::quarantined(&ctx.engine.store().read()?)
+    })
+    .await
+    .and_then(Result::ok);
     let lines = format!(
-        "store {}\ndeclaration {}\ndraining {}\n",
+        "store {}
+declaration {}
+draining {}
+store-damage {}
+",
         store
             .as_ref()
             .map_or_else(Clone::clone, |()| "ok".to_owned()),
@@ -246,6 +258,13 @@ async fn ready<S: Store>(web: &Arc<Web<S>>) -> Answer {
             |d| format!("ok (revision {})", d.revision)
         ),
         if draining { "yes" } else { "no" },
+        match quarantined {
+            Some(0) => "none".to_owned(),
+            Some(n) => format!(
+                "{n} quarantined deposit(s): damaged data on disk, see deploy/OPERATIONS.md \"Damaged data dir\""
+            ),
+            None => "unknown (store unreadable)".to_owned(),
+        },
     );
     let ok = !draining && declaration.is_some() && store.is_ok();
     let status = if ok {

@@ -212,6 +212,8 @@ pub struct Reading {
     pub failed_batches: u64,
     /// Live challenges.
     pub challenges: u64,
+    /// Quarantine records the store holds (deposits found damaged).
+    pub quarantined: u64,
     /// The declaration revision served.
     pub revision: u64,
     /// The guarantee-3 work counters (§4.4).
@@ -245,6 +247,8 @@ pub struct Metrics {
     capacity_reserved: Gauge,
     capacity_elastic: Gauge,
     challenges: Gauge,
+    quarantined: Gauge,
+    quarantined_total: Counter,
     revision: Gauge,
     wind_ups: Counter,
     releases: Counter,
@@ -467,6 +471,15 @@ impl Metrics {
                 "rltp_carrier_challenges",
                 "Live (issued, not yet consumed) challenges.",
             ),
+            quarantined: r.gauge(
+                "rltp_carrier_quarantined_deposits",
+                "Deposits whose stored bytes failed their check, quarantined and given up \
+                 (records held by the store; any value above 0 means damaged data on disk).",
+            ),
+            quarantined_total: r.counter(
+                "rltp_carrier_quarantined_deposits_total",
+                "Deposits quarantined since start (each also counted as given up).",
+            ),
             revision: r.gauge(
                 "rltp_carrier_declaration_revision",
                 "The revision of the declaration being served.",
@@ -612,6 +625,7 @@ impl Metrics {
         gauge_u64(&self.capacity_reserved, o.bindings.saturating_mul(floor));
         gauge_u64(&self.capacity_elastic, o.elastic_bytes);
         gauge_u64(&self.challenges, reading.challenges);
+        gauge_u64(&self.quarantined, reading.quarantined);
         gauge_u64(&self.revision, reading.revision);
         let e = &reading.events;
         self.wind_ups.absolute(e.wind_ups);
@@ -619,6 +633,7 @@ impl Metrics {
         self.evictions.absolute(e.evictions);
         self.given_up.absolute(e.given_up);
         self.concluded.absolute(e.concluded);
+        self.quarantined_total.absolute(e.quarantined);
         self.failed_batches.absolute(reading.failed_batches);
         self.asymmetric_ops.absolute(reading.work.asymmetric_ops);
         self.random_draws.absolute(reading.work.random_draws);

@@ -56,6 +56,7 @@ pub mod clock;
 mod control;
 pub mod declaration;
 mod http;
+pub mod lineage;
 pub mod metrics;
 mod ops;
 pub mod status_page;
@@ -68,7 +69,7 @@ use crate::engine::{
 use crate::tls::{self, SpkiFingerprint, TlsError};
 use rltp_proofs::identity::CarrierId;
 use rltp_proofs::multikey::DidKey;
-use rltp_storage::redb_store::RedbStore;
+use rltp_storage::redb_store::{RedbOptions, RedbStore};
 use rltp_storage::{Store, StoreError};
 use std::future::Future;
 use std::net::SocketAddr;
@@ -93,6 +94,10 @@ pub enum ServerError {
     /// The declaration could not be made or published.
     #[error(transparent)]
     Declaration(#[from] declaration::DeclarationError),
+    /// The data dir is damaged: a file is missing, foreign or inconsistent
+    /// ([`lineage`]); nothing was changed.
+    #[error(transparent)]
+    Lineage(#[from] lineage::LineageError),
     /// The data directory or the UDP socket failed.
     #[error("{what}: {source}")]
     Io {
@@ -156,20 +161,77 @@ impl<S: Store> std::fmt::Debug for Server<S> {
 }
 
 impl Server<RedbStore> {
-    /// Starts a carrier on the embedded store in `<data-dir>/store`.
+    /// Starts a carrier on the embedded store in `<data-dir>/store`, after
+    /// accounting for every file of the data dir against its lineage
+    /// ([`lineage`]): a damaged data dir is refused, naming what is
+    /// missing and the way back, and nothing in it is made anew.
     ///
     /// # Errors
-    /// [`ServerError`].
+    /// [`ServerError`]; [`ServerError::Lineage`] for a damaged data dir.
     pub async fn start(config: &Config) -> Result<Server<RedbStore>, ServerError> {
         prepare_data_dir(config)?;
-        let dir = config.data_dir.join("store");
-        let store = tokio::task::spawn_blocking(move || RedbStore::open(dir))
+        let data_dir = config.data_dir.clone();
+        let generated_tls = config.tls.cert.is_none();
+        let life = lineage::account(&data_dir, generated_tls)?;
+        let options = RedbOptions {
+            expect_store_id: match &life {
+                lineage::Life::Known(l) => Some(l.store_id),
+                _ => None,
+            },
+            ..RedbOptions::default()
+        };
+        let dir = data_dir.join("store");
+        let store = tokio::task::spawn_blocking(move || RedbStore::open_with(dir, options))
             .await
             .map_err(|e| ServerError::Io {
                 what: "opening the store".into(),
                 source: std::io::Error::other(e),
-            })??;
+            })?
+            .map_err(|e| match e {
+                StoreError::Damaged(what) => ServerError::Lineage(lineage::LineageError::Damaged {
+                    dir: data_dir.clone(),
+                    what,
+                    way_back: lineage::RESTORE.into(),
+                }),
+                other => ServerError::Store(other),
+            })?;
+        let store_id = store.store_id();
+        if life == lineage::Life::Adopt {
+            let key_path = data_dir.join(declaration::KEY_FILE);
+            let declared = rltp_storage::ReadTxn::declaration(&store.read()?)?;
+            if let Some(record) = declared.filter(|_| !key_path.exists()) {
+                return Err(lineage::LineageError::Damaged {
+                    dir: data_dir.clone(),
+                    what: format!(
+                        "its declaration key {} is missing, but its store holds declaration revision {}: \
+                         a new key would re-sign it under another issuer",
+                        key_path.display(),
+                        record.revision
+                    ),
+                    way_back: "restore the key from a backup of this data dir".into(),
+                }
+                .into());
+            }
+        }
+        if !matches!(life, lineage::Life::Known(_)) {
+            lineage::stamp_clock(&data_dir, store_id, crate::admin::now_ms())?;
+        }
         let mut server = Server::start_with_store(config, Arc::new(store)).await?;
+        let refresh = match &life {
+            lineage::Life::Known(known) => {
+                known.tls_identity.is_none()
+                    && lineage::generated_fingerprint(&config.tls_dir()).is_some()
+            }
+            _ => true,
+        };
+        if refresh {
+            // The data dir is complete: record what it is made of.
+            let mut made = lineage::describe(&data_dir, store_id, crate::admin::now_ms())?;
+            if let lineage::Life::Known(known) = &life {
+                made.created_at = known.created_at;
+            }
+            made.write(&data_dir)?;
+        }
         if let Some(listener) = control::bind(&config.data_dir) {
             server.aux.push(tokio::spawn(control::serve(
                 listener,
@@ -245,12 +307,15 @@ impl<S: Store> Server<S> {
         let record = {
             let engine = engine.clone();
             let constants = config.constants.clone();
-            tokio::task::spawn_blocking(move || declaration::publish(&engine, &key, &constants))
-                .await
-                .map_err(|e| ServerError::Io {
-                    what: "publishing the declaration".into(),
-                    source: std::io::Error::other(e),
-                })??
+            let data_dir = config.data_dir.clone();
+            tokio::task::spawn_blocking(move || {
+                declaration::publish(&engine, &key, &constants, &data_dir)
+            })
+            .await
+            .map_err(|e| ServerError::Io {
+                what: "publishing the declaration".into(),
+                source: std::io::Error::other(e),
+            })??
         };
 
         let endpoint = endpoint(config, &identity)?;

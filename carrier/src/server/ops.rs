@@ -98,8 +98,11 @@ async fn stream_task<S: Store>(
             let _ = send.finish();
         }
         Ok(Ok(Read::Unread { rkid, size })) => {
-            let answer = submit_unread(&ctx, rkid, size).await;
-            let _ = net::write_frame(&mut send, &answer.to_header(), b"").await;
+            let header = match submit_unread(&ctx, rkid, size).await {
+                Ok(answer) => answer.to_header(),
+                Err(error) => error.to_header(),
+            };
+            let _ = net::write_frame(&mut send, &header, b"").await;
             // The body is never read: the sender stops sending it.
             let _ = recv.stop(quinn::VarInt::from_u32(0));
             finish(&mut send).await;
@@ -213,9 +216,15 @@ async fn write(send: &mut quinn::SendStream, header: &Object, body: &[u8]) -> bo
 }
 
 fn unavailable(detail: impl std::fmt::Display) -> ErrorAnswer {
+    let detail = detail.to_string();
+    const PREFIX: &str = "carrier storage unavailable";
     ErrorAnswer {
         code: ErrorCode::Unavailable,
-        detail: format!("carrier storage unavailable, retry: {detail}"),
+        detail: match detail.strip_prefix(PREFIX) {
+            // The engine's errors name the condition already.
+            Some(rest) => format!("{PREFIX}{rest}"),
+            None => format!("{PREFIX}, retry: {detail}"),
+        },
     }
 }
 
@@ -267,8 +276,11 @@ async fn dispatch<S: Store>(
             tracing::debug!(op, "served");
         }
         Request::Submit { rkid, .. } => {
-            let answer = submit(ctx, rkid, body).await;
-            write(send, &answer.to_header(), b"").await;
+            let header = match submit(ctx, rkid, body).await {
+                Ok(answer) => answer.to_header(),
+                Err(e) => e.to_header(),
+            };
+            write(send, &header, b"").await;
         }
         Request::SubmitStream => submit_stream(ctx, send, recv).await,
         Request::Status { rkid, deposit } => {
@@ -320,7 +332,15 @@ async fn dispatch<S: Store>(
         }
         Request::Register => {
             // r1–r3 inline (one Ed25519 verification), the commit awaited.
-            let verdict = ctx.engine.register_async(&body).await;
+            let verdict = match ctx.engine.register_async(&body).await {
+                Ok(verdict) => verdict,
+                Err(e) => {
+                    count_unavailable(ctx, Op::Register);
+                    tracing::warn!(op, error = %e, "register answered unavailable");
+                    write(send, &unavailable(e).to_header(), b"").await;
+                    return;
+                }
+            };
             // The guarantee-3 verification count makes "a replay costs no
             // verification" observable from outside the process.
             let verifications = ctx.engine.counters().verifications;
@@ -363,8 +383,22 @@ async fn dispatch<S: Store>(
 }
 
 /// One submission (§5a.5); wakes watch sessions of the queue on admission.
-async fn submit<S: Store>(ctx: &Ctx<S>, rkid: Rkid, body: Vec<u8>) -> SubmitAnswer {
+/// A storage failure is answered `unavailable` (retriable, not a verdict:
+/// `PROTOCOL.md` §6), never `refused(capacity)`.
+async fn submit<S: Store>(
+    ctx: &Ctx<S>,
+    rkid: Rkid,
+    body: Vec<u8>,
+) -> Result<SubmitAnswer, ErrorAnswer> {
     let (verdict, id) = ctx.engine.submit_async(&rkid, body).await;
+    let verdict = match verdict {
+        Ok(verdict) => verdict,
+        Err(e) => {
+            count_unavailable(ctx, Op::Submit);
+            tracing::warn!(op = "submit", error = %e, "submit answered unavailable");
+            return Err(unavailable(e));
+        }
+    };
     if verdict == SubmitVerdict::Admitted {
         ctx.watchers.admitted(&rkid);
     }
@@ -373,30 +407,44 @@ async fn submit<S: Store>(ctx: &Ctx<S>, rkid: Rkid, body: Vec<u8>) -> SubmitAnsw
     // `info` costs nothing per deposit (every verdict is counted in the
     // metrics either way).
     tracing::debug!(op = "submit", %verdict, deposit = %id.to_multibase(), "submit");
-    SubmitAnswer::new(verdict, id)
+    Ok(SubmitAnswer::new(verdict, id))
 }
 
 /// A submission announcing more than the s2 bound, decided before its
 /// body is read (§5a.5 s1, then s2: `refused(bounds)`).
-async fn submit_unread<S: Store>(ctx: &Ctx<S>, rkid: Rkid, size: u32) -> SubmitAnswer {
-    let verdict = ctx.engine.submit_unread_async(&rkid).await;
+async fn submit_unread<S: Store>(
+    ctx: &Ctx<S>,
+    rkid: Rkid,
+    size: u32,
+) -> Result<SubmitAnswer, ErrorAnswer> {
+    let verdict = match ctx.engine.submit_unread_async(&rkid).await {
+        Ok(verdict) => verdict,
+        Err(e) => {
+            count_unavailable(ctx, Op::Submit);
+            tracing::warn!(op = "submit", error = %e, "submit answered unavailable");
+            return Err(unavailable(e));
+        }
+    };
     count(ctx, Op::Submit, verdict.as_str());
     tracing::debug!(op = "submit", %verdict, size, "submit unread");
-    SubmitAnswer {
+    Ok(SubmitAnswer {
         verdict,
         deposit: None,
-    }
+    })
 }
 
 enum Pending {
-    Verdict(tokio::task::JoinHandle<SubmitAnswer>),
+    Verdict(tokio::task::JoinHandle<Result<SubmitAnswer, ErrorAnswer>>),
     Error(ErrorAnswer),
 }
 
 /// The pipelined `submit-stream`: items are read and submitted as they
 /// arrive (many in flight share group commits); verdicts are written in
 /// item order. A malformed item is answered with a closed error after
-/// the verdicts before it, and ends the stream.
+/// the verdicts before it, and ends the stream; so is an item the storage
+/// could not complete (`unavailable`; the items after it that were
+/// already read may have been admitted: a resubmission is answered
+/// `duplicate`).
 async fn submit_stream<S: Store>(
     ctx: &Arc<Ctx<S>>,
     send: &mut quinn::SendStream,
@@ -445,13 +493,11 @@ async fn submit_stream<S: Store>(
         let mut count = 0u64;
         while let Some(pending) = rx.recv().await {
             let (header, last) = match pending {
-                Pending::Verdict(handle) => {
-                    let answer = handle.await.unwrap_or(SubmitAnswer {
-                        verdict: SubmitVerdict::Capacity,
-                        deposit: None,
-                    });
-                    (answer.to_header(), false)
-                }
+                Pending::Verdict(handle) => match handle.await {
+                    Ok(Ok(answer)) => (answer.to_header(), false),
+                    Ok(Err(e)) => (e.to_header(), true),
+                    Err(_) => (unavailable("internal").to_header(), true),
+                },
                 Pending::Error(e) => (e.to_header(), true),
             };
             if !write(send, &header, b"").await || last {
@@ -611,17 +657,29 @@ fn watch_read<S: Store>(
         return Ok(WatchRead::Gone);
     }
     let mut deposits = Vec::new();
+    let mut damaged = Vec::new();
     for d in read.deposits(rkid, after, limit)? {
         if d.give_up_at > now {
-            deposits.push(CollectedDeposit {
-                seq: d.seq,
-                id: d.id,
-                bytes: read.deposit_bytes(rkid, &d)?,
-                admitted_at: d.admitted_at,
-            });
+            match read.deposit_bytes(rkid, &d) {
+                Ok(bytes) => deposits.push(CollectedDeposit {
+                    seq: d.seq,
+                    id: d.id,
+                    bytes,
+                    admitted_at: d.admitted_at,
+                }),
+                Err(StoreError::Corrupt(_)) => damaged.push(d.seq),
+                Err(e) => return Err(e),
+            }
         }
     }
     drop(read);
+    for seq in damaged {
+        // Quarantined in the writer (which judges the bytes again); the
+        // session goes on with the rest of the queue.
+        engine
+            .quarantine_if_damaged(rkid, seq)
+            .map_err(|e| StoreError::Engine(e.to_string()))?;
+    }
     if !deposits.is_empty() {
         engine.store().sync_visible()?;
     }

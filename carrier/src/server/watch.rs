@@ -46,6 +46,15 @@ impl Watchers {
     pub(crate) fn len(&self) -> usize {
         self.0.lock().unwrap_or_else(PoisonError::into_inner).len()
     }
+
+    /// Slots allocated (for tests).
+    #[cfg(test)]
+    pub(crate) fn capacity(&self) -> usize {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .capacity()
+    }
 }
 
 impl Subscription {
@@ -66,6 +75,8 @@ impl Drop for Subscription {
         // The map's clone plus ours: we are the last subscriber.
         if Arc::strong_count(&self.notify) <= 2 {
             map.remove(&self.rkid);
+            // Keyed by what recipients watch: memory follows the sessions.
+            rltp_storage::challenges::release_capacity(&mut map);
         }
     }
 }
@@ -95,5 +106,21 @@ mod tests {
         assert_eq!(watchers.len(), 1);
         drop(b);
         assert_eq!(watchers.len(), 0);
+    }
+
+    #[test]
+    fn the_registry_gives_its_memory_back_when_sessions_end() {
+        let watchers = Arc::new(Watchers::default());
+        let sessions: Vec<Subscription> = (0..50_000u32)
+            .map(|n| {
+                let mut bytes = [0u8; 32];
+                bytes[..4].copy_from_slice(&n.to_be_bytes());
+                watchers.subscribe(Rkid::from_bytes(bytes))
+            })
+            .collect();
+        assert!(watchers.capacity() >= 50_000);
+        drop(sessions);
+        assert_eq!(watchers.len(), 0);
+        assert!(watchers.capacity() <= 2048, "{}", watchers.capacity());
     }
 }

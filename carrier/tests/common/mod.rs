@@ -448,7 +448,7 @@ impl<S: Store> Harness<S> {
         generation: u64,
     ) -> Verdict {
         match self.registration_proof(purpose, key, principal, generation) {
-            Ok(proof) => self.engine.register(&proof),
+            Ok(proof) => self.engine.register(&proof).unwrap(),
             Err(e) => e.verdict().unwrap(),
         }
     }
@@ -469,7 +469,7 @@ impl<S: Store> Harness<S> {
     }
 
     pub fn submit(&self, rkid: &Rkid, bytes: &[u8]) -> SubmitVerdict {
-        self.engine.submit(rkid, bytes)
+        self.engine.submit(rkid, bytes).unwrap()
     }
 
     /// Submits envelopes summing to exactly `total` bytes; all admitted.

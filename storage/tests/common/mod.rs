@@ -1,6 +1,8 @@
 //! Shared helpers of the storage tests: fixed rkids and records, a full
 //! observable-state dump used to compare stores, and store constructors.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::panic)]
+
+pub mod journal;
 
 use rltp_proofs::multikey::Rkid;
 use rltp_storage::redb_store::{Placement, RedbOptions, RedbStore};
