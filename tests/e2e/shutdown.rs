@@ -105,7 +105,10 @@ fn shutdown_takes_at_most_drain_timeout_in_total() {
     // suite runs beside this test). The old behaviour — each wait bounded
     // by the drain timeout on its own — takes at least two bounds (4 000).
     assert!(spent < 2.0 * 2_000.0, "the shutdown took {spent} ms");
-    assert!(spent >= 2_000.0, "the drain deadline was not waited for: {spent} ms");
+    assert!(
+        spent >= 2_000.0,
+        "the drain deadline was not waited for: {spent} ms"
+    );
     for aborted in [
         "drain timeout: aborting remaining connections",
         "drain timeout: aborting the operator endpoint or control socket",
