@@ -235,11 +235,15 @@ impl Cluster {
         let data = root.path().join("data");
         runner.run(
             "initdb",
-            runner
-                .command("initdb")
-                .arg("-D")
-                .arg(&data)
-                .args(["-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync"]),
+            runner.command("initdb").arg("-D").arg(&data).args([
+                "-A",
+                "trust",
+                "-U",
+                "postgres",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ]),
         )?;
         let mut cluster = Cluster {
             runner,

@@ -33,6 +33,7 @@ pub mod fs;
 pub mod mem;
 pub mod model;
 mod oplog;
+pub mod postgres;
 pub mod redb_store;
 mod segment;
 
@@ -336,4 +337,18 @@ pub trait Store: Send + Sync + 'static {
     fn maintenance_step(&self) -> StoreResult<()> {
         Ok(())
     }
+
+    /// Installs `hook`, told the `rkid` of every queue that another
+    /// carrier node sharing this store admitted a deposit to, so this
+    /// node's watch sessions of that queue are pushed it at once (the
+    /// PostgreSQL store's LISTEN/NOTIFY). A store only one node writes has
+    /// no others: the default ignores it. Sessions re-read on their own
+    /// timer too, so a store that cannot notify still delivers.
+    fn on_remote_admission(&self, hook: AdmissionHook) {
+        let _ = hook;
+    }
 }
+
+/// A callback told the `rkid` of a queue another node admitted to
+/// ([`Store::on_remote_admission`]).
+pub type AdmissionHook = std::sync::Arc<dyn Fn(&Rkid) + Send + Sync>;

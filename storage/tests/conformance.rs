@@ -1,6 +1,8 @@
 //! The `Store` contract, one body per rule, run against every store:
 //! `MemStore` (the reference), `RedbStore` with segments (tiny segments, so
-//! rotation and reclamation happen), and `RedbStore` with inline bytes.
+//! rotation and reclamation happen), `RedbStore` with inline bytes, and
+//! `PgStore` on a throwaway PostgreSQL cluster (which ends with its own
+//! integrity check).
 //! Every redb run ends with `integrity_check` (counters = Σ actual bytes).
 
 mod common;
@@ -481,6 +483,18 @@ macro_rules! conformance {
                     let (_dir, mut store) = super::redb(super::small_segments());
                     super::$body(&store)?;
                     store.integrity_check().map(|r| assert!(r.damaged.is_empty() && r.quarantined.is_empty(), "{r:?}"))
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[test]
+                fn $body() -> rltp_storage::StoreResult<()> {
+                    let (_cluster, store) = super::postgres();
+                    super::$body(&store)?;
+                    let report = store.integrity_check()?;
+                    assert!(report.problems.is_empty(), "{report:?}");
+                    Ok(())
                 }
             )*
         }

@@ -83,6 +83,17 @@ pub fn inline() -> RedbOptions {
     }
 }
 
+/// A PostgreSQL store on a fresh throwaway cluster (kept alive by the
+/// guard); a missing PostgreSQL fails the test, naming the package.
+pub fn postgres() -> (rltp_pgtest::Cluster, rltp_storage::postgres::PgStore) {
+    let cluster = rltp_pgtest::Cluster::start().unwrap_or_else(|e| panic!("{e}"));
+    let store = rltp_storage::postgres::PgStore::open(rltp_storage::postgres::PgOptions::new(
+        cluster.conninfo(),
+    ))
+    .unwrap_or_else(|e| panic!("open the postgres store: {e}"));
+    (cluster, store)
+}
+
 /// A redb store in a fresh temporary directory (kept alive by the guard).
 pub fn redb(options: RedbOptions) -> (tempfile::TempDir, RedbStore) {
     let dir = tempfile::tempdir().expect("temporary directory");
