@@ -1,7 +1,9 @@
 //! Property: any sequence of store operations leaves `RedbStore` (tiny
 //! segments, so rotation, reclamation and compaction happen; reopened at
-//! random points) observably equal to the `MemStore` reference after every
-//! commit, and its counters equal to what it holds (`integrity_check`).
+//! random points) and `PgStore` (reconnected at random points) observably
+//! equal to the `MemStore` reference after every operation of a
+//! transaction and every commit, and their counters equal to what they
+//! hold (their integrity checks).
 
 mod common;
 
@@ -9,6 +11,7 @@ use common::*;
 use proptest::prelude::*;
 use rltp_proofs::multikey::Rkid;
 use rltp_storage::mem::MemStore;
+use rltp_storage::postgres::{PgOptions, PgStore};
 use rltp_storage::redb_store::{RedbOptions, RedbStore};
 use rltp_storage::{
     Binding, DeclarationRecord, Departure, DepartureRecord, DepositId, Due, Ms, ReadTxn, Store,
@@ -155,15 +158,88 @@ fn options() -> RedbOptions {
     }
 }
 
-fn run(ops: &[Op]) -> StoreResult<()> {
-    let dir = tempfile::tempdir()?;
+/// A store under test: the operations the model has no counterpart for.
+trait Subject {
+    type S: Store;
+    fn store(&self) -> StoreResult<&Self::S>;
+    /// Closes and opens it again on the same files or database.
+    fn reopen(&mut self) -> StoreResult<()>;
+    /// One step of background maintenance.
+    fn compact(&self, steps: usize) -> StoreResult<()>;
+    /// Its own integrity check, at the end.
+    fn check(&mut self) -> StoreResult<()>;
+}
+
+struct Redb {
+    dir: tempfile::TempDir,
+    store: Option<RedbStore>,
+}
+
+impl Subject for Redb {
+    type S = RedbStore;
+    fn store(&self) -> StoreResult<&RedbStore> {
+        self.store.as_ref().ok_or(rltp_storage::StoreError::Closed)
+    }
+    fn reopen(&mut self) -> StoreResult<()> {
+        drop(self.store.take());
+        self.store = Some(RedbStore::open_with(self.dir.path(), options())?);
+        Ok(())
+    }
+    fn compact(&self, steps: usize) -> StoreResult<()> {
+        self.store()?.compact_step(steps).map(drop)
+    }
+    fn check(&mut self) -> StoreResult<()> {
+        let store = self
+            .store
+            .as_mut()
+            .ok_or(rltp_storage::StoreError::Closed)?;
+        let report = store.integrity_check()?;
+        assert!(
+            report.damaged.is_empty() && report.quarantined.is_empty(),
+            "{report:?}"
+        );
+        Ok(())
+    }
+}
+
+struct Postgres<'a> {
+    cluster: &'a rltp_pgtest::Cluster,
+    store: Option<PgStore>,
+}
+
+impl Postgres<'_> {
+    fn open(&self) -> StoreResult<PgStore> {
+        PgStore::open(PgOptions::new(self.cluster.conninfo()))
+    }
+}
+
+impl Subject for Postgres<'_> {
+    type S = PgStore;
+    fn store(&self) -> StoreResult<&PgStore> {
+        self.store.as_ref().ok_or(rltp_storage::StoreError::Closed)
+    }
+    fn reopen(&mut self) -> StoreResult<()> {
+        drop(self.store.take());
+        self.store = Some(self.open()?);
+        Ok(())
+    }
+    fn compact(&self, _steps: usize) -> StoreResult<()> {
+        Ok(())
+    }
+    fn check(&mut self) -> StoreResult<()> {
+        let report = self.store()?.integrity_check()?;
+        assert!(report.problems.is_empty(), "{report:?}");
+        Ok(())
+    }
+}
+
+fn run(subject: &mut impl Subject, ops: &[Op]) -> StoreResult<()> {
     let model = MemStore::new();
-    let mut redb = Some(RedbStore::open_with(dir.path(), options())?);
     let mut pending: Vec<&Op> = Vec::new();
     for op in ops.iter().chain(std::iter::once(&Op::Commit)) {
-        let store = redb.as_ref().ok_or(rltp_storage::StoreError::Closed)?;
         match op {
             Op::Commit | Op::Abort => {
+                let store = subject.store()?;
                 let mut m = model.begin_write()?;
                 let mut d = store.begin_write()?;
                 for op in &pending {
@@ -178,42 +254,67 @@ fn run(ops: &[Op]) -> StoreResult<()> {
                     store.commit(d)?;
                 }
             }
-            Op::Reopen => {
-                drop(redb.take());
-                redb = Some(RedbStore::open_with(dir.path(), options())?);
-            }
-            Op::Compact(n) => {
-                store.compact_step(*n)?;
-            }
+            Op::Reopen => subject.reopen()?,
+            Op::Compact(n) => subject.compact(*n)?,
             other => {
                 pending.push(other);
                 continue;
             }
         }
-        let store = redb.as_ref().ok_or(rltp_storage::StoreError::Closed)?;
         assert_eq!(
             state(&model.read()?)?,
-            state(&store.read()?)?,
+            state(&subject.store()?.read()?)?,
             "after {op:?}"
         );
     }
-    let mut store = redb.take().ok_or(rltp_storage::StoreError::Closed)?;
-    let report = store.integrity_check()?;
-    assert!(
-        report.damaged.is_empty() && report.quarantined.is_empty(),
-        "{report:?}"
-    );
-    Ok(())
+    subject.check()
+}
+
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(48),
+        cases: cases(48),
         ..ProptestConfig::default()
     })]
 
     #[test]
     fn redb_store_matches_the_reference_model(ops in prop::collection::vec(op_strategy(), 1..80)) {
-        run(&ops).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let dir = tempfile::tempdir().map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let store = RedbStore::open_with(dir.path(), options()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let mut subject = Redb { dir, store: Some(store) };
+        run(&mut subject, &ops).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    }
+}
+
+/// The same property for the PostgreSQL store: one throwaway cluster, its
+/// schema dropped and made again for every case.
+#[test]
+fn postgres_store_matches_the_reference_model() {
+    let cluster = rltp_pgtest::Cluster::start().unwrap_or_else(|e| panic!("{e}"));
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+        cases: cases(24),
+        ..ProptestConfig::default()
+    });
+    let result = runner.run(&prop::collection::vec(op_strategy(), 1..60), |ops| {
+        cluster
+            .psql("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let mut subject = Postgres {
+            cluster: &cluster,
+            store: None,
+        };
+        subject
+            .reopen()
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        run(&mut subject, &ops).map_err(|e| TestCaseError::fail(e.to_string()))
+    });
+    if let Err(e) = result {
+        panic!("{e}");
     }
 }

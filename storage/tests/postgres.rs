@@ -58,8 +58,14 @@ fn two_nodes_serialize_their_write_transactions() {
     let (ta, tb) = (bump(Arc::clone(&a)), bump(Arc::clone(&b)));
     ta.join().unwrap();
     tb.join().unwrap();
-    assert_eq!(a.read().unwrap().binding(&r).unwrap().unwrap().generation, 401);
-    assert_eq!(b.read().unwrap().binding(&r).unwrap().unwrap().generation, 401);
+    assert_eq!(
+        a.read().unwrap().binding(&r).unwrap().unwrap().generation,
+        401
+    );
+    assert_eq!(
+        b.read().unwrap().binding(&r).unwrap().unwrap().generation,
+        401
+    );
     assert_eq!(b.read().unwrap().occupancy().unwrap().bindings, 1);
     let report = a.integrity_check().unwrap();
     assert!(report.problems.is_empty(), "{report:?}");
@@ -83,7 +89,10 @@ fn the_other_node_hears_of_an_admission_once_it_commits() {
     let mut n = 0;
     while heard.lock().unwrap().is_empty() {
         assert!(Instant::now() < deadline, "the other node never heard");
-        write(&a, |t| t.append_deposit(&q, &payload(n, 100), 1, 2).map(drop)).unwrap();
+        write(&a, |t| {
+            t.append_deposit(&q, &payload(n, 100), 1, 2).map(drop)
+        })
+        .unwrap();
         n += 1;
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -92,13 +101,20 @@ fn the_other_node_hears_of_an_admission_once_it_commits() {
     let before = heard.lock().unwrap().len();
     {
         let mut txn = a.begin_write().unwrap();
-        txn.append_deposit(&rkid(4), &payload(99, 100), 1, 2).unwrap();
+        txn.append_deposit(&rkid(4), &payload(99, 100), 1, 2)
+            .unwrap();
         drop(txn);
     }
-    write(&a, |t| t.append_deposit(&q, &payload(1000, 100), 1, 2).map(drop)).unwrap();
+    write(&a, |t| {
+        t.append_deposit(&q, &payload(1000, 100), 1, 2).map(drop)
+    })
+    .unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while heard.lock().unwrap().len() == before {
-        assert!(Instant::now() < deadline, "the commit after the abort was not heard");
+        assert!(
+            Instant::now() < deadline,
+            "the commit after the abort was not heard"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(!heard.lock().unwrap().contains(&rkid(4)));
@@ -120,15 +136,30 @@ fn a_commit_no_standby_confirms_is_an_unknown_outcome() {
     write(&store, |t| t.put_binding(&q, &live(1, 0))).unwrap();
     pg.set("synchronous_standby_names", "'gone'").unwrap();
     let started = Instant::now();
-    let result = write(&store, |t| t.append_deposit(&q, &payload(1, 300), 1, 2).map(drop));
+    let result = write(&store, |t| {
+        t.append_deposit(&q, &payload(1, 300), 1, 2).map(drop)
+    });
     let err = result.expect_err("a commit without its standby must not succeed");
     assert!(err.to_string().contains("outcome unknown"), "{err}");
-    assert!(started.elapsed() < Duration::from_secs(8), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
     // Committed locally: visible to a reader.
-    assert_eq!(store.read().unwrap().deposits(&q, None, 10).unwrap().len(), 1);
+    assert_eq!(
+        store.read().unwrap().deposits(&q, None, 10).unwrap().len(),
+        1
+    );
     pg.set("synchronous_standby_names", "''").unwrap();
-    write(&store, |t| t.append_deposit(&q, &payload(2, 300), 1, 2).map(drop)).unwrap();
-    assert_eq!(store.read().unwrap().deposits(&q, None, 10).unwrap().len(), 2);
+    write(&store, |t| {
+        t.append_deposit(&q, &payload(2, 300), 1, 2).map(drop)
+    })
+    .unwrap();
+    assert_eq!(
+        store.read().unwrap().deposits(&q, None, 10).unwrap().len(),
+        2
+    );
 }
 
 /// A primary with a synchronous standby dies; the standby is promoted; the
@@ -164,7 +195,10 @@ fn a_failover_to_the_promoted_standby_loses_nothing_committed() {
         match write(&store, |t| t.append_deposit(&q, &payload(100, 200), 1, 2)) {
             Ok(d) => break d,
             Err(e) => {
-                assert!(Instant::now() < deadline, "no reconnection to the new primary: {e}");
+                assert!(
+                    Instant::now() < deadline,
+                    "no reconnection to the new primary: {e}"
+                );
                 store.after_failure();
                 std::thread::sleep(Duration::from_millis(100));
             }
