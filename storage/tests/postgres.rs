@@ -6,6 +6,8 @@
 //! a promoted standby loses nothing committed, and a schema from a newer
 //! binary is refused by name.
 
+#![allow(clippy::panic)]
+
 mod common;
 
 use common::*;
