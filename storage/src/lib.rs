@@ -224,6 +224,18 @@ pub trait WriteTxn: ReadTxn {
     fn add_elastic_bytes(&mut self, delta: i64) -> StoreResult<()>;
     /// Stores a declaration revision.
     fn put_declaration(&mut self, record: &DeclarationRecord) -> StoreResult<()>;
+    /// A hint before the operations of a batch run: they will look up
+    /// these queues (their binding, tombstone and counters) and, where an
+    /// id is given, these deposits by id. A store whose reads are round
+    /// trips (PostgreSQL) reads them all at once; answers are the same
+    /// either way. Default: nothing.
+    ///
+    /// # Errors
+    /// [`StoreError`] if the reads fail (the batch then fails as a whole).
+    fn prefetch(&mut self, keys: &[(Rkid, Option<DepositId>)]) -> StoreResult<()> {
+        let _ = keys;
+        Ok(())
+    }
     /// Records that held deposit `deposit` of `rkid` was found damaged at
     /// `at` (`reason`: the failed check): a quarantine record the operator
     /// can read back ([`ReadTxn::quarantined`], the embedded store's

@@ -46,6 +46,8 @@ enum Op {
     Unschedule(Ms, Due),
     Elastic(i64),
     Declaration(u64, usize),
+    /// The batch hint: every queue, and payload `p`'s id in queue `r`.
+    Prefetch(usize, usize),
     Commit,
     Abort,
     Reopen,
@@ -91,6 +93,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         1 => due_strategy().prop_map(|(at, d)| Op::Unschedule(at, d)),
         1 => (-2000i64..2000).prop_map(Op::Elastic),
         1 => (0u64..9, 0usize..40).prop_map(|(r, n)| Op::Declaration(r, n)),
+        2 => (r.clone(), 0..PAYLOADS).prop_map(|(r, p)| Op::Prefetch(r, p)),
         4 => Just(Op::Commit),
         1 => Just(Op::Abort),
         1 => Just(Op::Reopen),
@@ -141,6 +144,11 @@ fn apply(t: &mut impl WriteTxn, op: &Op) -> StoreResult<String> {
                 document: vec![b'd'; *n],
             })?
         ),
+        Op::Prefetch(r, i) => {
+            let mut keys: Vec<_> = rk.iter().map(|q| (*q, None)).collect();
+            keys.push((rk[*r], Some(DepositId::of(&p[*i]))));
+            format!("{:?}", t.prefetch(&keys)?)
+        }
         Op::Commit | Op::Abort | Op::Reopen | Op::Compact(_) => String::new(),
     })
 }

@@ -312,3 +312,91 @@ pub(super) async fn binding_phases(client: &Client) -> StoreResult<BindingPhases
         closing: codec::unsigned(row.get(1), "closing count")?,
     })
 }
+
+/// What a batch's operations will read, for many queues at once: their
+/// bindings, tombstones and counters, and the deposits named by id.
+#[derive(Debug, Default)]
+pub(super) struct Prefetched {
+    pub(super) bindings: Vec<(Rkid, Binding)>,
+    pub(super) tombstones: Vec<(Rkid, Tombstone)>,
+    pub(super) queues: Vec<(Rkid, (u64, u64))>,
+    pub(super) deposits: Vec<(Rkid, Deposit)>,
+}
+
+/// Reads, in three pipelined statements, the rows [`Prefetched`] holds.
+pub(super) async fn prefetch(
+    client: &Client,
+    rkids: Vec<Vec<u8>>,
+    id_rkids: Vec<Vec<u8>>,
+    ids: Vec<Vec<u8>>,
+) -> StoreResult<Prefetched> {
+    let by_rkid = [(
+        &rkids as &(dyn tokio_postgres::types::ToSql + Sync),
+        Type::BYTEA_ARRAY,
+    )];
+    let by_id = [
+        (
+            &id_rkids as &(dyn tokio_postgres::types::ToSql + Sync),
+            Type::BYTEA_ARRAY,
+        ),
+        (
+            &ids as &(dyn tokio_postgres::types::ToSql + Sync),
+            Type::BYTEA_ARRAY,
+        ),
+    ];
+    let bindings = rows(
+        client,
+        "prefetch bindings",
+        "SELECT rkid, closing_deadline, generation, principal, last_collection_at \
+         FROM rltp_bindings WHERE rkid = ANY($1)",
+        &by_rkid,
+    );
+    let tombstones = rows(
+        client,
+        "prefetch tombstones",
+        "SELECT rkid, generation, released_at FROM rltp_tombstones WHERE rkid = ANY($1)",
+        &by_rkid,
+    );
+    let queues = rows(
+        client,
+        "prefetch queues",
+        "SELECT rkid, last_seq, bytes FROM rltp_queues WHERE rkid = ANY($1)",
+        &by_rkid,
+    );
+    let deposits = rows(
+        client,
+        "prefetch deposits",
+        "SELECT d.rkid, d.seq, d.id, d.len, d.admitted_at, d.give_up_at FROM rltp_deposits d \
+         JOIN unnest($1::bytea[], $2::bytea[]) AS k(rkid, id) ON d.rkid = k.rkid AND d.id = k.id",
+        &by_id,
+    );
+    let (bindings, tombstones, queues, deposits) =
+        futures_util::future::try_join4(bindings, tombstones, queues, deposits).await?;
+    let key = |r: &Row| codec::rkid(r.get::<_, &[u8]>("rkid"));
+    Ok(Prefetched {
+        bindings: bindings
+            .iter()
+            .map(|r| Ok((key(r)?, codec::binding(r)?)))
+            .collect::<StoreResult<_>>()?,
+        tombstones: tombstones
+            .iter()
+            .map(|r| Ok((key(r)?, codec::tombstone(r)?)))
+            .collect::<StoreResult<_>>()?,
+        queues: queues
+            .iter()
+            .map(|r| {
+                Ok((
+                    key(r)?,
+                    (
+                        codec::unsigned(r.get("last_seq"), "last_seq")?,
+                        codec::unsigned(r.get("bytes"), "queue bytes")?,
+                    ),
+                ))
+            })
+            .collect::<StoreResult<_>>()?,
+        deposits: deposits
+            .iter()
+            .map(|r| Ok((key(r)?, codec::deposit(r)?)))
+            .collect::<StoreResult<_>>()?,
+    })
+}

@@ -838,6 +838,58 @@ impl WriteTxn for PgWrite<'_> {
         self.inner.get_mut().declaration = Some(record.clone());
         Ok(())
     }
+    fn prefetch(&mut self, keys: &[(Rkid, Option<DepositId>)]) -> StoreResult<()> {
+        // Only what the transaction has not read yet (its own state wins).
+        let inner = self.inner.get_mut();
+        let mut rkids: BTreeSet<Rkid> = BTreeSet::new();
+        let mut by_id: BTreeSet<(Rkid, DepositId)> = BTreeSet::new();
+        for (rkid, id) in keys {
+            if !inner.bindings.contains_key(rkid)
+                || !inner.tombstones.contains_key(rkid)
+                || !inner.queues.contains_key(rkid)
+            {
+                rkids.insert(*rkid);
+            }
+            if let Some(id) = id
+                && !inner.identity.contains_key(&(*rkid, *id))
+            {
+                by_id.insert((*rkid, *id));
+            }
+        }
+        if rkids.is_empty() && by_id.is_empty() {
+            return Ok(());
+        }
+        let rkid_bytes: Vec<Vec<u8>> = rkids.iter().map(|r| r.as_bytes().to_vec()).collect();
+        let id_rkids: Vec<Vec<u8>> = by_id.iter().map(|(r, _)| r.as_bytes().to_vec()).collect();
+        let ids: Vec<Vec<u8>> = by_id.iter().map(|(_, i)| i.0.to_vec()).collect();
+        let found = self
+            .run(move |c| async move { queries::prefetch(&c, rkid_bytes, id_rkids, ids).await })?;
+        let inner = self.inner.get_mut();
+        // Every key asked for gets an answer: absent rows are None.
+        for rkid in &rkids {
+            inner.bindings.entry(*rkid).or_insert(None);
+            inner.tombstones.entry(*rkid).or_insert(None);
+            inner.queues.entry(*rkid).or_default();
+        }
+        for key in &by_id {
+            inner.identity.entry(*key).or_insert(None);
+        }
+        for (rkid, b) in found.bindings {
+            inner.bindings.insert(rkid, Some(b));
+        }
+        for (rkid, t) in found.tombstones {
+            inner.tombstones.insert(rkid, Some(t));
+        }
+        for (rkid, (last_seq, bytes)) in found.queues {
+            inner.queues.insert(rkid, QueueRow { last_seq, bytes });
+        }
+        for (rkid, d) in found.deposits {
+            if !inner.removed.contains(&(rkid, d.seq)) {
+                inner.identity.insert((rkid, d.id), Some(d));
+            }
+        }
+        Ok(())
+    }
     fn quarantine(
         &mut self,
         rkid: &Rkid,
