@@ -237,3 +237,17 @@ fn a_newer_schema_is_refused_by_name() {
         "00000063"
     );
 }
+
+/// A database that could lose a committed transaction is refused at open,
+/// naming the setting.
+#[test]
+fn a_database_without_fsync_is_refused() {
+    let pg =
+        rltp_pgtest::Cluster::start_with(&[("fsync", "off")]).unwrap_or_else(|e| panic!("{e}"));
+    let err = PgStore::open(PgOptions::new(pg.conninfo())).expect_err("fsync = off");
+    assert!(
+        err.to_string()
+            .contains("the database runs with fsync = off"),
+        "{err}"
+    );
+}

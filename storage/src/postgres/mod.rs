@@ -541,7 +541,29 @@ async fn migrate(client: &Client) -> StoreResult<[u8; 16]> {
     result
 }
 
+/// Refuses a database that would acknowledge a commit it could lose:
+/// `fsync` or `full_page_writes` off (a crash then corrupts or drops
+/// committed transactions). `synchronous_commit` is set to `on` by every
+/// writer session, whatever the server's default.
+async fn check_durability(client: &Client) -> StoreResult<()> {
+    for setting in ["fsync", "full_page_writes"] {
+        let row = client
+            .query_one(&format!("SHOW {setting}"), &[])
+            .await
+            .map_err(|e| pg_error("read settings", &e))?;
+        let value: String = row.get(0);
+        if value != "on" {
+            return Err(StoreError::Engine(format!(
+                "the database runs with {setting} = {value}: a crash could lose committed \
+                 transactions, so admitted deposits; set {setting} = on"
+            )));
+        }
+    }
+    Ok(())
+}
+
 async fn migrate_locked(client: &Client) -> StoreResult<[u8; 16]> {
+    check_durability(client).await?;
     let exists: bool = client
         .query_one("SELECT to_regclass('rltp_meta') IS NOT NULL", &[])
         .await
