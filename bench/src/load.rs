@@ -21,7 +21,7 @@ use crate::redis::{RedisProc, Reply, Resp, RespReader, RespWriter};
 use crate::stats::{Percentiles, micros};
 use anyhow::{Context as _, bail};
 use rltp_carrier::client::{SubmitReader, SubmitWriter};
-use rltp_carrier::engine::verdict::SubmitVerdict;
+use rltp_wire::verdict::SubmitVerdict;
 use rltp_proofs::multikey::Rkid;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -9,7 +9,7 @@ use crate::redis::{RedisProc, Reply, Resp, xreadgroup_ids};
 use crate::stats::{Percentiles, micros};
 use anyhow::{Context as _, bail};
 use rltp_carrier::client::{Client, RegisterOutcome};
-use rltp_carrier::engine::verdict::Verdict;
+use rltp_wire::verdict::Verdict;
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
 use serde::{Deserialize, Serialize};

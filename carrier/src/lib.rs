@@ -4,7 +4,6 @@
 //!
 //! - [`engine`]: the sans-IO rules — the binding state table, r1–r5,
 //!   s1–s6, metering and horizons — over a store and a clock.
-//! - [`wire`]: the QUIC wire profile of `PROTOCOL.md` as pure codecs.
 //! - [`server`], [`client`]: the QUIC service and its client library.
 //! - [`cli`]: the `rltp-carrier` subcommands.
 //! - [`conformance`]: the black-box conformance runner (any carrier, from
@@ -21,4 +20,3 @@ pub mod engine;
 pub mod net;
 pub mod server;
 pub mod tls;
-pub mod wire;

@@ -10,7 +10,7 @@
 //!
 //! Deadlines are the caller's (`tokio::time::timeout` around a step).
 
-use crate::wire::{self, FrameError, PREFIX_BYTES};
+use rltp_wire::{self as wire, FrameError, PREFIX_BYTES};
 use rltp_proofs::json::Object;
 
 /// Why reading a frame stopped.

@@ -19,7 +19,7 @@
 //!   roots in a PEM file.
 //!
 //! Every config is TLS 1.3 only, provider ring (installed once by
-//! [`install_crypto_provider`]), ALPN [`crate::wire::ALPN`].
+//! [`install_crypto_provider`]), ALPN [`rltp_wire::ALPN`].
 //!
 //! Nothing here is an admission input (§5a.5): the certificate
 //! authenticates the carrier to clients, never a client to the carrier.
@@ -313,7 +313,7 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), TlsError> {
 }
 
 /// The rustls server config of this profile: TLS 1.3, ring, no client
-/// authentication, ALPN [`crate::wire::ALPN`].
+/// authentication, ALPN [`rltp_wire::ALPN`].
 ///
 /// # Errors
 /// [`TlsError::Config`] if rustls refuses the key or chain.
@@ -325,7 +325,7 @@ pub fn rustls_server_config(identity: &ServerIdentity) -> Result<rustls::ServerC
         .with_no_client_auth()
         .with_single_cert(identity.chain.clone(), identity.key.clone_key())
         .map_err(|e| TlsError::Config(e.to_string()))?;
-    config.alpn_protocols = vec![crate::wire::ALPN.to_vec()];
+    config.alpn_protocols = vec![rltp_wire::ALPN.to_vec()];
     Ok(config)
 }
 
@@ -340,7 +340,7 @@ pub enum ServerTrust {
 }
 
 /// The rustls client config of this profile for `trust`: TLS 1.3, ring,
-/// ALPN [`crate::wire::ALPN`].
+/// ALPN [`rltp_wire::ALPN`].
 ///
 /// # Errors
 /// [`TlsError::Io`] / [`TlsError::Pem`] reading a CA file,
@@ -370,7 +370,7 @@ pub fn rustls_client_config(trust: &ServerTrust) -> Result<rustls::ClientConfig,
             builder.with_root_certificates(roots).with_no_client_auth()
         }
     };
-    config.alpn_protocols = vec![crate::wire::ALPN.to_vec()];
+    config.alpn_protocols = vec![rltp_wire::ALPN.to_vec()];
     Ok(config)
 }
 

@@ -21,7 +21,7 @@ mod common;
 use common::*;
 use rltp_carrier::engine::clock::{Clock, ManualClock, STEP_TOLERANCE_MS, SteadyClock};
 use rltp_carrier::engine::table::State;
-use rltp_carrier::engine::verdict::{DepositStatus, SubmitVerdict, Verdict};
+use rltp_wire::verdict::{DepositStatus, SubmitVerdict, Verdict};
 use rltp_carrier::engine::{BudgetMeter, Engine, SessionError};
 use rltp_proofs::proof::Purpose;
 use rltp_storage::DepositId;

@@ -9,7 +9,7 @@ mod common;
 
 use common::*;
 use rltp_carrier::engine::EventSnapshot;
-use rltp_carrier::engine::verdict::{SubmitVerdict, Verdict};
+use rltp_wire::verdict::{SubmitVerdict, Verdict};
 use rltp_storage::committer::BatchReport;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -9,7 +9,7 @@ mod common;
 
 use common::*;
 use rltp_carrier::engine::table::State;
-use rltp_carrier::engine::verdict::{DepositStatus, SubmitVerdict, Verdict};
+use rltp_wire::verdict::{DepositStatus, SubmitVerdict, Verdict};
 use rltp_carrier::engine::{EngineError, GovernorMeter, MeterQuotas, Rate, SessionError};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::{Purpose, UnsignedProof};
@@ -252,7 +252,7 @@ fn challenge_checks<F: StoreFactory>(f: &F) {
             .unwrap()
         };
     let open = |issued: &rltp_carrier::engine::IssuedChallenge, key: &RkidKey| {
-        rltp_carrier::engine::challenge::open_address_challenge(
+        rltp_wire::address_challenge::open_address_challenge(
             issued.sealed_address_challenge.as_ref().unwrap(),
             &key.secret,
             &carrier_id(),
@@ -300,7 +300,7 @@ fn challenge_checks<F: StoreFactory>(f: &F) {
     // The opened value is the only thing a registrant can use.
     let issued = h.engine.challenge(&key.rkid, Purpose::Register).unwrap();
     assert!(
-        rltp_carrier::engine::challenge::open_address_challenge(
+        rltp_wire::address_challenge::open_address_challenge(
             issued.sealed_address_challenge.as_ref().unwrap(),
             &other.secret,
             &carrier_id(),

@@ -10,7 +10,7 @@ mod common;
 
 use common::*;
 use rltp_carrier::engine::table::{self, Guard, Input, State, TABLE};
-use rltp_carrier::engine::verdict::{SubmitVerdict, Verdict};
+use rltp_wire::verdict::{SubmitVerdict, Verdict};
 use rltp_carrier::engine::{EngineConstants, MeterKey};
 use rltp_proofs::encoding::multibase_z;
 use rltp_proofs::multikey::Rkid;

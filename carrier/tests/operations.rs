@@ -21,7 +21,7 @@
 use ed25519_dalek::SigningKey;
 use rltp_carrier::client::{Client, ConnectOptions, RecipientKeys};
 use rltp_carrier::config::Config;
-use rltp_carrier::engine::verdict::{SubmitVerdict, Verdict};
+use rltp_wire::verdict::{SubmitVerdict, Verdict};
 use rltp_carrier::server::Server;
 use rltp_carrier::tls::ServerTrust;
 use rltp_proofs::multikey::Rkid;

@@ -10,11 +10,11 @@
 use ed25519_dalek::SigningKey;
 use rltp_carrier::client::{Client, ConnectOptions, RecipientKeys, RegisterOutcome, WatchEvent};
 use rltp_carrier::config::Config;
-use rltp_carrier::engine::verdict::{DepositStatus, SubmitVerdict, Verdict};
+use rltp_wire::verdict::{DepositStatus, SubmitVerdict, Verdict};
 use rltp_carrier::server::Server;
 use rltp_carrier::tls::{ServerTrust, SpkiFingerprint};
-use rltp_carrier::wire::response::{ErrorCode, split_error};
-use rltp_carrier::wire::{self, Request};
+use rltp_wire::response::{ErrorCode, split_error};
+use rltp_wire::{self as wire, Request};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
 use rltp_storage::DepositId;

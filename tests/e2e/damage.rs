@@ -7,7 +7,7 @@
 
 use super::*;
 use rltp_carrier::client::{Client, ConnectOptions, RecipientKeys};
-use rltp_carrier::engine::verdict::{SubmitVerdict, Verdict};
+use rltp_wire::verdict::{SubmitVerdict, Verdict};
 use rltp_carrier::tls::ServerTrust;
 use rltp_proofs::identity::CarrierId;
 use rltp_proofs::proof::Purpose;

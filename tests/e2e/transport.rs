@@ -6,7 +6,7 @@ use super::*;
 use rltp_carrier::client::{Client, ConnectOptions};
 use rltp_carrier::net;
 use rltp_carrier::tls::ServerTrust;
-use rltp_carrier::wire::{self, Request};
+use rltp_wire::{self as wire, Request};
 use rltp_proofs::multikey::Rkid;
 
 /// The next answer frame on `recv` (bounded); `None` at the end.

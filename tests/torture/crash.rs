@@ -54,7 +54,7 @@
 
 use super::harness::*;
 use rltp_carrier::client::{Client, ClientError, RecipientKeys, RegisterOutcome};
-use rltp_carrier::engine::verdict::{DepositStatus, SubmitVerdict, Verdict};
+use rltp_wire::verdict::{DepositStatus, SubmitVerdict, Verdict};
 use rltp_carrier::server::clock::TEST_CLOCK_ENV;
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;

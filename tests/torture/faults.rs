@@ -13,8 +13,8 @@
 
 use super::harness::*;
 use rltp_carrier::client::{Client, ClientError};
-use rltp_carrier::engine::verdict::{SubmitVerdict, Verdict};
-use rltp_carrier::wire::response::ErrorCode;
+use rltp_wire::verdict::{SubmitVerdict, Verdict};
+use rltp_wire::response::ErrorCode;
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
 use rltp_storage::redb_store::RedbStore;

@@ -18,9 +18,9 @@
 
 use super::harness::*;
 use rltp_carrier::client::{Client, RecipientKeys};
-use rltp_carrier::engine::challenge::open_address_challenge;
-use rltp_carrier::engine::verdict::{SubmitVerdict, Verdict};
-use rltp_carrier::wire::response::ChallengeAnswer;
+use rltp_wire::address_challenge::open_address_challenge;
+use rltp_wire::verdict::{SubmitVerdict, Verdict};
+use rltp_wire::response::ChallengeAnswer;
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::{Purpose, UnsignedProof};
 use rltp_storage::DepositId;

@@ -12,7 +12,7 @@
 use super::harness::*;
 use rltp_carrier::net;
 use rltp_carrier::tls::ServerTrust;
-use rltp_carrier::wire::{self, Request};
+use rltp_wire::{self as wire, Request};
 use rltp_proofs::json::Object;
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
@@ -429,7 +429,7 @@ async fn a_flood_of_distinct_unknown_rkids_leaves_no_per_key_state() {
                         _ => {
                             if matches!(
                                 client.challenge(&rkid, Purpose::Collect).await.unwrap(),
-                                rltp_carrier::wire::response::ChallengeAnswer::Issued { .. }
+                                rltp_wire::response::ChallengeAnswer::Issued { .. }
                             ) {
                                 issued += 1;
                             }

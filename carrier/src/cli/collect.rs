@@ -72,12 +72,12 @@ use crate::client::clock::WallClock;
 use crate::client::{
     AwaitingReason, Backoff, Delivered, Finished, Link, RecipientKeys, Schedule, WatchEvent,
 };
-use crate::engine::verdict::Verdict;
+use rltp_wire::verdict::Verdict;
 use rltp_proofs::envelope::{MAX_ENVELOPE_BYTES, ShapeError, check_shape};
 use rltp_proofs::json::{self, Value};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::seal::{self, SealError};
-use rltp_storage::DepositId;
+use rltp_proofs::DepositId;
 use std::collections::HashSet;
 use std::fmt;
 use std::io::Write;
@@ -89,7 +89,7 @@ use tokio::time::Instant;
 /// Deposits asked for per collect page (the carrier's page bound).
 pub const PAGE: u32 = 256;
 /// Most deposits one conclusion request names (the wire profile's bound).
-pub const CONCLUDE_BATCH: usize = crate::wire::MAX_CONCLUDE_IDS;
+pub const CONCLUDE_BATCH: usize = rltp_wire::MAX_CONCLUDE_IDS;
 /// A watch concludes what it holds once the stream has been quiet this long.
 pub const CONCLUDE_QUIET_MS: u64 = 20;
 /// How often `collect --watch` re-authorizes its session: 42 h, a quarter

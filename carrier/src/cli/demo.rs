@@ -28,7 +28,7 @@ use super::send::{Sealed, seal_value};
 use super::{Failure, exit};
 use crate::client::{Client, ConnectOptions, RetryPolicy, Sender, SenderStatus};
 use crate::config::Config;
-use crate::engine::verdict::{DepositStatus, Verdict};
+use rltp_wire::verdict::{DepositStatus, Verdict};
 use crate::server::Server;
 use crate::tls::ServerTrust;
 use rltp_proofs::json::{self, Value};
@@ -368,7 +368,7 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
         });
     steps.record("verify digests", verified)?;
 
-    let terminal: Vec<rltp_storage::DepositId> = handled
+    let terminal: Vec<rltp_proofs::DepositId> = handled
         .iter()
         .filter(|h| h.disposition.is_terminal())
         .map(|h| h.id)

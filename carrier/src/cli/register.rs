@@ -18,7 +18,7 @@ use super::keys::KeyFile;
 use super::output::Output;
 use super::{CarrierArgs, Failure, exit};
 use crate::client::{Client, ClientError, Finished, Link, RegisterOutcome, Schedule};
-use crate::engine::verdict::Verdict;
+use rltp_wire::verdict::Verdict;
 use rltp_proofs::proof::Purpose;
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -35,7 +35,7 @@ use crate::client::{
 use rltp_proofs::json::{self, Value};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::seal::{MAX_PLAINTEXT_BYTES, SealError};
-use rltp_storage::DepositId;
+use rltp_proofs::DepositId;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;

@@ -8,9 +8,9 @@
 //! `unknown`, 3 when it gave up while the carrier was unreachable.
 
 use super::{CarrierArgs, Failure, exit};
-use crate::engine::verdict::DepositStatus;
+use rltp_wire::verdict::DepositStatus;
 use rltp_proofs::multikey::Rkid;
-use rltp_storage::DepositId;
+use rltp_proofs::DepositId;
 use std::process::ExitCode;
 
 /// `status`: a deposit's status by id.

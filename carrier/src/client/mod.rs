@@ -39,18 +39,18 @@ pub use retry::{
 };
 pub use sender::{FailReason, SendEvent, Sender, SenderStatus};
 
-use crate::engine::verdict::DepositStatus;
+use rltp_wire::verdict::DepositStatus;
 use crate::net::{self, ReadError};
 use crate::tls::{self, ServerTrust, TlsError};
-use crate::wire::response::{self, ChallengeAnswer, ErrorAnswer, SubmitAnswer};
-use crate::wire::{self, FrameError, Request};
+use rltp_wire::response::{self, ChallengeAnswer, ErrorAnswer, SubmitAnswer};
+use rltp_wire::{self as wire, FrameError, Request};
 use rltp_proofs::declaration::{
     CarrierDeclaration, accept_carrier_declaration, parse_declaration, verify_declaration,
 };
 use rltp_proofs::json::Object;
 use rltp_proofs::multikey::{DidKey, Rkid};
 use rltp_proofs::proof::Purpose;
-use rltp_storage::DepositId;
+use rltp_proofs::DepositId;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -87,7 +87,7 @@ pub enum ClientError {
     Handshake(String),
     /// The sealed address challenge could not be used (`PROTOCOL.md` §8).
     #[error(transparent)]
-    AddressChallenge(#[from] crate::engine::challenge::AddressChallengeError),
+    AddressChallenge(#[from] rltp_wire::address_challenge::AddressChallengeError),
     /// A proof could not be built.
     #[error("proof: {0}")]
     Proof(String),

@@ -2,11 +2,11 @@
 //! and proofs built (or broken) on purpose.
 
 use crate::client::{Client, RecipientKeys};
-use crate::engine::challenge::open_address_challenge;
-use crate::engine::verdict::Verdict;
+use rltp_wire::address_challenge::open_address_challenge;
+use rltp_wire::verdict::Verdict;
 use crate::net;
-use crate::wire::response::{ChallengeAnswer, ErrorAnswer, split_error};
-use crate::wire::{self, Request};
+use rltp_wire::response::{ChallengeAnswer, ErrorAnswer, split_error};
+use rltp_wire::{self as wire, Request};
 use ed25519_dalek::{Signer as _, SigningKey};
 use rand::Rng as _;
 use rltp_proofs::encoding::multibase_z;

@@ -15,9 +15,7 @@
 //!   finds nothing and is refused at the cost of a lookup, with no
 //!   verification.
 
-use rltp_proofs::encoding::{b64url_decode_array, b64url_encode};
 use rltp_proofs::identity::CarrierId;
-use rltp_proofs::json::{Object, Value};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::{CarrierProof, Purpose};
 use rltp_proofs::seal::{self, SealedEnvelope};
@@ -90,89 +88,6 @@ impl rand::TryRng for CountingRng<'_> {
 
 impl rand::TryCryptoRng for CountingRng<'_> {}
 
-/// `PROTOCOL.md` §8: the domain tag `v` of the sealed address-challenge
-/// plaintext. The object has no `type`, so it never passes as a delivery
-/// document, and no document carries `v`.
-pub const ADDRESS_CHALLENGE_V: &str = "rltp-carrier-address-challenge/1";
-
-/// `PROTOCOL.md` §8: the plaintext sealed to the `rkid` for a
-/// `register`/`rebind` challenge — the JCS of
-/// `{"addressChallenge": <43 base64url chars>, "carrier": C, "purpose": p,
-/// "rkid": <Multikey>, "v": ADDRESS_CHALLENGE_V}` (about 260 bytes).
-///
-/// # Errors
-/// [`rltp_proofs::jcs::JcsError`], not reachable for these values.
-pub fn address_challenge_plaintext(
-    carrier: &CarrierId,
-    rkid: &Rkid,
-    purpose: Purpose,
-    address_challenge: &[u8; 32],
-) -> Result<Vec<u8>, rltp_proofs::jcs::JcsError> {
-    let mut object = Object::new();
-    object.insert("addressChallenge", b64url_encode(address_challenge));
-    object.insert("carrier", carrier.as_str());
-    object.insert("purpose", purpose.as_str());
-    object.insert("rkid", rkid.to_multikey());
-    object.insert("v", ADDRESS_CHALLENGE_V);
-    rltp_proofs::jcs::canonicalize(&Value::Object(object))
-}
-
-/// Why a registrant refuses to use a sealed address challenge
-/// (`PROTOCOL.md` §8).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum AddressChallengeError {
-    /// §5 open failed (wrong key, altered envelope).
-    #[error("sealed address challenge does not open: {0}")]
-    Open(#[from] rltp_proofs::seal::SealError),
-    /// The plaintext is not the §8 object.
-    #[error("sealed address challenge plaintext is not the protocol object")]
-    Shape,
-    /// `v`, `carrier`, `rkid` or `purpose` differ from what was asked
-    /// (named by the member).
-    #[error("sealed address challenge member {0} differs from the request")]
-    Mismatch(&'static str),
-}
-
-/// The registrant side of `PROTOCOL.md` §8: opens `sealed` with the
-/// `rkid`'s 32-byte X25519 secret, checks `v`, `carrier` (byte-equal),
-/// `rkid` and `purpose` against the request, and returns the 32-byte
-/// address challenge to copy into the proof.
-///
-/// # Errors
-/// [`AddressChallengeError`].
-pub fn open_address_challenge(
-    sealed: &SealedEnvelope,
-    rkid_secret: &[u8; 32],
-    carrier: &CarrierId,
-    rkid: &Rkid,
-    purpose: Purpose,
-) -> Result<[u8; 32], AddressChallengeError> {
-    let plaintext = seal::open(sealed, rkid_secret)?;
-    let value = rltp_proofs::json::parse(&plaintext).map_err(|_| AddressChallengeError::Shape)?;
-    let object = value.as_object().ok_or(AddressChallengeError::Shape)?;
-    let member = |name: &'static str| {
-        object
-            .get(name)
-            .and_then(Value::as_str)
-            .ok_or(AddressChallengeError::Shape)
-    };
-    if object.len() != 5 {
-        return Err(AddressChallengeError::Shape);
-    }
-    for (name, expected) in [
-        ("v", ADDRESS_CHALLENGE_V.to_owned()),
-        ("carrier", carrier.as_str().to_owned()),
-        ("rkid", rkid.to_multikey()),
-        ("purpose", purpose.as_str().to_owned()),
-    ] {
-        if member(name)? != expected {
-            return Err(AddressChallengeError::Mismatch(name));
-        }
-    }
-    b64url_decode_array::<32>(member("addressChallenge")?).map_err(|_| AddressChallengeError::Shape)
-}
-
 /// What a requester receives for a challenge request (§5a.3).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IssuedChallenge {
@@ -185,7 +100,7 @@ pub struct IssuedChallenge {
     pub principal_challenge: [u8; 32],
     /// For `register`/`rebind`: the `PROTOCOL.md` §8 plaintext carrying
     /// the 32-byte address challenge, sealed to `rkid` (§5); the registrant
-    /// opens it ([`open_address_challenge`]) and returns the value as
+    /// opens it ([`rltp_wire::address_challenge::open_address_challenge`]) and returns the value as
     /// `addressChallenge`. `None` for `collect`/`conclude`.
     pub sealed_address_challenge: Option<SealedEnvelope>,
     /// The last instant it is accepted is `expires_at − 1` (ms): issue
@@ -225,7 +140,7 @@ pub(crate) fn issue<S: Store>(
     let (address_challenge, sealed_address_challenge) = if purpose.changes_succession() {
         let mut address = [0u8; 32];
         rand::Rng::fill_bytes(&mut rng, &mut address);
-        let plaintext = address_challenge_plaintext(carrier, &rkid, purpose, &address)
+        let plaintext = rltp_wire::address_challenge::address_challenge_plaintext(carrier, &rkid, purpose, &address)
             .map_err(|_| IssueError::Encoding)?;
         Counters::bump(&counters.asymmetric_ops);
         let sealed = seal::seal(&plaintext, &rkid, &mut rng).map_err(|_| IssueError::Unsealable)?;

@@ -23,7 +23,7 @@ use crate::engine::binding::{self, orphan_instant};
 use crate::engine::config::EngineConstants;
 use crate::engine::queue;
 use crate::engine::table::{self, Guard, Input, State};
-use crate::engine::verdict::DepositStatus;
+use rltp_wire::verdict::DepositStatus;
 use rltp_proofs::multikey::Rkid;
 use rltp_storage::{
     Binding, Departure, DepositId, Due, Ms, Phase, ReadTxn, StoreResult, Tombstone, WriteTxn,

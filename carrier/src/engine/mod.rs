@@ -5,7 +5,6 @@
 //! | module | rule |
 //! |---|---|
 //! | [`table`] | the §5a.3 state table, as data |
-//! | [`verdict`] | the closed verdict sets (§5a.3, §5a.5) and sender status |
 //! | [`clock`] | injected time |
 //! | [`config`] | published constants and private limits (§4.4) |
 //! | [`meter`] | admission metering keyed per queue and globally (§5a.5, guarantees 4, 5) |
@@ -28,7 +27,6 @@ pub mod ops;
 pub mod outcome;
 mod queue;
 pub mod table;
-pub mod verdict;
 
 pub use challenge::{CounterSnapshot, IssuedChallenge};
 pub use config::{EngineConfig, EngineConstants, Limits};

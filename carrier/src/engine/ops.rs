@@ -49,7 +49,7 @@ use crate::engine::meter::{self, Meter, MeterKey};
 use crate::engine::outcome::{Collected, CollectedDeposit, Concluded, EngineError, SessionError};
 use crate::engine::queue;
 use crate::engine::table::{self, Guard, Input, Outcome, State};
-use crate::engine::verdict::{DepositStatus, SubmitVerdict, Verdict};
+use rltp_wire::verdict::{DepositStatus, SubmitVerdict, Verdict};
 use rltp_proofs::envelope::{MAX_ENVELOPE_BYTES, check_shape};
 use rltp_proofs::identity::CarrierId;
 use rltp_proofs::multikey::Rkid;

@@ -2,7 +2,7 @@
 //! [`crate::engine::verdict`]: payloads and the errors that are not
 //! verdicts.
 
-use crate::engine::verdict::Verdict;
+use rltp_wire::verdict::Verdict;
 use rltp_storage::{DepositId, Ms, StoreError};
 use std::sync::Arc;
 

@@ -26,7 +26,7 @@
 //! - gauges: read from one store snapshot at each scrape;
 //! - histograms: the group-commit writer's batch observer.
 
-use crate::engine::verdict::{DepositStatus, SubmitVerdict, Verdict};
+pub use rltp_wire::Op;
 use crate::engine::{EngineConstants, EventSnapshot, Limits};
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Label, Level, Metadata, Recorder};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
@@ -37,96 +37,15 @@ use std::sync::{Mutex, PoisonError};
 /// Minutes of verdict history kept for the status page's chart.
 pub const HISTORY_MINUTES: usize = 60;
 
-/// The operations of `PROTOCOL.md` §7, as metric labels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
-    /// `declaration`.
-    Declaration,
-    /// `submit` and each `submit-stream` item (§5a.5).
-    Submit,
-    /// `status` (§5a.8).
-    Status,
-    /// `challenge` (§5a.3).
-    Challenge,
-    /// `register` / `rebind` (§5a.3).
-    Register,
-    /// `collect` (§5a.7).
-    Collect,
-    /// `conclude` (§5a.8).
-    Conclude,
+/// The operations that are metric labels: every [`Op`] that answers as
+/// itself (a `submit-stream` item counts as a `submit`).
+fn metric_ops() -> impl Iterator<Item = Op> {
+    Op::ALL.into_iter().filter(|op| op.answered_as() == *op)
 }
 
-impl Op {
-    /// Every operation.
-    pub const ALL: [Op; 7] = [
-        Op::Declaration,
-        Op::Submit,
-        Op::Status,
-        Op::Challenge,
-        Op::Register,
-        Op::Collect,
-        Op::Conclude,
-    ];
-
-    /// The label value (the wire `op`).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Op::Declaration => "declaration",
-            Op::Submit => "submit",
-            Op::Status => "status",
-            Op::Challenge => "challenge",
-            Op::Register => "register",
-            Op::Collect => "collect",
-            Op::Conclude => "conclude",
-        }
-    }
-
-    /// The closed set of answers this operation gives (the engine's
-    /// documented verdicts of each operation).
-    fn outcomes(self) -> Vec<&'static str> {
-        let refusals = [
-            Verdict::Malformed,
-            Verdict::AdmissionResource,
-            Verdict::PossessionFailed,
-        ];
-        let spell = |vs: &[Verdict]| vs.iter().map(|v| v.as_str()).collect::<Vec<_>>();
-        match self {
-            Op::Declaration => vec!["ok"],
-            Op::Submit => SubmitVerdict::ALL.iter().map(|v| v.as_str()).collect(),
-            Op::Status => [
-                DepositStatus::Accepted,
-                DepositStatus::GivenUp,
-                DepositStatus::Unknown,
-            ]
-            .iter()
-            .map(|s| s.as_str())
-            .collect(),
-            Op::Challenge => std::iter::once("issued")
-                .chain(spell(&[
-                    Verdict::AdmissionResource,
-                    Verdict::PossessionFailed,
-                ]))
-                .collect(),
-            Op::Register => spell(&[
-                Verdict::Registered,
-                Verdict::RegisteredIdempotent,
-                Verdict::Rebound,
-                Verdict::StaleGeneration { held: 0 },
-                Verdict::RegistrationCapacity,
-            ])
-            .into_iter()
-            .chain(spell(&refusals))
-            .collect(),
-            Op::Collect | Op::Conclude => spell(&[Verdict::Served, Verdict::NoSuchQueue])
-                .into_iter()
-                .chain(spell(&refusals))
-                .collect(),
-        }
-    }
-
-    fn index(self) -> usize {
-        Op::ALL.iter().position(|o| *o == self).unwrap_or(0)
-    }
+/// The position of `op` among [`metric_ops`].
+fn op_index(op: Op) -> usize {
+    metric_ops().position(|o| o == op.answered_as()).unwrap_or(0)
 }
 
 /// One verdict series: `rltp_carrier_verdicts_total{operation, verdict}`.
@@ -371,9 +290,9 @@ impl Metrics {
 
         let mut series = Vec::new();
         let mut by_op = Vec::new();
-        for op in Op::ALL {
+        for op in metric_ops() {
             let mut entries = Vec::new();
-            for verdict in op.outcomes() {
+            for verdict in op.answers() {
                 entries.push((verdict, series.len()));
                 series.push(Series {
                     op,
@@ -388,8 +307,7 @@ impl Metrics {
             }
             by_op.push(entries);
         }
-        let unavailable = Op::ALL
-            .iter()
+        let unavailable = metric_ops()
             .map(|op| {
                 r.counter_with(
                     "rltp_carrier_unavailable_total",
@@ -547,7 +465,7 @@ impl Metrics {
     pub fn verdict(&self, op: Op, verdict: &str, now: Ms) {
         let Some(&(_, index)) = self
             .by_op
-            .get(op.index())
+            .get(op_index(op))
             .and_then(|entries| entries.iter().find(|(v, _)| *v == verdict))
         else {
             tracing::warn!(op = op.as_str(), verdict, "verdict outside the metric set");
@@ -585,7 +503,7 @@ impl Metrics {
 
     /// Counts an `unavailable` answer of `op`.
     pub fn unavailable(&self, op: Op) {
-        if let Some(counter) = self.unavailable.get(op.index()) {
+        if let Some(counter) = self.unavailable.get(op_index(op)) {
             counter.increment(1);
         }
     }

@@ -11,11 +11,11 @@
 use super::metrics::Op;
 use super::{Ctx, current_declaration};
 use crate::engine::table::State;
-use crate::engine::verdict::{SubmitVerdict, Verdict};
+use rltp_wire::verdict::{SubmitVerdict, Verdict};
 use crate::engine::{CollectedDeposit, SessionError, horizon};
 use crate::net::{self, ReadError};
-use crate::wire::response::{self, ChallengeAnswer, ErrorAnswer, ErrorCode, SubmitAnswer};
-use crate::wire::{self, FrameError, Request};
+use rltp_wire::response::{self, ChallengeAnswer, ErrorAnswer, ErrorCode, SubmitAnswer};
+use rltp_wire::{self as wire, FrameError, Request};
 use rltp_proofs::json::Object;
 use rltp_proofs::multikey::Rkid;
 use rltp_storage::{ReadTxn, Store, StoreError};
@@ -267,7 +267,7 @@ async fn dispatch<S: Store>(
     send: &mut quinn::SendStream,
     recv: &mut quinn::RecvStream,
 ) {
-    let op = request.op();
+    let op = request.op().as_str();
     match request {
         Request::Declaration => {
             let document = current_declaration(ctx);

@@ -5,10 +5,10 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::panic, missing_docs)]
 
 use ed25519_dalek::SigningKey;
-use rltp_carrier::engine::challenge::open_address_challenge;
+use rltp_wire::address_challenge::open_address_challenge;
 use rltp_carrier::engine::clock::ManualClock;
 use rltp_carrier::engine::table::State;
-use rltp_carrier::engine::verdict::{SubmitVerdict, Verdict};
+use rltp_wire::verdict::{SubmitVerdict, Verdict};
 use rltp_carrier::engine::{
     BudgetMeter, Collected, Concluded, Engine, EngineConfig, EngineConstants, Limits, Meter,
     SessionError,

@@ -2,74 +2,46 @@
 //! codecs: the server builds them with `to_header`, the client reads them
 //! with `from_header`. Every reader is strict: a closed member set, exact
 //! verdict spellings, `retriable` equal to what the verdict implies.
+//! Every set of spellings is one table ([`crate::verdict`], [`ErrorCode`]).
 
-use super::{FrameError, parse_header};
-use crate::engine::verdict::{DepositStatus, SubmitVerdict, Verdict};
+use crate::closed_set::closed_set;
+use crate::fields::Fields;
+use crate::frame::{FrameError, parse_header};
+use crate::verdict::{DepositStatus, SubmitVerdict, Verdict};
 use rltp_proofs::encoding::{b64url_decode_array, b64url_encode};
 use rltp_proofs::envelope::{MAX_ENVELOPE_BYTES, check_shape};
-use rltp_proofs::json::{Number, Object, Value};
+use rltp_proofs::json::{Number, Object};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::seal::SealedEnvelope;
-use rltp_storage::DepositId;
+use rltp_proofs::DepositId;
 
-/// The closed set of `error` codes a stream can be answered with
-/// (`PROTOCOL.md` §6). The first four are [`FrameError::code`]s.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ErrorCode {
-    /// A length prefix above its bound; nothing of the frame was read.
-    FrameTooLarge,
-    /// The stream ended inside a frame.
-    TruncatedFrame,
-    /// The header is not strict JSON or not a valid header.
-    MalformedFrame,
-    /// `op` names no operation.
-    UnknownOperation,
-    /// A frame did not arrive within the server's read deadline.
-    ReadTimeout,
-    /// A second proof on a stream already authorized by one: one
-    /// authorization session carries exactly one principal (§5a.3).
-    SecondProof,
-    /// The carrier's storage could not complete the operation; nothing
-    /// changed; retry (a transport-level condition, not a verdict).
-    Unavailable,
+closed_set! {
+    /// The closed set of `error` codes a stream can be answered with
+    /// (`PROTOCOL.md` §6). The first four are [`FrameError::code`]s.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    #[non_exhaustive]
+    pub enum ErrorCode {
+        /// A length prefix above its bound; nothing of the frame was read.
+        FrameTooLarge = "frame-too-large";
+        /// The stream ended inside a frame.
+        TruncatedFrame = "truncated-frame";
+        /// The header is not strict JSON or not a valid header.
+        MalformedFrame = "malformed-frame";
+        /// `op` names no operation.
+        UnknownOperation = "unknown-operation";
+        /// A frame did not arrive within the server's read deadline.
+        ReadTimeout = "read-timeout";
+        /// A second proof on a stream already authorized by one: one
+        /// authorization session carries exactly one principal (§5a.3).
+        SecondProof = "second-proof";
+        /// The carrier's storage could not complete the operation; nothing
+        /// changed; retry (a transport-level condition, not a verdict): the
+        /// only retriable code.
+        Unavailable = "unavailable", retriable;
+    }
 }
 
 impl ErrorCode {
-    /// Every code.
-    pub const ALL: [ErrorCode; 7] = [
-        ErrorCode::FrameTooLarge,
-        ErrorCode::TruncatedFrame,
-        ErrorCode::MalformedFrame,
-        ErrorCode::UnknownOperation,
-        ErrorCode::ReadTimeout,
-        ErrorCode::SecondProof,
-        ErrorCode::Unavailable,
-    ];
-
-    /// The wire spelling.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::FrameTooLarge => "frame-too-large",
-            ErrorCode::TruncatedFrame => "truncated-frame",
-            ErrorCode::MalformedFrame => "malformed-frame",
-            ErrorCode::UnknownOperation => "unknown-operation",
-            ErrorCode::ReadTimeout => "read-timeout",
-            ErrorCode::SecondProof => "second-proof",
-            ErrorCode::Unavailable => "unavailable",
-        }
-    }
-
-    /// Parses the wire spelling.
-    pub fn from_wire(s: &str) -> Option<ErrorCode> {
-        ErrorCode::ALL.into_iter().find(|c| c.as_str() == s)
-    }
-
-    /// Whether the same request may succeed later (only `unavailable`).
-    pub const fn retriable(self) -> bool {
-        matches!(self, ErrorCode::Unavailable)
-    }
-
     /// The code of a frame error.
     pub fn of(error: &FrameError) -> ErrorCode {
         match error {
@@ -80,12 +52,6 @@ impl ErrorCode {
                 ErrorCode::MalformedFrame
             }
         }
-    }
-}
-
-impl std::fmt::Display for ErrorCode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -193,7 +159,7 @@ impl SubmitAnswer {
     /// The answer for `verdict` on the envelope whose id is `id`
     /// ([`DepositId::of`] its bytes); the id is carried only when held.
     pub fn new(verdict: SubmitVerdict, id: DepositId) -> SubmitAnswer {
-        let held = matches!(verdict, SubmitVerdict::Admitted | SubmitVerdict::Duplicate);
+        let held = verdict.held();
         SubmitAnswer {
             verdict,
             deposit: held.then_some(id),
@@ -222,7 +188,7 @@ impl SubmitAnswer {
         let verdict = SubmitVerdict::from_wire(text)
             .ok_or_else(|| FrameError::Header(format!("unknown submit verdict {text:?}")))?;
         f.retriable(verdict.retriable())?;
-        let held = matches!(verdict, SubmitVerdict::Admitted | SubmitVerdict::Duplicate);
+        let held = verdict.held();
         let deposit = f.opt_deposit("deposit")?;
         if deposit.is_some() != held {
             return Err(FrameError::Header(format!(
@@ -247,12 +213,9 @@ pub fn status_header(status: DepositStatus) -> Object {
 pub fn parse_status_header(header: &Object) -> Result<DepositStatus, FrameError> {
     let f = Fields(header);
     f.closed(&["status"])?;
-    match f.str("status")? {
-        "accepted" => Ok(DepositStatus::Accepted),
-        "given-up" => Ok(DepositStatus::GivenUp),
-        "unknown" => Ok(DepositStatus::Unknown),
-        other => Err(FrameError::Header(format!("unknown status {other:?}"))),
-    }
+    let text = f.str("status")?;
+    DepositStatus::from_wire(text)
+        .ok_or_else(|| FrameError::Header(format!("unknown status {text:?}")))
 }
 
 /// `challenge` answer (§5a.3, `PROTOCOL.md` §8).
@@ -325,7 +288,7 @@ impl ChallengeAnswer {
         Ok(ChallengeAnswer::Issued {
             principal_challenge,
             address_challenge,
-            expires_at: f.uint("expiresAt")?,
+            expires_at: f.uint1("expiresAt")?,
         })
     }
 }
@@ -342,18 +305,6 @@ pub fn verdict_header(verdict: Verdict) -> Object {
     h
 }
 
-const UNIT_VERDICTS: [Verdict; 9] = [
-    Verdict::Registered,
-    Verdict::RegisteredIdempotent,
-    Verdict::Rebound,
-    Verdict::Served,
-    Verdict::NoSuchQueue,
-    Verdict::PossessionFailed,
-    Verdict::Malformed,
-    Verdict::RegistrationCapacity,
-    Verdict::AdmissionResource,
-];
-
 /// Reads a §5a.3 verdict header with the extra members `extra` allowed;
 /// returns the verdict and the header for the caller to read the extras.
 ///
@@ -368,20 +319,17 @@ pub fn parse_verdict_header<'a>(
     allowed.extend_from_slice(extra);
     f.closed(&allowed)?;
     let text = f.str("verdict")?;
-    let verdict = if text == "refused(stale-generation)" {
-        Verdict::StaleGeneration {
-            held: f.uint("generation")?,
-        }
-    } else {
-        if header.get("generation").is_some() {
+    let verdict = match Verdict::from_wire(text) {
+        Some(Verdict::StaleGeneration { .. }) => Verdict::StaleGeneration {
+            held: f.uint1("generation")?,
+        },
+        _ if header.get("generation").is_some() => {
             return Err(FrameError::Header(format!(
                 "generation with verdict {text:?}"
             )));
         }
-        UNIT_VERDICTS
-            .into_iter()
-            .find(|v| v.as_str() == text)
-            .ok_or_else(|| FrameError::Header(format!("unknown verdict {text:?}")))?
+        Some(verdict) => verdict,
+        None => return Err(FrameError::Header(format!("unknown verdict {text:?}"))),
     };
     f.retriable(verdict.retriable())?;
     Ok((verdict, header))
@@ -476,91 +424,11 @@ pub fn parse_conclude_header(header: &Object) -> Result<(Verdict, Option<u64>), 
     Ok((verdict, concluded))
 }
 
-struct Fields<'a>(&'a Object);
-
-impl Fields<'_> {
-    fn closed(&self, allowed: &[&str]) -> Result<(), FrameError> {
-        match self.0.keys().find(|k| !allowed.contains(k)) {
-            Some(unknown) => Err(FrameError::Header(format!("unknown member {unknown:?}"))),
-            None => Ok(()),
-        }
-    }
-
-    fn str(&self, name: &str) -> Result<&str, FrameError> {
-        self.0
-            .get(name)
-            .and_then(Value::as_str)
-            .ok_or_else(|| FrameError::Header(format!("{name} must be a string")))
-    }
-
-    fn opt_bool(&self, name: &str) -> Result<Option<bool>, FrameError> {
-        match self.0.get(name) {
-            None => Ok(None),
-            Some(Value::Bool(b)) => Ok(Some(*b)),
-            Some(other) => Err(FrameError::Header(format!(
-                "{name} is a json {}",
-                other.kind()
-            ))),
-        }
-    }
-
-    fn retriable(&self, expected: bool) -> Result<(), FrameError> {
-        match self.opt_bool("retriable")? {
-            Some(b) if b == expected => Ok(()),
-            Some(b) => Err(FrameError::Header(format!(
-                "retriable {b} contradicts the verdict"
-            ))),
-            None => Err(FrameError::Header("retriable is required".into())),
-        }
-    }
-
-    /// A canonical integer ≥ 0 (`0` allowed), at most 2^53 − 1.
-    fn opt_uint0(&self, name: &str) -> Result<Option<u64>, FrameError> {
-        match self.0.get(name) {
-            None => Ok(None),
-            Some(Value::Number(n)) if n.lexeme() == "0" => Ok(Some(0)),
-            Some(Value::Number(n)) => rltp_proofs::constants::parse_canonical_integer(n.lexeme())
-                .map(Some)
-                .map_err(|e| FrameError::Header(format!("{name}: {e}"))),
-            Some(other) => Err(FrameError::Header(format!(
-                "{name} is a json {}",
-                other.kind()
-            ))),
-        }
-    }
-
-    fn uint0(&self, name: &str) -> Result<u64, FrameError> {
-        self.opt_uint0(name)?
-            .ok_or_else(|| FrameError::Header(format!("{name} is required")))
-    }
-
-    /// A canonical integer ≥ 1.
-    fn uint(&self, name: &str) -> Result<u64, FrameError> {
-        match self.0.get(name) {
-            Some(Value::Number(n)) => rltp_proofs::constants::parse_canonical_integer(n.lexeme())
-                .map_err(|e| FrameError::Header(format!("{name}: {e}"))),
-            Some(other) => Err(FrameError::Header(format!(
-                "{name} is a json {}",
-                other.kind()
-            ))),
-            None => Err(FrameError::Header(format!("{name} is required"))),
-        }
-    }
-
-    fn opt_deposit(&self, name: &str) -> Result<Option<DepositId>, FrameError> {
-        match self.0.get(name) {
-            None => Ok(None),
-            Some(_) => DepositId::parse(self.str(name)?)
-                .map(Some)
-                .map_err(|e| FrameError::Header(format!("{name}: {e}"))),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::encode_frame;
+    use crate::frame::encode_frame;
+    use rltp_proofs::json::Value;
 
     fn jcs(header: &Object) -> String {
         let frame = encode_frame(header, b"");
@@ -603,7 +471,10 @@ mod tests {
 
     #[test]
     fn verdicts_round_trip_with_held_generation() {
-        let mut all = UNIT_VERDICTS.to_vec();
+        let mut all: Vec<Verdict> = Verdict::ALL
+            .into_iter()
+            .filter(|v| !matches!(v, Verdict::StaleGeneration { .. }))
+            .collect();
         all.push(Verdict::StaleGeneration { held: 7 });
         for verdict in all {
             let header = reparse(&verdict_header(verdict));
@@ -653,11 +524,7 @@ mod tests {
 
     #[test]
     fn status_and_errors_round_trip() {
-        for status in [
-            DepositStatus::Accepted,
-            DepositStatus::GivenUp,
-            DepositStatus::Unknown,
-        ] {
+        for status in DepositStatus::ALL {
             assert_eq!(
                 parse_status_header(&reparse(&status_header(status))).unwrap(),
                 status

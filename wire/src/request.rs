@@ -1,158 +1,14 @@
-//! The carrier's QUIC wire profile (`PROTOCOL.md` §5–§7): frames, request
-//! headers and response headers, as pure codecs (no I/O).
-//!
-//! A **frame** is
-//!
-//! ```text
-//! header_len: u32 big-endian | body_len: u32 big-endian | header | body
-//! ```
-//!
-//! where `header` is one strict-JSON object (read by [`rltp_proofs::json`]
-//! under its frozen limits, narrowed to [`MAX_HEADER_BYTES`]) and `body` is
-//! raw bytes (an envelope, a proof, a declaration) or empty. Lengths are
-//! checked against the limits **before** anything is allocated or read.
-//!
-//! Every malformed frame or header is a [`FrameError`] whose `code()` is
-//! one closed spelling; the server answers it on the stream and keeps the
-//! connection.
+//! Requests (`PROTOCOL.md` §6–§7): the header of each operation, with its
+//! closed member set, parsed strictly and written as JCS.
 
-pub mod response;
-
-use rltp_proofs::json::{self, Number, Object, Value};
+use crate::fields::Fields;
+use crate::frame::{FrameError, MAX_COLLECT_LIMIT, MAX_CONCLUDE_IDS};
+use crate::op::Op;
+use rltp_proofs::DepositId;
+use rltp_proofs::json::{Number, Object, Value};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
-use rltp_storage::DepositId;
 use std::fmt;
-
-/// ALPN protocol id of this profile, version 1 (`PROTOCOL.md` §5).
-pub const ALPN: &[u8] = b"rltp-carrier/1";
-/// Size of the frame prefix: two `u32` lengths (bytes).
-pub const PREFIX_BYTES: usize = 8;
-/// Largest header (bytes of strict JSON).
-pub const MAX_HEADER_BYTES: usize = 16_384;
-/// Largest body (bytes): the strict reader's whole-input ceiling, which
-/// bounds proofs and declarations; an envelope body is further bounded by
-/// `proofs::envelope::MAX_ENVELOPE_BYTES` at s2.
-pub const MAX_BODY_BYTES: usize = json::MAX_TOTAL_BYTES;
-/// Most deposits a `conclude` may name in one request: a collect page's
-/// most (`PROTOCOL.md` §7), so one conclude answers one page. It must fit
-/// the header: an id costs 47 characters + 2 quotes + 1 comma = 50 bytes,
-/// so 256 ids take 12 800 bytes plus `{"deposits":[],"op":"conclude"}`
-/// (31), well under [`MAX_HEADER_BYTES`]; 1 024 would not fit.
-pub const MAX_CONCLUDE_IDS: usize = 256;
-/// Largest `limit` a `collect` may ask for (a page holds at most
-/// 256 deposits whatever it asks, `PROTOCOL.md` §7).
-pub const MAX_COLLECT_LIMIT: u32 = 1_024;
-
-/// Why a frame or header was refused (closed set; `code()` is the wire
-/// spelling of the `error` member of the answer).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum FrameError {
-    /// A length prefix above [`MAX_HEADER_BYTES`] / [`MAX_BODY_BYTES`] or
-    /// the operation's own body bound.
-    #[error("frame too large: {what} of {len} bytes exceeds {max}")]
-    TooLarge {
-        /// `header` or `body`.
-        what: &'static str,
-        /// The announced length.
-        len: usize,
-        /// The bound.
-        max: usize,
-    },
-    /// The stream ended inside a frame.
-    #[error("truncated frame")]
-    Truncated,
-    /// The header is not strict JSON.
-    #[error("header is not strict json: {0}")]
-    Json(#[from] json::JsonError),
-    /// The header is valid JSON but not a valid header for its operation.
-    #[error("bad header: {0}")]
-    Header(String),
-    /// The `op` member names no operation.
-    #[error("unknown operation {0:?}")]
-    UnknownOp(String),
-    /// Bytes followed a complete request frame: a request is one frame
-    /// and then the end of the client's send side (`PROTOCOL.md` §6).
-    #[error("bytes after the request frame (a request is one frame, then the end of the stream)")]
-    TrailingBytes,
-}
-
-impl FrameError {
-    /// The closed wire spelling.
-    pub const fn code(&self) -> &'static str {
-        match self {
-            FrameError::TooLarge { .. } => "frame-too-large",
-            FrameError::Truncated => "truncated-frame",
-            FrameError::Json(_) | FrameError::Header(_) | FrameError::TrailingBytes => {
-                "malformed-frame"
-            }
-            FrameError::UnknownOp(_) => "unknown-operation",
-        }
-    }
-}
-
-/// Splits an 8-byte prefix into `(header_len, body_len)` and checks both
-/// against their bounds (`max_body` ≤ [`MAX_BODY_BYTES`]).
-///
-/// # Errors
-/// [`FrameError::TooLarge`].
-pub fn parse_prefix(
-    prefix: [u8; PREFIX_BYTES],
-    max_body: usize,
-) -> Result<(usize, usize), FrameError> {
-    let [a, b, c, d, e, f, g, h] = prefix;
-    let header = u32::from_be_bytes([a, b, c, d]) as usize;
-    let body = u32::from_be_bytes([e, f, g, h]) as usize;
-    if header > MAX_HEADER_BYTES {
-        return Err(FrameError::TooLarge {
-            what: "header",
-            len: header,
-            max: MAX_HEADER_BYTES,
-        });
-    }
-    let max_body = max_body.min(MAX_BODY_BYTES);
-    if body > max_body {
-        return Err(FrameError::TooLarge {
-            what: "body",
-            len: body,
-            max: max_body,
-        });
-    }
-    Ok((header, body))
-}
-
-/// Parses a header: one strict-JSON object of at most [`MAX_HEADER_BYTES`].
-///
-/// # Errors
-/// [`FrameError::Json`] or [`FrameError::Header`] if it is not an object.
-pub fn parse_header(bytes: &[u8]) -> Result<Object, FrameError> {
-    let limits = json::Limits {
-        max_total_bytes: MAX_HEADER_BYTES,
-        ..json::Limits::FROZEN
-    };
-    match json::parse_with_limits(bytes, limits)? {
-        Value::Object(object) => Ok(object),
-        other => Err(FrameError::Header(format!(
-            "header is a json {}",
-            other.kind()
-        ))),
-    }
-}
-
-/// Encodes one frame: the header as JCS, then the body.
-pub fn encode_frame(header: &Object, body: &[u8]) -> Vec<u8> {
-    // JCS of an object built from strings, integers and booleans cannot
-    // fail; an empty header is the fallback rather than a panic.
-    let header = rltp_proofs::jcs::canonicalize(&Value::Object(header.clone()))
-        .unwrap_or_else(|_| b"{}".to_vec());
-    let mut out = Vec::with_capacity(PREFIX_BYTES + header.len() + body.len());
-    out.extend_from_slice(&(header.len() as u32).to_be_bytes());
-    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
-    out.extend_from_slice(&header);
-    out.extend_from_slice(body);
-    out
-}
 
 /// The operations of this profile (`PROTOCOL.md` §6).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -203,32 +59,24 @@ pub enum Request {
 }
 
 impl Request {
-    /// The `op` spelling.
-    pub const fn op(&self) -> &'static str {
+    /// The operation ([`Op::as_str`] is the `op` member).
+    pub const fn op(&self) -> Op {
         match self {
-            Request::Declaration => "declaration",
-            Request::Submit { .. } => "submit",
-            Request::SubmitStream => "submit-stream",
-            Request::Status { .. } => "status",
-            Request::Challenge { .. } => "challenge",
-            Request::Register => "register",
-            Request::Collect { .. } => "collect",
-            Request::Conclude { .. } => "conclude",
+            Request::Declaration => Op::Declaration,
+            Request::Submit { .. } => Op::Submit,
+            Request::SubmitStream => Op::SubmitStream,
+            Request::Status { .. } => Op::Status,
+            Request::Challenge { .. } => Op::Challenge,
+            Request::Register => Op::Register,
+            Request::Collect { .. } => Op::Collect,
+            Request::Conclude { .. } => Op::Conclude,
         }
     }
 
-    /// The largest body this operation's frame may carry (bytes). A
-    /// `submit` body is bounded by the frame alone: its envelope bound is
-    /// §5a.5 s2's, and a `size` above it is answered `refused(bounds)`
-    /// (after s1) without the body being read (`PROTOCOL.md` §7).
+    /// The largest body this operation's frame may carry (bytes,
+    /// [`Op::max_body`]).
     pub const fn max_body(&self) -> usize {
-        match self {
-            Request::Submit { .. } => MAX_BODY_BYTES,
-            Request::Register | Request::Collect { .. } | Request::Conclude { .. } => {
-                MAX_PROOF_BYTES
-            }
-            _ => 0,
-        }
+        self.op().max_body()
     }
 
     /// Parses a request header (closed member set per operation).
@@ -238,31 +86,34 @@ impl Request {
     pub fn from_header(header: &Object) -> Result<Request, FrameError> {
         let fields = Fields(header);
         let op = fields.str("op")?;
+        let Some(op) = Op::from_wire(op) else {
+            return Err(FrameError::UnknownOp(op.to_owned()));
+        };
         let request = match op {
-            "declaration" => {
+            Op::Declaration => {
                 fields.closed(&["op"])?;
                 Request::Declaration
             }
-            "submit" => {
+            Op::Submit => {
                 fields.closed(&["op", "rkid", "size"])?;
                 Request::Submit {
                     rkid: fields.rkid()?,
-                    size: u32::try_from(fields.uint("size")?)
+                    size: u32::try_from(fields.uint0("size")?)
                         .map_err(|_| FrameError::Header("size out of range".into()))?,
                 }
             }
-            "submit-stream" => {
+            Op::SubmitStream => {
                 fields.closed(&["op"])?;
                 Request::SubmitStream
             }
-            "status" => {
+            Op::Status => {
                 fields.closed(&["op", "rkid", "deposit"])?;
                 Request::Status {
                     rkid: fields.rkid()?,
-                    deposit: fields.deposit_id(fields.str("deposit")?)?,
+                    deposit: Fields::deposit_id(fields.str("deposit")?)?,
                 }
             }
-            "challenge" => {
+            Op::Challenge => {
                 fields.closed(&["op", "rkid", "purpose"])?;
                 let purpose = fields.str("purpose")?;
                 Request::Challenge {
@@ -272,13 +123,13 @@ impl Request {
                     })?,
                 }
             }
-            "register" => {
+            Op::Register => {
                 fields.closed(&["op"])?;
                 Request::Register
             }
-            "collect" => {
+            Op::Collect => {
                 fields.closed(&["op", "after", "limit", "watch"])?;
-                let limit = match fields.opt_uint("limit")? {
+                let limit = match fields.opt_uint0("limit")? {
                     None => MAX_COLLECT_LIMIT,
                     Some(n) if (1..=u64::from(MAX_COLLECT_LIMIT)).contains(&n) => n as u32,
                     Some(n) => {
@@ -288,12 +139,12 @@ impl Request {
                     }
                 };
                 Request::Collect {
-                    after: fields.opt_uint("after")?,
+                    after: fields.opt_uint0("after")?,
                     limit,
                     watch: fields.opt_bool("watch")?.unwrap_or(false),
                 }
             }
-            "conclude" => {
+            Op::Conclude => {
                 fields.closed(&["op", "deposits"])?;
                 let items = header
                     .get("deposits")
@@ -309,12 +160,11 @@ impl Request {
                     .map(|item| {
                         item.as_str()
                             .ok_or_else(|| FrameError::Header("deposit id must be a string".into()))
-                            .and_then(|s| fields.deposit_id(s))
+                            .and_then(Fields::deposit_id)
                     })
                     .collect::<Result<Vec<_>, _>>()?;
                 Request::Conclude { deposits }
             }
-            other => return Err(FrameError::UnknownOp(other.to_owned())),
         };
         Ok(request)
     }
@@ -322,7 +172,7 @@ impl Request {
     /// The request header (the inverse of [`Request::from_header`]).
     pub fn to_header(&self) -> Object {
         let mut header = Object::new();
-        header.insert("op", self.op());
+        header.insert("op", self.op().as_str());
         match self {
             Request::Submit { rkid, size } => {
                 header.insert("rkid", rkid.to_multikey());
@@ -364,10 +214,6 @@ impl Request {
     }
 }
 
-/// Largest proof body (bytes): a proof is ~600 bytes; 4 KiB leaves room
-/// for long carrier identifiers (Identity §7a.2: up to 1 024 bytes).
-pub const MAX_PROOF_BYTES: usize = 4_096;
-
 /// One item of a pipelined `submit-stream`: `{rkid, size}` + envelope body.
 ///
 /// # Errors
@@ -375,7 +221,7 @@ pub const MAX_PROOF_BYTES: usize = 4_096;
 pub fn parse_stream_item(header: &Object) -> Result<(Rkid, u32), FrameError> {
     let fields = Fields(header);
     fields.closed(&["rkid", "size"])?;
-    let size = u32::try_from(fields.uint("size")?)
+    let size = u32::try_from(fields.uint0("size")?)
         .map_err(|_| FrameError::Header("size out of range".into()))?;
     Ok((fields.rkid()?, size))
 }
@@ -388,73 +234,16 @@ pub fn stream_item_header(rkid: &Rkid, size: u32) -> Object {
     header
 }
 
-struct Fields<'a>(&'a Object);
-
-impl Fields<'_> {
-    fn closed(&self, allowed: &[&str]) -> Result<(), FrameError> {
-        match self.0.keys().find(|k| !allowed.contains(k)) {
-            Some(unknown) => Err(FrameError::Header(format!("unknown member {unknown:?}"))),
-            None => Ok(()),
-        }
-    }
-
-    fn str(&self, name: &str) -> Result<&str, FrameError> {
-        self.0
-            .get(name)
-            .and_then(Value::as_str)
-            .ok_or_else(|| FrameError::Header(format!("{name} must be a string")))
-    }
-
-    fn uint(&self, name: &str) -> Result<u64, FrameError> {
-        self.opt_uint(name)?
-            .ok_or_else(|| FrameError::Header(format!("{name} is required")))
-    }
-
-    /// A non-negative canonical decimal integer (no sign, fraction, exponent
-    /// or leading zero), at most 2^53 − 1.
-    fn opt_uint(&self, name: &str) -> Result<Option<u64>, FrameError> {
-        match self.0.get(name) {
-            None => Ok(None),
-            Some(Value::Number(n)) if n.lexeme() == "0" => Ok(Some(0)),
-            Some(Value::Number(n)) => rltp_proofs::constants::parse_canonical_integer(n.lexeme())
-                .map(Some)
-                .map_err(|e| FrameError::Header(format!("{name}: {e}"))),
-            Some(other) => Err(FrameError::Header(format!(
-                "{name} is a json {}",
-                other.kind()
-            ))),
-        }
-    }
-
-    fn opt_bool(&self, name: &str) -> Result<Option<bool>, FrameError> {
-        match self.0.get(name) {
-            None => Ok(None),
-            Some(Value::Bool(b)) => Ok(Some(*b)),
-            Some(other) => Err(FrameError::Header(format!(
-                "{name} is a json {}",
-                other.kind()
-            ))),
-        }
-    }
-
-    fn rkid(&self) -> Result<Rkid, FrameError> {
-        Rkid::parse(self.str("rkid")?).map_err(|e| FrameError::Header(format!("rkid: {e}")))
-    }
-
-    fn deposit_id(&self, s: &str) -> Result<DepositId, FrameError> {
-        DepositId::parse(s).map_err(|e| FrameError::Header(format!("deposit id: {e}")))
-    }
-}
-
 impl fmt::Display for Request {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.op())
+        f.write_str(self.op().as_str())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::frame::*;
 
     fn rkid() -> Rkid {
         Rkid::parse("z6LSqY3EWDm5RNaC14mGJSHYcQNXGSNymfTom7wSaGzKdWWU").unwrap()
