@@ -10,8 +10,8 @@
 //!
 //! Deadlines are the caller's (`tokio::time::timeout` around a step).
 
-use rltp_wire::{self as wire, FrameError, PREFIX_BYTES};
 use rltp_proofs::json::Object;
+use rltp_wire::{self as wire, FrameError, PREFIX_BYTES};
 
 /// Why reading a frame stopped.
 #[derive(Debug, thiserror::Error)]

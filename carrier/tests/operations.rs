@@ -21,13 +21,13 @@
 use ed25519_dalek::SigningKey;
 use rltp_carrier::client::{Client, ConnectOptions, RecipientKeys};
 use rltp_carrier::config::Config;
-use rltp_wire::verdict::{SubmitVerdict, Verdict};
 use rltp_carrier::server::Server;
 use rltp_carrier::tls::ServerTrust;
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
 use rltp_storage::redb_store::RedbStore;
 use rltp_storage::{DepositId, ReadTxn, Store, Tombstone, WriteTxn};
+use rltp_wire::verdict::{SubmitVerdict, Verdict};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;

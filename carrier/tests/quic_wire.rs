@@ -10,15 +10,15 @@
 use ed25519_dalek::SigningKey;
 use rltp_carrier::client::{Client, ConnectOptions, RecipientKeys, RegisterOutcome, WatchEvent};
 use rltp_carrier::config::Config;
-use rltp_wire::verdict::{DepositStatus, SubmitVerdict, Verdict};
 use rltp_carrier::server::Server;
 use rltp_carrier::tls::{ServerTrust, SpkiFingerprint};
-use rltp_wire::response::{ErrorCode, split_error};
-use rltp_wire::{self as wire, Request};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
 use rltp_storage::DepositId;
 use rltp_storage::mem::MemStore;
+use rltp_wire::response::{ErrorCode, split_error};
+use rltp_wire::verdict::{DepositStatus, SubmitVerdict, Verdict};
+use rltp_wire::{self as wire, Request};
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -21,10 +21,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-use rltp_wire::{self as wire, Request, response};
 use rltp_proofs::envelope::{MAX_ENVELOPE_BYTES, check_shape};
 use rltp_proofs::json;
 use rltp_proofs::multikey::Rkid;
+use rltp_wire::{self as wire, Request, response};
 
 /// The carrier identifier of the shipped proof vectors (`carrier-proof.json`).
 pub const VECTOR_CARRIER: &str = "did:web:carrier.example";

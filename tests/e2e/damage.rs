@@ -7,10 +7,10 @@
 
 use super::*;
 use rltp_carrier::client::{Client, ConnectOptions, RecipientKeys};
-use rltp_wire::verdict::{SubmitVerdict, Verdict};
 use rltp_carrier::tls::ServerTrust;
 use rltp_proofs::identity::CarrierId;
 use rltp_proofs::proof::Purpose;
+use rltp_wire::verdict::{SubmitVerdict, Verdict};
 use std::collections::BTreeMap;
 
 /// `serve` on `data` must refuse to start: exit 2, and its message.

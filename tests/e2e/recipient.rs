@@ -8,10 +8,10 @@
 use super::*;
 use rltp_carrier::cli::keys::KeyFile;
 use rltp_carrier::client::RecipientKeys;
-use rltp_wire::verdict::{SubmitVerdict, Verdict};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
 use rltp_storage::DepositId;
+use rltp_wire::verdict::{SubmitVerdict, Verdict};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 

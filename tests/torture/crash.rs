@@ -54,12 +54,12 @@
 
 use super::harness::*;
 use rltp_carrier::client::{Client, ClientError, RecipientKeys, RegisterOutcome};
-use rltp_wire::verdict::{DepositStatus, SubmitVerdict, Verdict};
 use rltp_carrier::server::clock::TEST_CLOCK_ENV;
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
 use rltp_storage::redb_store::RedbStore;
 use rltp_storage::{DepositId, ReadTxn, Store};
+use rltp_wire::verdict::{DepositStatus, SubmitVerdict, Verdict};
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -13,12 +13,12 @@
 
 use super::harness::*;
 use rltp_carrier::client::{Client, ClientError};
-use rltp_wire::verdict::{SubmitVerdict, Verdict};
-use rltp_wire::response::ErrorCode;
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
 use rltp_storage::redb_store::RedbStore;
 use rltp_storage::{DepositId, ReadTxn, Store};
+use rltp_wire::response::ErrorCode;
+use rltp_wire::verdict::{SubmitVerdict, Verdict};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -18,12 +18,12 @@
 
 use super::harness::*;
 use rltp_carrier::client::{Client, RecipientKeys};
-use rltp_wire::address_challenge::open_address_challenge;
-use rltp_wire::verdict::{SubmitVerdict, Verdict};
-use rltp_wire::response::ChallengeAnswer;
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::{Purpose, UnsignedProof};
 use rltp_storage::DepositId;
+use rltp_wire::address_challenge::open_address_challenge;
+use rltp_wire::response::ChallengeAnswer;
+use rltp_wire::verdict::{SubmitVerdict, Verdict};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

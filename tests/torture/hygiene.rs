@@ -12,11 +12,11 @@
 use super::harness::*;
 use rltp_carrier::net;
 use rltp_carrier::tls::ServerTrust;
-use rltp_wire::{self as wire, Request};
 use rltp_proofs::json::Object;
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
 use rltp_storage::DepositId;
+use rltp_wire::{self as wire, Request};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

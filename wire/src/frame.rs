@@ -2,7 +2,6 @@
 //! lengths, a strict-JSON header and a raw body, with the profile's frozen
 //! limits checked before anything is allocated or read.
 
-
 use rltp_proofs::json::{self, Object, Value};
 
 /// ALPN protocol id of this profile, version 1 (`PROTOCOL.md` §5).

@@ -8,12 +8,12 @@ use crate::closed_set::closed_set;
 use crate::fields::Fields;
 use crate::frame::{FrameError, parse_header};
 use crate::verdict::{DepositStatus, SubmitVerdict, Verdict};
+use rltp_proofs::DepositId;
 use rltp_proofs::encoding::{b64url_decode_array, b64url_encode};
 use rltp_proofs::envelope::{MAX_ENVELOPE_BYTES, check_shape};
 use rltp_proofs::json::{Number, Object};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::seal::SealedEnvelope;
-use rltp_proofs::DepositId;
 
 closed_set! {
     /// The closed set of `error` codes a stream can be answered with

@@ -256,6 +256,6 @@ pub fn renew(data_dir: &Path, what: Renew) -> Result<String, AdminError> {
 
 /// Wall-clock ms since the Unix epoch.
 pub(crate) fn now_ms() -> rltp_storage::Ms {
-    use crate::engine::clock::Clock as _;
-    crate::engine::clock::SystemClock.now()
+    use crate::clock::Clock as _;
+    crate::clock::SystemClock.now()
 }

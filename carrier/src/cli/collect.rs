@@ -72,12 +72,12 @@ use crate::client::clock::WallClock;
 use crate::client::{
     AwaitingReason, Backoff, Delivered, Finished, Link, RecipientKeys, Schedule, WatchEvent,
 };
-use rltp_wire::verdict::Verdict;
+use rltp_proofs::DepositId;
 use rltp_proofs::envelope::{MAX_ENVELOPE_BYTES, ShapeError, check_shape};
 use rltp_proofs::json::{self, Value};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::seal::{self, SealError};
-use rltp_proofs::DepositId;
+use rltp_wire::verdict::Verdict;
 use std::collections::HashSet;
 use std::fmt;
 use std::io::Write;

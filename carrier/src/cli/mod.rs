@@ -136,8 +136,7 @@ pub fn gave_up(what: &str, reason: AwaitingReason) -> Failure {
     }
 }
 
-/// How long a recipient command's request retries by default: PT1M.
-pub const DEFAULT_GIVE_UP_AFTER: Duration = Duration::from_secs(60);
+pub use crate::defaults::GIVE_UP_AFTER as DEFAULT_GIVE_UP_AFTER;
 
 /// Makes a closed standard output end the command quietly instead of in a
 /// panic: `rltp-carrier declaration | head -5` must not print a backtrace.

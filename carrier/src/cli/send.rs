@@ -32,10 +32,10 @@ use super::{Failure, exit};
 use crate::client::{
     AwaitingReason, FailReason, RetryPolicy, Schedule, SendEvent, Sender, SenderStatus,
 };
+use rltp_proofs::DepositId;
 use rltp_proofs::json::{self, Value};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::seal::{MAX_PLAINTEXT_BYTES, SealError};
-use rltp_proofs::DepositId;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;

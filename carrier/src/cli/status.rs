@@ -8,9 +8,9 @@
 //! `unknown`, 3 when it gave up while the carrier was unreachable.
 
 use super::{CarrierArgs, Failure, exit};
-use rltp_wire::verdict::DepositStatus;
-use rltp_proofs::multikey::Rkid;
 use rltp_proofs::DepositId;
+use rltp_proofs::multikey::Rkid;
+use rltp_wire::verdict::DepositStatus;
 use std::process::ExitCode;
 
 /// `status`: a deposit's status by id.

@@ -39,18 +39,18 @@ pub use retry::{
 };
 pub use sender::{FailReason, SendEvent, Sender, SenderStatus};
 
-use rltp_wire::verdict::DepositStatus;
 use crate::net::{self, ReadError};
 use crate::tls::{self, ServerTrust, TlsError};
-use rltp_wire::response::{self, ChallengeAnswer, ErrorAnswer, SubmitAnswer};
-use rltp_wire::{self as wire, FrameError, Request};
+use rltp_proofs::DepositId;
 use rltp_proofs::declaration::{
     CarrierDeclaration, accept_carrier_declaration, parse_declaration, verify_declaration,
 };
 use rltp_proofs::json::Object;
 use rltp_proofs::multikey::{DidKey, Rkid};
 use rltp_proofs::proof::Purpose;
-use rltp_proofs::DepositId;
+use rltp_wire::response::{self, ChallengeAnswer, ErrorAnswer, SubmitAnswer};
+use rltp_wire::verdict::DepositStatus;
+use rltp_wire::{self as wire, FrameError, Request};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;

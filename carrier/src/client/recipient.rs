@@ -3,17 +3,17 @@
 //! proof of possession over a fresh challenge.
 
 use super::{Client, ClientError, read_answer};
-use rltp_wire::address_challenge::open_address_challenge;
-use rltp_wire::verdict::Verdict;
 use crate::net;
-use rltp_wire::response::{self, ChallengeAnswer, CollectFrame};
-use rltp_wire::{self as wire, Request};
 use ed25519_dalek::SigningKey;
+use rltp_proofs::DepositId;
 use rltp_proofs::envelope::MAX_ENVELOPE_BYTES;
 use rltp_proofs::identity::CarrierId;
 use rltp_proofs::multikey::{DidKey, Rkid};
 use rltp_proofs::proof::{Purpose, UnsignedProof};
-use rltp_proofs::DepositId;
+use rltp_wire::address_challenge::open_address_challenge;
+use rltp_wire::response::{self, ChallengeAnswer, CollectFrame};
+use rltp_wire::verdict::Verdict;
+use rltp_wire::{self as wire, Request};
 use std::fmt;
 
 /// What a recipient holds for one carrier (Identity §7a): the carrier

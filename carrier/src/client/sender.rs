@@ -23,10 +23,10 @@
 
 use super::retry::{self, Finished, Link, RetryEvent, Schedule, Try};
 use super::{Client, ClientError, ConnectOptions};
-use rltp_wire::verdict::SubmitVerdict;
-use rltp_wire::response::ErrorCode;
-use rltp_proofs::multikey::Rkid;
 use rltp_proofs::DepositId;
+use rltp_proofs::multikey::Rkid;
+use rltp_wire::response::ErrorCode;
+use rltp_wire::verdict::SubmitVerdict;
 use std::fmt;
 use std::time::Duration;
 use tokio::time::Instant;

@@ -2,11 +2,7 @@
 //! and proofs built (or broken) on purpose.
 
 use crate::client::{Client, RecipientKeys};
-use rltp_wire::address_challenge::open_address_challenge;
-use rltp_wire::verdict::Verdict;
 use crate::net;
-use rltp_wire::response::{ChallengeAnswer, ErrorAnswer, split_error};
-use rltp_wire::{self as wire, Request};
 use ed25519_dalek::{Signer as _, SigningKey};
 use rand::Rng as _;
 use rltp_proofs::encoding::multibase_z;
@@ -14,6 +10,10 @@ use rltp_proofs::identity::CarrierId;
 use rltp_proofs::json::{Object, Value};
 use rltp_proofs::multikey::{DidKey, Rkid};
 use rltp_proofs::proof::{Purpose, UnsignedProof, field};
+use rltp_wire::address_challenge::open_address_challenge;
+use rltp_wire::response::{ChallengeAnswer, ErrorAnswer, split_error};
+use rltp_wire::verdict::Verdict;
+use rltp_wire::{self as wire, Request};
 use std::time::Duration;
 
 /// What came back on one stream.

@@ -19,8 +19,8 @@
 //!   read, 0 at first). The crash-torture harness uses it to let days of
 //!   horizons pass in seconds. The carrier warns at start when it is set.
 
-use crate::engine::clock::{Clock, SteadyClock};
-use rltp_storage::Ms;
+use crate::clock::{Clock, SteadyClock};
+use rltp_proofs::Ms;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,10 +31,7 @@ pub const TEST_CLOCK_ENV: &str = "RLTP_TEST_CLOCK_FILE";
 /// the first line; the lines after it (the data dir's `store-id`, see
 /// [`super::lineage`]) are kept as they are.
 pub const HIGH_WATER_FILE: &str = "clock";
-/// Shortest interval between two high-water writes (ms).
-pub const PERSIST_EVERY_MS: Ms = 10_000;
-/// A start gap longer than this is logged as a warning (ms): one hour.
-pub const LONG_GAP_MS: Ms = 3_600_000;
+pub use crate::defaults::{LONG_GAP_MS, PERSIST_EVERY_MS};
 
 /// The clock a serving carrier's engine reads.
 #[derive(Debug)]

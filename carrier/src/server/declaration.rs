@@ -9,7 +9,7 @@
 //! - At every start the configured constants are compared with the stored
 //!   revision. Identical constants under the same key: the stored bytes
 //!   are served unchanged. Anything else: a new revision (held + 1) is
-//!   signed and applied through [`crate::engine::Engine::apply_constants`],
+//!   signed and applied through [`crate::driver::Driver::apply_constants`],
 //!   which stores it under the generic revision rule in the same
 //!   transaction that makes the new constants govern.
 //! - **A revision is never signed twice** (`PROTOCOL.md` §3: two documents
@@ -23,9 +23,10 @@
 //!   and served again. A restore keeps the data dir's file when it is
 //!   newer than the archive's.
 
-use crate::engine::{Engine, EngineConstants, EngineError};
+use crate::driver::Driver;
 use crate::tls::{TlsError, write_private};
 use ed25519_dalek::SigningKey;
+use rltp_engine::{EngineConstants, EngineError};
 use rltp_proofs::constants::CarrierConstants;
 use rltp_proofs::declaration::{
     DeclarationBuildError, DeclarationHeader, accept_carrier_declaration, parse_declaration,
@@ -155,7 +156,7 @@ pub fn starting_constants<S: Store>(
 /// # Errors
 /// [`DeclarationError`].
 pub fn publish<S: Store>(
-    engine: &Engine<S>,
+    engine: &Driver<S>,
     key: &SigningKey,
     constants: &CarrierConstants,
     data_dir: &Path,

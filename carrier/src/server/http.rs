@@ -32,21 +32,12 @@ use rltp_proofs::declaration::parse_declaration;
 use rltp_storage::{ReadTxn, Store, StoreError};
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
-/// How long a readiness result is reused.
-pub const READY_CACHE: Duration = Duration::from_secs(1);
-/// Longest wait for the writability check.
-const READY_TIMEOUT: Duration = Duration::from_secs(2);
-/// Most HTTP connections served at once (more wait in the kernel backlog).
-const MAX_CONNECTIONS: usize = 32;
-/// Longest wait for a request's headers.
-const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
-/// Upkeep interval of the metrics recorder (drains histogram buffers).
-const UPKEEP: Duration = Duration::from_secs(5);
+use crate::defaults::http::{HEADER_TIMEOUT, MAX_CONNECTIONS, READY_CACHE, READY_TIMEOUT, UPKEEP};
 
 /// State of the endpoint beside the server's context.
 struct Web<S: Store> {

@@ -22,16 +22,17 @@
 //! ## Where the numbers come from
 //! - verdict counters: counted by the server as it answers (`ops.rs`);
 //! - transition counters: the engine's durable counts
-//!   ([`crate::engine::events`]), copied at each scrape;
+//!   ([`rltp_engine::events`]), copied at each scrape;
 //! - gauges: read from one store snapshot at each scrape;
 //! - histograms: the group-commit writer's batch observer.
 
-pub use rltp_wire::Op;
-use crate::engine::{EngineConstants, EventSnapshot, Limits};
+use crate::writer::BatchReport;
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Label, Level, Metadata, Recorder};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use rltp_storage::committer::BatchReport;
-use rltp_storage::{BindingPhases, Ms, Occupancy};
+use rltp_engine::{EngineConstants, EventSnapshot, Limits};
+use rltp_proofs::Ms;
+use rltp_storage::{BindingPhases, Occupancy};
+pub use rltp_wire::Op;
 use std::sync::{Mutex, PoisonError};
 
 /// Minutes of verdict history kept for the status page's chart.
@@ -45,7 +46,9 @@ fn metric_ops() -> impl Iterator<Item = Op> {
 
 /// The position of `op` among [`metric_ops`].
 fn op_index(op: Op) -> usize {
-    metric_ops().position(|o| o == op.answered_as()).unwrap_or(0)
+    metric_ops()
+        .position(|o| o == op.answered_as())
+        .unwrap_or(0)
 }
 
 /// One verdict series: `rltp_carrier_verdicts_total{operation, verdict}`.
@@ -136,7 +139,7 @@ pub struct Reading {
     /// The declaration revision served.
     pub revision: u64,
     /// The guarantee-3 work counters (§4.4).
-    pub work: crate::engine::CounterSnapshot,
+    pub work: rltp_engine::CounterSnapshot,
     /// Wall-clock steps noticed (`PROTOCOL.md` §11).
     pub clock_steps: u64,
 }
@@ -536,10 +539,7 @@ impl Metrics {
         gauge_u64(&self.deposits, o.deposits);
         gauge_u64(&self.deposit_bytes, o.total_bytes);
         gauge_u64(&self.capacity_bytes, reading.limits.capacity_bytes);
-        gauge_u64(
-            &self.capacity_used,
-            crate::engine::capacity::usage(o, floor),
-        );
+        gauge_u64(&self.capacity_used, rltp_engine::capacity::usage(o, floor));
         gauge_u64(&self.capacity_reserved, o.bindings.saturating_mul(floor));
         gauge_u64(&self.capacity_elastic, o.elastic_bytes);
         gauge_u64(&self.challenges, reading.challenges);

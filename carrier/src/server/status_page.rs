@@ -9,8 +9,8 @@
 //! `rkid` or per deposit (§5a.1, §10).
 
 use crate::admin::counts::Counts;
-use crate::engine::Limits;
 use crate::server::metrics::{HISTORY_MINUTES, VerdictHistory};
+use rltp_engine::Limits;
 use rltp_proofs::constants::CONSTANT_NAMES;
 use std::fmt::Write as _;
 

@@ -1,9 +1,10 @@
 //! Time (§5a.8, §5a.9): every transition at its **normative instant**,
 //! even when noticed late.
 //!
-//! The due-time index holds one entry per pending horizon. `apply_due`
-//! is the committer's batch prelude (so every operation first applies what
-//! is due at its `now`) and the body of the sweeper: it takes the earliest
+//! The due-time index holds one entry per pending horizon. [`apply_due`]
+//! is the writer's batch prelude ([`crate::Engine::prelude`]: every
+//! operation first applies what is due at its `now`) and the body of the
+//! sweeper: it takes the earliest
 //! entry with instant ≤ `now`, applies it **at its own instant** (never at
 //! `now`), and repeats — one at a time, because applying one entry may
 //! schedule another that is also due (an orphan expiry noticed after its
@@ -19,22 +20,29 @@
 //! Reads outside the writer ([`state_at`], `status`) evaluate the same
 //! instants against their own `now`, so a late sweep is never visible.
 
-use crate::engine::binding::{self, orphan_instant};
-use crate::engine::config::EngineConstants;
-use crate::engine::queue;
-use crate::engine::table::{self, Guard, Input, State};
-use rltp_wire::verdict::DepositStatus;
+use crate::binding::{self, orphan_instant};
+use crate::config::EngineConstants;
+use crate::events::Tally;
+use crate::queue;
+use crate::table::{self, Guard, Input, State};
 use rltp_proofs::multikey::Rkid;
 use rltp_storage::{
     Binding, Departure, DepositId, Due, Ms, Phase, ReadTxn, StoreResult, Tombstone, WriteTxn,
 };
+use rltp_wire::DepositStatus;
 
 /// Applies every transition due at or before `now`, each at its own
-/// instant, in instant order (the committer prelude and the sweep).
+/// instant, in instant order (the batch prelude and the sweep), recording
+/// each into `events`.
 ///
 /// # Errors
 /// A [`rltp_storage::StoreError`]; the whole batch is then dropped.
-pub(crate) fn apply_due(txn: &mut dyn WriteTxn, now: Ms, c: &EngineConstants) -> StoreResult<()> {
+pub fn apply_due(
+    txn: &mut dyn WriteTxn,
+    now: Ms,
+    c: &EngineConstants,
+    events: &mut Tally,
+) -> StoreResult<()> {
     while let Some((at, due)) = txn.due(now, 1)?.into_iter().next() {
         txn.unschedule(at, &due)?;
         match due {
@@ -47,7 +55,7 @@ pub(crate) fn apply_due(txn: &mut dyn WriteTxn, now: Ms, c: &EngineConstants) ->
                     .is_some_and(|b| b.phase == Phase::Live && at >= orphan_instant(&b, c));
                 if current {
                     let (_, next) = table::transition(held.state, Input::OrphanExpiry, Guard::Any);
-                    binding::realize(txn, &rkid, &held, next, at, None, c)?;
+                    binding::realize(txn, &rkid, &held, next, at, None, c, events)?;
                 }
             }
             Due::Deadline(rkid) => {
@@ -57,14 +65,14 @@ pub(crate) fn apply_due(txn: &mut dyn WriteTxn, now: Ms, c: &EngineConstants) ->
                     .is_some_and(|b| b.phase == Phase::Closing { deadline: at });
                 if current {
                     let (_, next) = table::transition(held.state, Input::Deadline, Guard::Any);
-                    binding::realize(txn, &rkid, &held, next, at, None, c)?;
+                    binding::realize(txn, &rkid, &held, next, at, None, c, events)?;
                 }
             }
             Due::GiveUp(rkid, seq) => {
                 if let Some(deposit) = queue::by_seq(txn, &rkid, seq)?
                     && deposit.give_up_at == at
                 {
-                    queue::depart(txn, &rkid, &deposit, Departure::GivenUp, at, c)?;
+                    queue::depart(txn, &rkid, &deposit, Departure::GivenUp, at, c, events)?;
                 }
             }
             Due::Forget(rkid, id) => {

@@ -36,7 +36,7 @@
 //!   "atCapacity"). Whenever a return is refused every arrival is refused
 //!   too, so a return outranks an arrival (§5a.9).
 
-use crate::engine::config::Limits;
+use crate::config::Limits;
 use rltp_storage::Occupancy;
 
 /// §4.4 guarantee 5: a queue's elastic bytes, `max(0, queue_bytes −
@@ -87,9 +87,36 @@ pub enum Room {
     Capacity,
 }
 
+/// §5a.5 s5: whether a deposit of `len` bytes to a queue holding
+/// `queue_bytes` bytes takes it over `max_queue_bytes` (all bytes).
+pub fn queue_saturated(queue_bytes: u64, len: u64, max_queue_bytes: u64) -> bool {
+    queue_bytes.saturating_add(len) > max_queue_bytes
+}
+
+/// §5a.5 s6: whether a deposit of `len` bytes to a queue holding
+/// `queue_bytes` bytes is refused for global occupancy, judged on the
+/// occupancy **after** the deposit (all sizes bytes; `limits` private,
+/// §4.4 guarantee 2). Never within the floor (guarantee 5: the floor is
+/// reserved, nothing global applies).
+pub fn global_refused(
+    occupancy: &Occupancy,
+    queue_bytes: u64,
+    len: u64,
+    floor: u64,
+    limits: Limits,
+) -> bool {
+    let after = queue_bytes.saturating_add(len);
+    if after <= floor {
+        return false;
+    }
+    let grown = usage(occupancy, floor)
+        .saturating_add(excess(after, floor).saturating_sub(excess(queue_bytes, floor)));
+    grown > limits.capacity_bytes
+}
+
 /// §5a.5 s5 then s6 for a deposit of `len` bytes to a queue holding
-/// `queue_bytes` bytes, judged on the occupancy **after** the deposit
-/// (all sizes bytes; `limits` private, §4.4 guarantee 2). Never fails.
+/// `queue_bytes` bytes ([`queue_saturated`], then [`global_refused`]).
+/// Never fails.
 pub fn submission_room(
     occupancy: &Occupancy,
     queue_bytes: u64,
@@ -98,17 +125,9 @@ pub fn submission_room(
     max_queue_bytes: u64,
     limits: Limits,
 ) -> Room {
-    let after = queue_bytes.saturating_add(len);
-    if after > max_queue_bytes {
-        return Room::QueueSaturated;
-    }
-    if after <= floor {
-        // Guarantee 5: the floor is reserved; nothing global applies.
-        return Room::Fits;
-    }
-    let grown = usage(occupancy, floor)
-        .saturating_add(excess(after, floor).saturating_sub(excess(queue_bytes, floor)));
-    if grown > limits.capacity_bytes {
+    if queue_saturated(queue_bytes, len, max_queue_bytes) {
+        Room::QueueSaturated
+    } else if global_refused(occupancy, queue_bytes, len, floor, limits) {
         Room::Capacity
     } else {
         Room::Fits

@@ -1,17 +1,26 @@
 //! Group commit over a real store: concurrent producers share batches (fewer
 //! commits than operations), and every reply comes after the commit of its
-//! batch returned. Run over `MemStore` and `RedbStore`.
+//! batch returned; one operation on damaged data fails alone. Run over
+//! `MemStore` and `RedbStore`. An online backup (`rltp-backup/1`) taken
+//! while the writer keeps appending holds every append acknowledged before
+//! it began, as a gapless prefix of each queue.
 
-#![allow(clippy::panic)]
+#![allow(clippy::panic, clippy::unwrap_used)]
 
-mod common;
+#[path = "../../storage/tests/common/mod.rs"]
+mod store;
 
-use common::*;
-use rltp_storage::committer::{Committer, DEFAULT_MAX_BATCH};
+use rltp_carrier::clock::{Clock as _, ManualClock, SystemClock};
+use rltp_carrier::defaults::MAX_BATCH;
+use rltp_carrier::writer::Writer;
+use rltp_storage::backup;
 use rltp_storage::mem::MemStore;
-use rltp_storage::{Challenge, Ms, ReadTxn, Store, StoreResult, WriteTxn};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use rltp_storage::redb_store::{RedbOptions, RedbStore};
+use rltp_storage::{Challenge, DepositId, Ms, ReadTxn, Store, StoreResult, WriteTxn};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use store::*;
 
 /// A store that counts the commits that have returned.
 struct Counting<S> {
@@ -55,11 +64,11 @@ fn concurrent_appends<S: Store>(inner: S) -> StoreResult<()> {
         inner,
         commits: AtomicU64::new(0),
     });
-    let committer = Committer::start(
+    let committer = Writer::start(
         Arc::clone(&store),
-        Arc::new(|| 1_000),
-        Arc::new(|_: &mut dyn WriteTxn, _| Ok(())),
-        DEFAULT_MAX_BATCH,
+        Arc::new(ManualClock::new(1_000)),
+        None,
+        MAX_BATCH,
     )?;
     let handles: Vec<_> = (0..THREADS)
         .map(|t| {
@@ -71,7 +80,7 @@ fn concurrent_appends<S: Store>(inner: S) -> StoreResult<()> {
                     let bytes = payload(t * 1000 + i, 50 + i as usize);
                     let counter = Arc::clone(&store);
                     let (deposit, commits_seen) = committer
-                        .execute(move |txn, now| {
+                        .execute(move |txn, now, _| {
                             let seen = counter.commits.load(Ordering::SeqCst);
                             Ok((txn.append_deposit(&queue, &bytes, now, now + 1)?, seen))
                         })
@@ -132,37 +141,37 @@ fn batches_group_concurrent_operations_redb() -> StoreResult<()> {
 /// were answered `refused(capacity)`). An operation failing otherwise
 /// still fails its batch.
 fn damaged_data_fails_one_operation_not_its_batch<S: Store>(store: S) -> StoreResult<()> {
+    use rltp_carrier::writer::CommitError;
     use rltp_storage::StoreError;
-    use rltp_storage::committer::CommitError;
     let store = Arc::new(store);
-    let committer = Committer::start(
+    let committer = Writer::start(
         Arc::clone(&store),
-        Arc::new(|| 1_000),
-        Arc::new(|_: &mut dyn WriteTxn, _| Ok(())),
-        DEFAULT_MAX_BATCH,
+        Arc::new(ManualClock::new(1_000)),
+        None,
+        MAX_BATCH,
     )?;
     // Hold the writer inside a first batch while the others queue up (they
     // may join that batch or form the next one).
     let (release, wait) = std::sync::mpsc::channel::<()>();
     let wait = std::sync::Mutex::new(wait);
-    let first = committer.submit(move |_: &mut dyn WriteTxn, _| {
+    let first = committer.submit(move |_: &mut dyn WriteTxn, _, _| {
         let _ = wait.lock().map(|w| w.recv());
         Ok(())
     });
     let runs = Arc::new(AtomicU64::new(0));
     let appends = |n: u8, runs: Arc<AtomicU64>| {
-        committer.submit(move |t: &mut dyn WriteTxn, now| {
+        committer.submit(move |t: &mut dyn WriteTxn, now, _| {
             runs.fetch_add(1, Ordering::SeqCst);
             t.append_deposit(&rkid(n), &payload(u64::from(n), 64), now, now)
         })
     };
     let a = appends(1, Arc::clone(&runs));
-    let damaged = committer.submit(|t: &mut dyn WriteTxn, now| -> StoreResult<()> {
+    let damaged = committer.submit(|t: &mut dyn WriteTxn, now, _| -> StoreResult<()> {
         t.append_deposit(&rkid(2), &payload(2, 64), now, now)?;
         Err(StoreError::Corrupt("bytes do not match their id".into()))
     });
     let c = appends(3, Arc::new(AtomicU64::new(0)));
-    let failing = committer.submit(|_: &mut dyn WriteTxn, _| -> StoreResult<()> {
+    let failing = committer.submit(|_: &mut dyn WriteTxn, _, _| -> StoreResult<()> {
         Err(StoreError::Corrupt("another damaged record".into()))
     });
     // (A run again after the release finds the channel closed.)
@@ -193,7 +202,7 @@ fn damaged_data_fails_one_operation_not_its_batch<S: Store>(store: S) -> StoreRe
     assert_eq!(stats.isolated_operations.load(Ordering::SeqCst), 2);
     assert_eq!(stats.failed_batches.load(Ordering::SeqCst), 0);
     // Any other failure still fails the whole batch.
-    let other = committer.execute(|_: &mut dyn WriteTxn, _| -> StoreResult<()> {
+    let other = committer.execute(|_: &mut dyn WriteTxn, _, _| -> StoreResult<()> {
         Err(StoreError::Engine("not about one record".into()))
     });
     assert!(matches!(other, Err(CommitError::Store(_))));
@@ -210,4 +219,97 @@ fn damaged_data_fails_one_operation_not_its_batch_mem() -> StoreResult<()> {
 fn damaged_data_fails_one_operation_not_its_batch_redb() -> StoreResult<()> {
     let (_dir, store) = redb(small_segments());
     damaged_data_fails_one_operation_not_its_batch(store)
+}
+
+fn now_ms() -> Ms {
+    SystemClock.now()
+}
+
+#[test]
+fn an_online_backup_holds_every_acknowledged_append_as_a_gapless_prefix() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(
+        RedbStore::open_with(
+            dir.path().join("store"),
+            RedbOptions {
+                segment_bytes: 64 << 10,
+                ..RedbOptions::default()
+            },
+        )
+        .unwrap(),
+    );
+    let committer = Writer::start(Arc::clone(&store), Arc::new(SystemClock), None, 256).unwrap();
+    let rkids: Vec<_> = (1..=4).map(rkid).collect();
+    // Acknowledged appends: (rkid index, seq, id, acknowledged at).
+    let acked = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..4usize)
+        .map(|w| {
+            let (committer, acked, stop) =
+                (committer.clone(), Arc::clone(&acked), Arc::clone(&stop));
+            let r = rkids[w];
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let bytes = payload(w as u64 * 1_000_000 + n, 512 + (n % 300) as usize);
+                    let id = DepositId::of(&bytes);
+                    let d = committer
+                        .execute(move |t, now, _| t.append_deposit(&r, &bytes, now, now + 1))
+                        .unwrap();
+                    acked
+                        .lock()
+                        .unwrap()
+                        .push((w, d.seq, id, std::time::Instant::now()));
+                    n += 1;
+                }
+            })
+        })
+        .collect();
+    while acked.lock().unwrap().len() < 400 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let began = std::time::Instant::now();
+    let mut archive = Vec::new();
+    let written = backup::write_backup(&store, &now_ms, "test", &[], &mut archive).unwrap();
+    let ended = std::time::Instant::now();
+    std::thread::sleep(Duration::from_millis(50));
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.join().unwrap();
+    }
+    let acked = acked.lock().unwrap().clone();
+    let during = acked.iter().filter(|a| a.3 > began && a.3 < ended).count();
+    let after = acked.iter().filter(|a| a.3 > ended).count();
+    assert!(after > 0, "appends went on after the backup");
+    eprintln!(
+        "backup: {} B, {} deposits, {:?}; {during} appends acknowledged during it",
+        archive.len(),
+        written.manifest.occupancy.deposits,
+        ended - began
+    );
+
+    let restored = dir.path().join("restored");
+    let read = backup::unpack(&archive[..], &restored).unwrap();
+    backup::check_unpacked(&restored, &read.manifest).unwrap();
+    let copy = RedbStore::open(restored.join("store")).unwrap();
+    let snapshot = copy.read().unwrap();
+    let mut held_total = 0;
+    for (w, r) in rkids.iter().enumerate() {
+        let held = snapshot.deposits(r, None, usize::MAX).unwrap();
+        // A gapless prefix of the queue's admission order.
+        for (i, d) in held.iter().enumerate() {
+            assert_eq!(d.seq, i as u64 + 1);
+        }
+        for a in acked.iter().filter(|a| a.0 == w && a.3 < began) {
+            let found = held.get(a.1 as usize - 1).map(|d| d.id);
+            assert_eq!(
+                found,
+                Some(a.2),
+                "acknowledged append {} of queue {w} lost",
+                a.1
+            );
+        }
+        held_total += held.len() as u64;
+    }
+    assert_eq!(held_total, written.manifest.occupancy.deposits);
 }

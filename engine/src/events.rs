@@ -3,21 +3,20 @@
 //! given up, concluded and quarantined. For metrics and the operator page: counts only,
 //! never which `rkid` or principal.
 //!
-//! A transition is counted where it is realized (`record`), into a tally
-//! local to the thread that runs it. Every state change runs on the
-//! engine's group-commit writer thread, inside a batch; as the batch ends
-//! the committer's stage hook takes the tally (`take`) and, once the batch
-//! is durable, publishes it into the engine's [`EventCounters`]
-//! (`EventCounters::add`); when it failed the tally is dropped. So a
-//! counter never counts a transition that did not become durable, and a
-//! caller answered after its batch sees its batch counted.
+//! Events are data: every operation that changes state takes the caller's
+//! [`Tally`] and records each transition it realizes into it
+//! ([`Tally::record`]), beside its verdict. The caller owns the tally of a
+//! transaction: once the transaction is durable it adds the tally to its
+//! [`EventCounters`] ([`EventCounters::add`]); when the transaction failed
+//! (or is run again) it drops the tally. So a counter never counts a
+//! transition that did not become durable, and a caller answered after its
+//! transaction sees it counted.
 
-use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// One realized transition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Event {
+pub enum Event {
     /// `live → closing` at the orphan horizon (§5a.9).
     WindUp,
     /// `closing → released` at the wind-up deadline (§5a.9).
@@ -33,9 +32,29 @@ pub(crate) enum Event {
     Quarantined,
 }
 
-/// Transitions of one batch, by kind.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Tally([u64; 6]);
+/// Transitions realized by one transaction, not yet known durable, by kind.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[must_use = "a tally is published once its transaction is durable"]
+pub struct Tally([u64; 6]);
+
+impl Tally {
+    /// Counts `event`.
+    pub fn record(&mut self, event: Event) {
+        self.0[event.index()] += 1;
+    }
+
+    /// How many `event`s this tally holds.
+    pub fn count(&self, event: Event) -> u64 {
+        self.0[event.index()]
+    }
+
+    /// Adds `other` (another transaction's tally) to this one.
+    pub fn merge(&mut self, other: Tally) {
+        for (mine, theirs) in self.0.iter_mut().zip(other.0) {
+            *mine += theirs;
+        }
+    }
+}
 
 impl Event {
     fn index(self) -> usize {
@@ -50,44 +69,13 @@ impl Event {
     }
 }
 
-thread_local! {
-    /// Transitions realized by the batch running on this thread, not yet
-    /// known durable.
-    static PENDING: Cell<Tally> = const { Cell::new(Tally([0; 6])) };
-}
-
-/// Counts `event` for the batch running on this thread.
-pub(crate) fn record(event: Event) {
-    PENDING.with(|pending| {
-        let mut tally = pending.get();
-        tally.0[event.index()] += 1;
-        pending.set(tally);
-    });
-}
-
-/// Takes the tally of the batch that just ended on this thread (the
-/// writer thread), leaving it empty for the next batch.
-pub(crate) fn take() -> Tally {
-    PENDING.with(|pending| pending.replace(Tally::default()))
-}
-
 /// Counters of durable transitions, monotonic since the engine started.
 #[derive(Debug, Default)]
 pub struct EventCounters([AtomicU64; 6]);
 
 impl EventCounters {
-    /// Publishes (when `committed`) or drops the tally of the batch that
-    /// just ended on this thread (the writer thread).
-    #[cfg(test)]
-    pub(crate) fn settle(&self, committed: bool) {
-        let tally = take();
-        if committed {
-            self.add(tally);
-        }
-    }
-
-    /// Adds a batch's tally (taken with [`take`]) once it is durable.
-    pub(crate) fn add(&self, tally: Tally) {
+    /// Adds a transaction's tally once it is durable.
+    pub fn add(&self, tally: Tally) {
         for (counter, n) in self.0.iter().zip(tally.0) {
             counter.fetch_add(n, Ordering::Relaxed);
         }
@@ -132,15 +120,20 @@ mod tests {
     #[test]
     fn only_committed_batches_count() {
         let counters = EventCounters::default();
-        record(Event::GiveUp);
-        record(Event::GiveUp);
-        record(Event::Release);
-        counters.settle(false);
+        let mut failed = Tally::default();
+        failed.record(Event::GiveUp);
+        failed.record(Event::GiveUp);
+        failed.record(Event::Release);
+        assert_eq!(failed.count(Event::GiveUp), 2);
+        drop(failed);
         assert_eq!(counters.snapshot(), EventSnapshot::default());
-        record(Event::WindUp);
-        record(Event::Concluded);
-        record(Event::Eviction);
-        counters.settle(true);
+        let mut durable = Tally::default();
+        durable.record(Event::WindUp);
+        durable.record(Event::Concluded);
+        let mut more = Tally::default();
+        more.record(Event::Eviction);
+        durable.merge(more);
+        counters.add(durable);
         assert_eq!(
             counters.snapshot(),
             EventSnapshot {

@@ -27,13 +27,18 @@
 //! `RLTP_POWER_LOSS_VERBOSE` prints a line per life.
 //! The figures it prints are in `tests/README.md`.
 
-mod common;
+#[path = "../../tests/support/journal.rs"]
+mod journal;
+#[path = "../../storage/tests/common/mod.rs"]
+mod store;
 
-use common::journal::{self, Counts};
-use rltp_storage::committer::{Committer, DEFAULT_MAX_BATCH};
+use journal::Counts;
+use rltp_carrier::clock::ManualClock;
+use rltp_carrier::defaults::MAX_BATCH;
+use rltp_carrier::writer::Writer;
 use rltp_storage::fault_fs::{CrashReport, FaultFs, Rng};
 use rltp_storage::redb_store::{RedbOptions, RedbStore};
-use rltp_storage::{Store, StoreResult, WriteTxn};
+use rltp_storage::{Store, StoreResult};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -134,11 +139,11 @@ fn life<B: Backend>(
     // How many journal lines were complete: read at the instant of a cut.
     let written = Arc::new(AtomicU64::new(1));
     let running = Arc::new(AtomicBool::new(true));
-    let committer = Committer::start(
+    let committer = Writer::start(
         Arc::clone(&store),
-        Arc::new(move || 1_000 + life),
-        Arc::new(|_: &mut dyn WriteTxn, _| Ok(())),
-        DEFAULT_MAX_BATCH,
+        Arc::new(ManualClock::new(1_000 + life)),
+        None,
+        MAX_BATCH,
     )?;
     let mut threads = Vec::new();
     for w in 0..WORKERS {

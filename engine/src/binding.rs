@@ -1,15 +1,15 @@
 //! The §5a.3 state of one `rkid` in the store, and how a next state the
-//! table ([`crate::engine::table`]) decided is realized there.
+//! table ([`crate::table`]) decided is realized there.
 //!
 //! The table decides **what** happens (outcome, next state); this module
 //! only makes the store hold that next state ([`realize`]) — installing a
 //! binding, beginning a wind-up, the one-transaction deadline release, or
 //! an eviction. No rule of the table is restated here.
 
-use crate::engine::config::EngineConstants;
-use crate::engine::events::{self, Event};
-use crate::engine::queue;
-use crate::engine::table::{self, Guard, Input, State};
+use crate::config::EngineConstants;
+use crate::events::{Event, Tally};
+use crate::queue;
+use crate::table::{self, Guard, Input, State};
 use rltp_proofs::multikey::Rkid;
 use rltp_storage::{Binding, Due, Ms, Phase, ReadTxn, StoreResult, Tombstone, WriteTxn};
 
@@ -100,6 +100,7 @@ pub(crate) struct Install {
 /// - `released → unbound`: eviction.
 ///
 /// Any other pair changes nothing.
+#[allow(clippy::too_many_arguments)] // one argument per fact of the transition
 pub(crate) fn realize(
     txn: &mut dyn WriteTxn,
     rkid: &Rkid,
@@ -108,11 +109,12 @@ pub(crate) fn realize(
     at: Ms,
     install: Option<Install>,
     c: &EngineConstants,
+    events: &mut Tally,
 ) -> StoreResult<()> {
     match (held.state, next, held.binding, install) {
         (_, State::Live, _, Some(new)) => install_live(txn, rkid, held, new, c),
         (State::Live, State::Closing, Some(binding), _) => {
-            events::record(Event::WindUp);
+            events.record(Event::WindUp);
             let deadline = at.saturating_add(c.give_up_horizon_ms);
             txn.put_binding(
                 rkid,
@@ -124,8 +126,8 @@ pub(crate) fn realize(
             txn.schedule(deadline, &Due::Deadline(*rkid))
         }
         (State::Closing, State::Released, Some(binding), _) => {
-            events::record(Event::Release);
-            queue::give_up_all(txn, rkid, at, c)?;
+            events.record(Event::Release);
+            queue::give_up_all(txn, rkid, at, c, events)?;
             txn.remove_binding(rkid)?;
             txn.put_tombstone(
                 rkid,
@@ -134,10 +136,10 @@ pub(crate) fn realize(
                     released_at: at,
                 },
             )?;
-            evict_over_bound(txn, c)
+            evict_over_bound(txn, c, events)
         }
         (State::Released, State::Unbound, _, _) => {
-            events::record(Event::Eviction);
+            events.record(Event::Eviction);
             txn.remove_tombstone(rkid).map(drop)
         }
         _ => Ok(()),
@@ -197,7 +199,11 @@ pub(crate) fn collected(
 /// longest-released first, ties by ascending `rkid` key bytes (the store's
 /// [`ReadTxn::oldest_tombstone`] order, §5a.3), each through the table's
 /// `released × eviction` cell.
-pub(crate) fn evict_over_bound(txn: &mut dyn WriteTxn, c: &EngineConstants) -> StoreResult<()> {
+pub(crate) fn evict_over_bound(
+    txn: &mut dyn WriteTxn,
+    c: &EngineConstants,
+    events: &mut Tally,
+) -> StoreResult<()> {
     while txn.occupancy()?.tombstones > c.max_binding_tombstones {
         let Some((rkid, _)) = txn.oldest_tombstone()? else {
             return Ok(());
@@ -209,7 +215,7 @@ pub(crate) fn evict_over_bound(txn: &mut dyn WriteTxn, c: &EngineConstants) -> S
                 "tombstoned rkid {rkid} also holds a binding"
             )));
         }
-        realize(txn, &rkid, &held, next, 0, None, c)?;
+        realize(txn, &rkid, &held, next, 0, None, c, events)?;
     }
     Ok(())
 }

@@ -1,7 +1,8 @@
 //! Challenges (§5a.3) and the work counters that prove guarantee 3.
 //!
 //! - `issue` runs **only after** the caller's admission decision (r2):
-//!   it draws 32 random bytes for the principal challenge and, for
+//!   from the caller's CSPRNG (injected: the shell passes the operating
+//!   system's, a test a seeded one) it draws 32 random bytes for the principal challenge and, for
 //!   `register`/`rebind`, 32 more for the address challenge, which it
 //!   seals to the `rkid` with the §5 construction
 //!   ([`rltp_proofs::seal::seal`]). Every random draw and every asymmetric
@@ -15,6 +16,7 @@
 //!   finds nothing and is refused at the cost of a lookup, with no
 //!   verification.
 
+use rand_core::{CryptoRng, Rng, TryCryptoRng, TryRng};
 use rltp_proofs::identity::CarrierId;
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::{CarrierProof, Purpose};
@@ -61,13 +63,13 @@ impl Counters {
     }
 }
 
-/// The thread CSPRNG, counting every draw into `Counters::random_draws`.
-struct CountingRng<'a> {
-    inner: rand::rngs::ThreadRng,
+/// The caller's CSPRNG, counting every draw into `Counters::random_draws`.
+struct CountingRng<'a, R: CryptoRng + ?Sized> {
+    inner: &'a mut R,
     draws: &'a AtomicU64,
 }
 
-impl rand::TryRng for CountingRng<'_> {
+impl<R: CryptoRng + ?Sized> TryRng for CountingRng<'_, R> {
     type Error = Infallible;
 
     fn try_next_u32(&mut self) -> Result<u32, Infallible> {
@@ -86,7 +88,7 @@ impl rand::TryRng for CountingRng<'_> {
     }
 }
 
-impl rand::TryCryptoRng for CountingRng<'_> {}
+impl<R: CryptoRng + ?Sized> TryCryptoRng for CountingRng<'_, R> {}
 
 /// What a requester receives for a challenge request (§5a.3).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,9 +122,11 @@ pub(crate) enum IssueError {
     Store(StoreError),
 }
 
-/// Draws and records a challenge for `(rkid, purpose)` at `now`, valid
-/// for `lifetime_ms`. Call only after the admission decision (r2).
-pub(crate) fn issue<S: Store>(
+/// Draws (from `rng`) and records a challenge for `(rkid, purpose)` at
+/// `now`, valid for `lifetime_ms`. Call only after the admission decision
+/// (r2).
+#[allow(clippy::too_many_arguments)] // the challenge's facts, then its sources
+pub(crate) fn issue<S: Store + ?Sized, R: CryptoRng + ?Sized>(
     store: &S,
     counters: &Counters,
     carrier: &CarrierId,
@@ -130,18 +134,21 @@ pub(crate) fn issue<S: Store>(
     purpose: Purpose,
     now: Ms,
     lifetime_ms: Ms,
+    rng: &mut R,
 ) -> Result<IssuedChallenge, IssueError> {
     let mut rng = CountingRng {
-        inner: rand::rng(),
+        inner: rng,
         draws: &counters.random_draws,
     };
     let mut principal_challenge = [0u8; 32];
-    rand::Rng::fill_bytes(&mut rng, &mut principal_challenge);
+    rng.fill_bytes(&mut principal_challenge);
     let (address_challenge, sealed_address_challenge) = if purpose.changes_succession() {
         let mut address = [0u8; 32];
-        rand::Rng::fill_bytes(&mut rng, &mut address);
-        let plaintext = rltp_wire::address_challenge::address_challenge_plaintext(carrier, &rkid, purpose, &address)
-            .map_err(|_| IssueError::Encoding)?;
+        rng.fill_bytes(&mut address);
+        let plaintext = rltp_wire::address_challenge::address_challenge_plaintext(
+            carrier, &rkid, purpose, &address,
+        )
+        .map_err(|_| IssueError::Encoding)?;
         Counters::bump(&counters.asymmetric_ops);
         let sealed = seal::seal(&plaintext, &rkid, &mut rng).map_err(|_| IssueError::Unsealable)?;
         (Some(address), Some(sealed))
@@ -182,7 +189,7 @@ pub(crate) enum Possession {
 /// # Errors
 /// [`StoreError`] if the challenge lookup fails (the caller answers its
 /// retriable resource verdict).
-pub(crate) fn consume_and_verify<S: Store>(
+pub(crate) fn consume_and_verify<S: Store + ?Sized>(
     store: &S,
     counters: &Counters,
     proof: &CarrierProof,

@@ -1,13 +1,19 @@
-//! Group commit: one writer thread owns the write transaction.
+//! Group commit: one writer thread owns the write transaction. This is the
+//! shell's loop around the engine: it reads the clock, calls the engine,
+//! and does the I/O (the store's durability primitives), in that order.
 //!
-//! Operations are closures over a [`WriteTxn`]. The writer takes the first
-//! waiting operation, then every operation that arrived meanwhile (up to
-//! `max_batch`), runs a prelude (the engine's due transitions at this
-//! batch's `now`), runs each operation in arrival order inside **one**
-//! write transaction and commits it ([`Store::commit_deferred`]). A second
+//! Operations are closures over a [`WriteTxn`], the batch's instant and
+//! the batch's [`Tally`]. The writer takes the first waiting operation,
+//! then every operation that arrived meanwhile (up to `max_batch`), reads
+//! its [`Clock`] **once** (that `now` is the linearization instant of every
+//! operation in the batch), calls the engine's prelude directly
+//! ([`Engine::prelude`]: the transitions due at `now`), runs each
+//! operation in arrival order inside **one** write transaction and commits
+//! it ([`Store::commit_deferred`]). A second
 //! thread, the syncer, makes committed batches durable in commit order
 //! ([`Store::sync`]: one `fdatasync` covers every batch waiting) and only
-//! then answers their callers. So every answer (`admitted`, `rebound`,
+//! then publishes the batch's events (the tally its operations returned, into
+//! [`Writer::events`]) and answers their callers. So every answer (`admitted`, `rebound`,
 //! `concluded`, …) follows its durable commit, the writer builds the next
 //! batch while the previous one's fsync runs (at most 4 batches ahead), and
 //! throughput scales with operations in flight instead of with fsyncs.
@@ -39,9 +45,12 @@
 //! upstream, never a partial effect. The writer survives the error and
 //! serves the next batch (a single I/O error never wedges the carrier).
 
-use crate::{Ms, PendingSync, Store, StoreError, StoreResult, WriteTxn};
-use std::sync::Arc;
+use crate::clock::Clock;
+use rltp_engine::{Engine, EventCounters, EventSnapshot, Tally};
+use rltp_proofs::Ms;
+use rltp_storage::{PendingSync, Store, StoreError, StoreResult, WriteTxn};
 use std::sync::mpsc;
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
@@ -49,7 +58,8 @@ use tokio::sync::oneshot;
 type Completion = Box<dyn FnOnce(Result<(), Arc<StoreError>>) + Send>;
 
 /// One run of a submitted operation: its completion, or its error.
-type Run = Box<dyn FnMut(&mut dyn WriteTxn, Ms) -> Result<Completion, StoreError> + Send>;
+type Run =
+    Box<dyn FnMut(&mut dyn WriteTxn, Ms, &mut Tally) -> Result<Completion, StoreError> + Send>;
 
 /// A submitted operation: `run` (possibly more than once, see the module
 /// docs) yields the completion that answers its caller; `fail` answers it
@@ -73,11 +83,6 @@ fn answer<R>(reply: &Reply<R>, outcome: Result<R, CommitError>) {
         let _ = sender.send(outcome);
     }
 }
-/// The batch prelude: runs first in every write transaction, at the batch's
-/// `now` (the engine applies the transitions due at `now` here).
-pub type Prelude = Arc<dyn Fn(&mut dyn WriteTxn, Ms) -> StoreResult<()> + Send + Sync>;
-/// The clock the writer reads once per batch (ms since the Unix epoch).
-pub type ClockFn = Arc<dyn Fn() -> Ms + Send + Sync>;
 
 /// Why a submitted operation did not complete.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -90,6 +95,17 @@ pub enum CommitError {
     /// the writer has stopped. Nothing of it is durable.
     #[error("the operation did not run (batch aborted or writer stopped)")]
     NotRun,
+}
+
+impl CommitError {
+    /// The store error behind this one ([`StoreError::Closed`] for an
+    /// operation that never ran).
+    pub fn into_store_error(self) -> Arc<StoreError> {
+        match self {
+            CommitError::Store(e) => e,
+            CommitError::NotRun => Arc::new(StoreError::Closed),
+        }
+    }
 }
 
 /// Statistics of the writer, for metrics and tests.
@@ -125,28 +141,34 @@ pub struct BatchReport {
 /// failed before its commit. Keep it short: later batches wait for it.
 pub type BatchObserver = Arc<dyn Fn(&BatchReport) + Send + Sync>;
 
-/// What runs once a batch's fate is known: `true` when it became durable.
-pub type Settle = Box<dyn FnOnce(bool) + Send>;
-/// Called on the writer thread as each batch ends (committed or failed),
-/// before the next one begins; what it returns runs once the batch's fate
-/// is known, before its callers are answered. For state the batch's
-/// operations staged on the writer thread (the engine's event tallies).
-pub type BatchStage = Arc<dyn Fn() -> Settle + Send + Sync>;
+/// What the writer threads share with the handles.
+#[derive(Default)]
+struct Shared {
+    stats: CommitStats,
+    events: EventCounters,
+    observer: OnceLock<BatchObserver>,
+}
 
 /// Handle to the writer thread. Dropping every handle stops the writer
 /// after it has drained the queued operations.
 #[derive(Clone)]
-pub struct Committer {
+pub struct Writer {
     jobs: mpsc::Sender<Job>,
-    stats: Arc<CommitStats>,
+    shared: Arc<Shared>,
     _thread: Arc<WriterThread>,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer").finish_non_exhaustive()
+    }
 }
 
 struct WriterThread(Option<JoinHandle<()>>);
 
 impl Drop for WriterThread {
     fn drop(&mut self) {
-        // The sender half held by the last Committer is dropped before this
+        // The sender half held by the last Writer is dropped before this
         // runs, so the writer drains its queue and exits.
         if let Some(handle) = self.0.take() {
             let _ = handle.join();
@@ -154,70 +176,54 @@ impl Drop for WriterThread {
     }
 }
 
-/// Upper bound on operations per batch: bounds the latency a batch adds and
-/// the memory a write transaction holds.
-pub const DEFAULT_MAX_BATCH: usize = 1024;
-
-impl Committer {
-    /// Starts the writer thread over `store`.
+impl Writer {
+    /// Starts the writer thread (and its syncer) over `store`, reading
+    /// `clock` once per batch; with `engine`, every batch first runs the
+    /// engine's prelude ([`Engine::prelude`]) at that instant. Without one
+    /// (a store-level harness driving the store through group commit) the
+    /// batch runs only its operations. At most `max_batch` operations go
+    /// into one batch.
     ///
     /// # Errors
-    /// [`StoreError::Io`] if the thread cannot be spawned.
+    /// An I/O error if the thread cannot be spawned.
     pub fn start<S: Store>(
         store: Arc<S>,
-        clock: ClockFn,
-        prelude: Prelude,
+        clock: Arc<dyn Clock>,
+        engine: Option<Arc<Engine>>,
         max_batch: usize,
-    ) -> StoreResult<Committer> {
-        Committer::start_observed(
-            store,
-            clock,
-            prelude,
-            max_batch,
-            Arc::new(|_| {}),
-            Arc::new(|| Box::new(|_| {})),
-        )
-    }
-
-    /// [`Committer::start`] with an `observer` told about every batch
-    /// (metrics: batch size, commit latency) and a `stage` hook for what
-    /// the batch's operations staged on the writer thread and must follow
-    /// exactly the batches that became durable.
-    ///
-    /// # Errors
-    /// [`StoreError::Io`] if the thread cannot be spawned.
-    pub fn start_observed<S: Store>(
-        store: Arc<S>,
-        clock: ClockFn,
-        prelude: Prelude,
-        max_batch: usize,
-        observer: BatchObserver,
-        stage: BatchStage,
-    ) -> StoreResult<Committer> {
+    ) -> std::io::Result<Writer> {
         let (jobs, queue) = mpsc::channel::<Job>();
-        let stats = Arc::new(CommitStats::default());
-        let thread_stats = Arc::clone(&stats);
+        let shared = Arc::new(Shared::default());
+        let thread_shared = Arc::clone(&shared);
         let handle = std::thread::Builder::new()
             .name("rltp-writer".into())
             .spawn(move || {
-                writer_loop(
-                    &*store,
-                    &clock,
-                    &prelude,
-                    &queue,
-                    max_batch.max(1),
-                    &Observed {
-                        stats: &thread_stats,
-                        observer: &observer,
-                        stage: &stage,
-                    },
-                )
+                let batches = Batches {
+                    store: &*store,
+                    clock: &*clock,
+                    engine: engine.as_deref(),
+                    shared: &thread_shared,
+                };
+                writer_loop(&batches, &queue, max_batch.max(1));
             })?;
-        Ok(Committer {
+        Ok(Writer {
             jobs,
-            stats,
+            shared,
             _thread: Arc::new(WriterThread(Some(handle))),
         })
+    }
+
+    /// Installs an observer told about every batch (size, commit time,
+    /// outcome) before the batch's callers are answered. Only the first
+    /// call installs one; returns whether this one did.
+    pub fn observe_batches(&self, observer: BatchObserver) -> bool {
+        self.shared.observer.set(observer).is_ok()
+    }
+
+    /// Counts of the durable transitions the batches' operations returned
+    /// (see [`rltp_engine::events`]).
+    pub fn events(&self) -> EventSnapshot {
+        self.shared.events.snapshot()
     }
 
     /// Queues `op` for the next batch; the receiver yields its result after
@@ -226,15 +232,15 @@ impl Committer {
     pub fn submit<R, F>(&self, op: F) -> oneshot::Receiver<Result<R, CommitError>>
     where
         R: Send + 'static,
-        F: FnMut(&mut dyn WriteTxn, Ms) -> StoreResult<R> + Send + 'static,
+        F: FnMut(&mut dyn WriteTxn, Ms, &mut Tally) -> StoreResult<R> + Send + 'static,
     {
         let (sender, receiver) = oneshot::channel();
         let reply: Reply<R> = Arc::new(std::sync::Mutex::new(Some(sender)));
         let on_failure = Arc::clone(&reply);
         let mut op = op;
         let job = Job {
-            run: Box::new(move |txn, now| {
-                let value = op(txn, now)?;
+            run: Box::new(move |txn, now, events| {
+                let value = op(txn, now, events)?;
                 let reply = Arc::clone(&reply);
                 Ok(Box::new(move |outcome: Result<(), Arc<StoreError>>| {
                     answer(&reply, outcome.map(|()| value).map_err(CommitError::Store));
@@ -255,7 +261,7 @@ impl Committer {
     pub fn execute<R, F>(&self, op: F) -> Result<R, CommitError>
     where
         R: Send + 'static,
-        F: FnMut(&mut dyn WriteTxn, Ms) -> StoreResult<R> + Send + 'static,
+        F: FnMut(&mut dyn WriteTxn, Ms, &mut Tally) -> StoreResult<R> + Send + 'static,
     {
         self.submit(op)
             .blocking_recv()
@@ -269,46 +275,53 @@ impl Committer {
     pub async fn run<R, F>(&self, op: F) -> Result<R, CommitError>
     where
         R: Send + 'static,
-        F: FnMut(&mut dyn WriteTxn, Ms) -> StoreResult<R> + Send + 'static,
+        F: FnMut(&mut dyn WriteTxn, Ms, &mut Tally) -> StoreResult<R> + Send + 'static,
     {
         self.submit(op).await.unwrap_or(Err(CommitError::NotRun))
     }
 
     /// Writer statistics.
     pub fn stats(&self) -> &CommitStats {
-        &self.stats
+        &self.shared.stats
     }
 }
 
-/// Where a batch's outcome is recorded: the counters and the observer.
-struct Observed<'a> {
-    stats: &'a CommitStats,
-    observer: &'a BatchObserver,
-    stage: &'a BatchStage,
+/// What the writer and syncer threads work with.
+struct Batches<'a, S> {
+    store: &'a S,
+    clock: &'a dyn Clock,
+    engine: Option<&'a Engine>,
+    shared: &'a Shared,
 }
 
-impl Observed<'_> {
-    /// A batch that failed on the writer thread: its staged state is dropped.
-    fn failed_here(&self, operations: usize, commit_time: Duration) {
-        (self.stage)()(false);
-        self.failed(operations, commit_time);
+impl<S> Batches<'_, S> {
+    fn report(&self, report: &BatchReport) {
+        if let Some(observer) = self.shared.observer.get() {
+            observer(report);
+        }
     }
 
     fn failed(&self, operations: usize, commit_time: Duration) {
         use std::sync::atomic::Ordering::Relaxed;
-        self.stats.failed_batches.fetch_add(1, Relaxed);
-        (self.observer)(&BatchReport {
+        self.shared.stats.failed_batches.fetch_add(1, Relaxed);
+        self.report(&BatchReport {
             operations,
             committed: false,
             commit_time,
         });
     }
 
-    fn committed(&self, operations: usize, commit_time: Duration) {
+    /// A batch became durable: its events are published, then it is
+    /// counted and reported, all before any of its callers is answered.
+    fn committed(&self, operations: usize, commit_time: Duration, events: Tally) {
         use std::sync::atomic::Ordering::Relaxed;
-        self.stats.batches.fetch_add(1, Relaxed);
-        self.stats.operations.fetch_add(operations as u64, Relaxed);
-        (self.observer)(&BatchReport {
+        self.shared.events.add(events);
+        self.shared.stats.batches.fetch_add(1, Relaxed);
+        self.shared
+            .stats
+            .operations
+            .fetch_add(operations as u64, Relaxed);
+        self.report(&BatchReport {
             operations,
             committed: true,
             commit_time,
@@ -316,33 +329,21 @@ impl Observed<'_> {
     }
 }
 
-/// Batches committed but not yet durable that may wait for the syncer,
-/// besides the group it is syncing (bounds what is visible before it is
-/// durable).
-const SYNC_DEPTH: usize = 4;
-
 /// A committed batch on its way to durability.
 struct Pending {
     sync: PendingSync,
-    settle: Settle,
+    events: Tally,
     completions: Vec<Completion>,
     count: usize,
     started: Instant,
 }
 
-fn writer_loop<S: Store>(
-    store: &S,
-    clock: &ClockFn,
-    prelude: &Prelude,
-    queue: &mpsc::Receiver<Job>,
-    max_batch: usize,
-    stats: &Observed<'_>,
-) {
+fn writer_loop<S: Store>(batches: &Batches<'_, S>, queue: &mpsc::Receiver<Job>, max_batch: usize) {
     std::thread::scope(|scope| {
-        let (to_syncer, pending) = mpsc::sync_channel::<Pending>(SYNC_DEPTH);
+        let (to_syncer, pending) = mpsc::sync_channel::<Pending>(crate::defaults::SYNC_DEPTH);
         let syncer = std::thread::Builder::new()
             .name("rltp-sync".into())
-            .spawn_scoped(scope, move || syncer_loop(store, &pending, stats));
+            .spawn_scoped(scope, move || syncer_loop(batches, &pending));
         if let Err(error) = syncer {
             tracing::error!(%error, "the sync thread could not start; the writer stops");
             return;
@@ -355,7 +356,7 @@ fn writer_loop<S: Store>(
                     Err(_) => break,
                 }
             }
-            if let Some(committed) = run_batch(store, clock, prelude, batch, stats)
+            if let Some(committed) = run_batch(batches, batch)
                 && to_syncer.send(committed).is_err()
             {
                 // The syncer died (a panic in an observer or a reply). The
@@ -373,20 +374,19 @@ fn writer_loop<S: Store>(
 
 /// Makes committed batches durable in commit order, one `fdatasync` for
 /// all that are waiting, then answers their callers.
-fn syncer_loop<S: Store>(store: &S, pending: &mpsc::Receiver<Pending>, stats: &Observed<'_>) {
+fn syncer_loop<S: Store>(batches: &Batches<'_, S>, pending: &mpsc::Receiver<Pending>) {
     while let Ok(first) = pending.recv() {
         let mut group = vec![first];
         while let Ok(more) = pending.try_recv() {
             group.push(more);
         }
         for batch in group {
-            // Statistics are recorded before any caller is answered, so a
-            // caller that saw its answer also sees its batch counted.
-            let synced = store.sync(batch.sync);
-            (batch.settle)(synced.is_ok());
-            match synced {
+            // Events and statistics are recorded before any caller is
+            // answered, so a caller that saw its answer also sees its batch
+            // counted.
+            match batches.store.sync(batch.sync) {
                 Ok(()) => {
-                    stats.committed(batch.count, batch.started.elapsed());
+                    batches.committed(batch.count, batch.started.elapsed(), batch.events);
                     for completion in batch.completions {
                         completion(Ok(()));
                     }
@@ -394,8 +394,7 @@ fn syncer_loop<S: Store>(store: &S, pending: &mpsc::Receiver<Pending>, stats: &O
                 Err(error) => {
                     tracing::error!(%error, "batch not durable; its callers are refused");
                     fail_all(
-                        store,
-                        stats,
+                        batches,
                         batch.completions,
                         batch.count,
                         error,
@@ -407,18 +406,17 @@ fn syncer_loop<S: Store>(store: &S, pending: &mpsc::Receiver<Pending>, stats: &O
     }
 }
 
-/// Answers every caller of a failed batch with `error` (its staged state
-/// already settled).
+/// Answers every caller of a failed batch with `error` (its events are
+/// dropped with it).
 fn fail_all<S: Store>(
-    store: &S,
-    stats: &Observed<'_>,
+    batches: &Batches<'_, S>,
     completions: Vec<Completion>,
     count: usize,
     error: StoreError,
     commit_time: Duration,
 ) {
-    store.after_failure();
-    stats.failed(count, commit_time);
+    batches.store.after_failure();
+    batches.failed(count, commit_time);
     let error = Arc::new(error);
     for completion in completions {
         completion(Err(Arc::clone(&error)));
@@ -429,13 +427,8 @@ fn fail_all<S: Store>(
 /// it for the syncer, or `None` when it failed (its callers are answered).
 /// An operation that meets damaged data is refused alone and the others
 /// run again without it (module docs).
-fn run_batch<S: Store>(
-    store: &S,
-    clock: &ClockFn,
-    prelude: &Prelude,
-    mut batch: Vec<Job>,
-    stats: &Observed<'_>,
-) -> Option<Pending> {
+fn run_batch<S: Store>(batches: &Batches<'_, S>, mut batch: Vec<Job>) -> Option<Pending> {
+    let store = batches.store;
     loop {
         let count = batch.len();
         if count == 0 {
@@ -448,24 +441,31 @@ fn run_batch<S: Store>(
                 // senders, so their callers see `NotRun`.
                 drop(batch);
                 store.after_failure();
-                stats.failed_here(count, Duration::ZERO);
+                batches.failed(count, Duration::ZERO);
                 tracing::error!(%error, "write transaction could not begin");
                 return None;
             }
         };
-        let now = clock();
-        if let Err(error) = prelude(&mut txn, now) {
+        // One reading per attempt: the batch's linearization instant.
+        let now = batches.clock.now();
+        // The events of this attempt: published only if it becomes durable.
+        let mut events = Tally::default();
+        let prelude = match batches.engine {
+            Some(engine) => engine.prelude(&mut txn, now, &mut events),
+            None => Ok(()),
+        };
+        if let Err(error) = prelude {
             tracing::error!(%error, "batch prelude failed; batch dropped");
             drop(txn);
             drop(batch);
             store.after_failure();
-            stats.failed_here(count, Duration::ZERO);
+            batches.failed(count, Duration::ZERO);
             return None;
         }
         let mut completions = Vec::with_capacity(count);
         let mut failure = None;
         for (i, job) in batch.iter_mut().enumerate() {
-            match (job.run)(&mut txn, now) {
+            match (job.run)(&mut txn, now, &mut events) {
                 Ok(completion) => completions.push(completion),
                 Err(error) => {
                     failure = Some((i, error));
@@ -474,15 +474,16 @@ fn run_batch<S: Store>(
             }
         }
         if let Some((i, error)) = failure {
+            // What this attempt did, its events included, is dropped.
             drop(txn);
             drop(completions);
-            // What this attempt staged on the writer thread is dropped.
-            (stats.stage)()(false);
+            drop(events);
             if matches!(error, StoreError::Corrupt(_)) {
                 // Damaged data, met by this operation alone: refuse it, run
                 // the others again without it.
                 tracing::warn!(%error, "an operation met damaged data; it alone is refused");
-                stats
+                batches
+                    .shared
                     .stats
                     .isolated_operations
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -492,7 +493,7 @@ fn run_batch<S: Store>(
             }
             tracing::error!(%error, "operation failed; batch dropped");
             store.after_failure();
-            stats.failed(count, Duration::ZERO);
+            batches.failed(count, Duration::ZERO);
             let error = Arc::new(error);
             // Those that ran, and the one that failed, get the error; jobs
             // after it never ran: dropping them tells their callers.
@@ -502,20 +503,17 @@ fn run_batch<S: Store>(
             return None;
         }
         let started = Instant::now();
-        let committed = store.commit_deferred(txn);
-        let settle = (stats.stage)();
-        return match committed {
+        return match store.commit_deferred(txn) {
             Ok(sync) => Some(Pending {
                 sync,
-                settle,
+                events,
                 completions,
                 count,
                 started,
             }),
             Err(error) => {
                 tracing::error!(%error, "commit failed; batch dropped");
-                settle(false);
-                fail_all(store, stats, completions, count, error, started.elapsed());
+                fail_all(batches, completions, count, error, started.elapsed());
                 None
             }
         };

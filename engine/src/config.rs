@@ -10,8 +10,8 @@
 //! `EngineConstants::from(&CarrierConstants)` from the declaration it
 //! publishes, so it never enforces a value other than the published one.
 
+use rltp_proofs::Ms;
 use rltp_proofs::constants::CarrierConstants;
-use rltp_storage::Ms;
 
 /// The seven constants a carrier publishes (§4.4 guarantee 1), as the
 /// engine reads them for every decision. Durations are milliseconds,
@@ -60,7 +60,7 @@ impl From<&CarrierConstants> for EngineConstants {
 /// The carrier's private limits (§4.4 guarantee 2: "every other limit a
 /// carrier keeps is unpublished by design"). They surface only as
 /// `registration-refused(capacity)` and `refused(capacity)`, both
-/// retriable. See [`crate::engine::capacity`] for how they are applied
+/// retriable. See [`crate::capacity`] for how they are applied
 /// under guarantees 4 and 5.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -71,9 +71,6 @@ pub struct EngineConfig {
     pub capacity_bytes: u64,
     /// Most held bindings (live + closing), a count.
     pub max_bindings: u64,
-    /// Most operations per group commit (see
-    /// [`rltp_storage::committer::DEFAULT_MAX_BATCH`]).
-    pub max_batch: usize,
     /// Most deposits one `collect` returns, a count (a page; the caller
     /// pages on with the last `seq`).
     pub max_collect: usize,
@@ -81,25 +78,26 @@ pub struct EngineConfig {
 
 impl EngineConfig {
     /// A configuration with `capacity_bytes` bytes and `max_bindings`
-    /// bindings, default batch (1024) and collect page (256) sizes.
+    /// bindings and the default collect page size
+    /// ([`EngineConfig::DEFAULT_MAX_COLLECT`]).
     pub fn new(capacity_bytes: u64, max_bindings: u64) -> EngineConfig {
         EngineConfig {
             capacity_bytes,
             max_bindings,
-            max_batch: rltp_storage::committer::DEFAULT_MAX_BATCH,
-            max_collect: 256,
+            max_collect: EngineConfig::DEFAULT_MAX_COLLECT,
         }
     }
+
+    /// The default collect page, a count: 256 deposits, a quarter of the
+    /// wire's `limit` ceiling (`rltp_wire::MAX_COLLECT_LIMIT`, 1 024), so a
+    /// page of maximal envelopes (about 88 KiB each, §5) stays near 22 MiB;
+    /// it equals `rltp_wire::MAX_CONCLUDE_IDS`, so one conclude settles one
+    /// page.
+    pub const DEFAULT_MAX_COLLECT: usize = 256;
 
     /// The same configuration with a different collect page size (≥ 1).
     pub fn with_max_collect(mut self, max_collect: usize) -> EngineConfig {
         self.max_collect = max_collect.max(1);
-        self
-    }
-
-    /// The same configuration with a different group-commit batch bound (≥ 1).
-    pub fn with_max_batch(mut self, max_batch: usize) -> EngineConfig {
-        self.max_batch = max_batch.max(1);
         self
     }
 }

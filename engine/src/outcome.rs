@@ -1,9 +1,10 @@
 //! What the engine's operations return besides the closed verdicts of
-//! [`crate::engine::verdict`]: payloads and the errors that are not
+//! [`crate::verdict`]: payloads and the errors that are not
 //! verdicts.
 
+use rltp_proofs::{DepositId, Ms};
+use rltp_storage::StoreError;
 use rltp_wire::verdict::Verdict;
-use rltp_storage::{DepositId, Ms, StoreError};
 use std::sync::Arc;
 
 /// One deposit handed out by `collect` (§5a.7, §5a.8).
@@ -89,27 +90,8 @@ impl From<StoreError> for EngineError {
     }
 }
 
-impl From<rltp_storage::committer::CommitError> for EngineError {
-    fn from(e: rltp_storage::committer::CommitError) -> EngineError {
-        EngineError::Unavailable(commit_error(e))
-    }
-}
-
-impl From<rltp_storage::committer::CommitError> for SessionError {
-    fn from(e: rltp_storage::committer::CommitError) -> SessionError {
-        SessionError::Unavailable(commit_error(e))
-    }
-}
-
 impl From<StoreError> for SessionError {
     fn from(e: StoreError) -> SessionError {
         SessionError::Unavailable(Arc::new(e))
-    }
-}
-
-fn commit_error(e: rltp_storage::committer::CommitError) -> Arc<StoreError> {
-    match e {
-        rltp_storage::committer::CommitError::Store(e) => e,
-        _ => Arc::new(StoreError::Closed),
     }
 }

@@ -1,8 +1,10 @@
-//! Time is injected (§5a.9 horizons span days): the engine reads a
-//! [`Clock`], tests drive a [`ManualClock`]. A serving carrier reads a
-//! [`SteadyClock`], which wall-clock steps do not move (`PROTOCOL.md` §11).
+//! The shell's clocks. The engine reads none: the shell reads a [`Clock`]
+//! once per decision (once per batch in the writer) and passes that `now`
+//! (§5a.9 horizons span days). Tests drive a [`ManualClock`]; a serving
+//! carrier reads a [`SteadyClock`], which wall-clock steps do not move
+//! (`PROTOCOL.md` §11), behind `server::clock::ServerClock`.
 
-use rltp_storage::Ms;
+use rltp_proofs::Ms;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
@@ -68,9 +70,7 @@ impl Clock for MonotonicClock {
     }
 }
 
-/// How far the wall clock may drift from a [`SteadyClock`] before the
-/// divergence is reported as a step (ms). NTP slews far more slowly.
-pub const STEP_TOLERANCE_MS: i64 = 1_000;
+pub use crate::defaults::STEP_TOLERANCE_MS;
 
 /// The carrier's time under wall-clock steps (`PROTOCOL.md` §11): wall
 /// time at start (never earlier than `floor`, the last instant the carrier

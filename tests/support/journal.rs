@@ -1,5 +1,7 @@
-//! The journal model shared by the crash tests (`crash.rs`: SIGKILL of a
-//! child process; `power_loss.rs`: simulated power loss): workers own
+//! The journal model shared by the store crash tests
+//! (`carrier/tests/store_crash.rs`: SIGKILL of a child process;
+//! `carrier/tests/power_loss.rs`: simulated power loss), both driving the
+//! store through the group-commit writer: workers own
 //! queues, journal an *intent* line before each operation and an
 //! *acknowledgement* line after its commit returned, and after a crash the
 //! recovered store is checked against what was acknowledged.
@@ -11,9 +13,9 @@
 //! `it q g` / `t q g` — a release (binding removed, tombstone `g` put);
 //! `open` — a life began.
 
-use super::{live, payload, rkid2, tomb};
+use crate::store::{live, payload, rkid2, tomb};
+use rltp_carrier::writer::{CommitError, Writer};
 use rltp_proofs::multikey::Rkid;
-use rltp_storage::committer::Committer;
 use rltp_storage::{
     Binding, Departure, DepartureRecord, DepositId, ReadTxn, Store, StoreResult, WriteTxn,
 };
@@ -81,7 +83,7 @@ pub type WorkerError = String;
 /// `more()` says stop, journaling through `say`. Reads the starting state
 /// from `store`. Returns the error that stopped it, if any.
 pub fn worker<S: Store>(
-    committer: &Committer,
+    committer: &Writer,
     store: &S,
     seed: u64,
     w: usize,
@@ -104,7 +106,7 @@ pub fn worker<S: Store>(
         }
     }
     let mut counter = 0u64;
-    let fail = |e: rltp_storage::committer::CommitError| e.to_string();
+    let fail = |e: CommitError| e.to_string();
     while more() {
         let q = mine[xorshift(&mut rng) as usize % mine.len()];
         let rkid = queue(q);
@@ -121,7 +123,7 @@ pub fn worker<S: Store>(
             let seed = (seed << 32) | ((w as u64) << 24) | counter;
             say(format!("ia {q} {seed}"));
             let d = committer
-                .execute(move |t: &mut dyn WriteTxn, now| {
+                .execute(move |t: &mut dyn WriteTxn, now, _| {
                     t.append_deposit(&rkid, &envelope(seed), now, now + 1)
                 })
                 .map_err(fail)?;
@@ -131,7 +133,7 @@ pub fn worker<S: Store>(
             let seq = seqs.remove(xorshift(&mut rng) as usize % seqs.len());
             say(format!("ir {q} {seq}"));
             let gone = committer
-                .execute(move |t: &mut dyn WriteTxn, _| {
+                .execute(move |t: &mut dyn WriteTxn, _, _| {
                     let gone = t.remove_deposit(&rkid, seq)?;
                     if let Some(d) = &gone {
                         t.put_departure(&rkid, &d.id, &CONCLUDED)?;
@@ -149,7 +151,7 @@ pub fn worker<S: Store>(
                 Bind::Bound(g) => {
                     say(format!("it {q} {g}"));
                     committer
-                        .execute(move |t: &mut dyn WriteTxn, now| {
+                        .execute(move |t: &mut dyn WriteTxn, now, _| {
                             t.remove_binding(&rkid)?;
                             t.put_tombstone(&rkid, &tomb(g, now))
                         })
@@ -164,7 +166,7 @@ pub fn worker<S: Store>(
                     };
                     say(format!("ib {q} {g}"));
                     committer
-                        .execute(move |t: &mut dyn WriteTxn, now| {
+                        .execute(move |t: &mut dyn WriteTxn, now, _| {
                             t.remove_tombstone(&rkid)?;
                             t.put_binding(&rkid, &live(g, now))
                         })

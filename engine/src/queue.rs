@@ -6,9 +6,9 @@
 //! it toward the sender path, which §5a.8 requires before any storage is
 //! released).
 
-use crate::engine::capacity::elastic_delta;
-use crate::engine::config::EngineConstants;
-use crate::engine::events::{self, Event};
+use crate::capacity::elastic_delta;
+use crate::config::EngineConstants;
+use crate::events::{Event, Tally};
 use rltp_proofs::multikey::Rkid;
 use rltp_storage::{
     Departure, DepartureRecord, Deposit, DepositId, Due, Ms, ReadTxn, StoreResult, WriteTxn,
@@ -61,12 +61,13 @@ pub(crate) fn depart(
     how: Departure,
     at: Ms,
     c: &EngineConstants,
+    events: &mut Tally,
 ) -> StoreResult<bool> {
     let before = txn.queue_bytes(rkid)?;
     if txn.remove_deposit(rkid, deposit.seq)?.is_none() {
         return Ok(false);
     }
-    events::record(match how {
+    events.record(match how {
         Departure::GivenUp => Event::GiveUp,
         Departure::Concluded => Event::Concluded,
     });
@@ -103,16 +104,17 @@ pub(crate) fn quarantine(
     at: Ms,
     c: &EngineConstants,
     reason: &str,
+    events: &mut Tally,
 ) -> StoreResult<()> {
     txn.quarantine(rkid, deposit, at, reason)?;
-    events::record(Event::Quarantined);
+    events.record(Event::Quarantined);
     tracing::error!(
         deposit = %deposit.id.to_multibase(),
         seq = deposit.seq,
         reason,
         "a stored deposit failed its check: quarantined and given up (its sender's status answers given-up)"
     );
-    depart(txn, rkid, deposit, Departure::GivenUp, at, c).map(drop)
+    depart(txn, rkid, deposit, Departure::GivenUp, at, c, events).map(drop)
 }
 
 /// Gives up every deposit `rkid` still holds, at instant `at` (the wind-up
@@ -122,6 +124,7 @@ pub(crate) fn give_up_all(
     rkid: &Rkid,
     at: Ms,
     c: &EngineConstants,
+    events: &mut Tally,
 ) -> StoreResult<()> {
     const PAGE: usize = 256;
     loop {
@@ -131,7 +134,7 @@ pub(crate) fn give_up_all(
         }
         let mut progressed = false;
         for deposit in &page {
-            progressed |= depart(txn, rkid, deposit, Departure::GivenUp, at, c)?;
+            progressed |= depart(txn, rkid, deposit, Departure::GivenUp, at, c, events)?;
         }
         if !progressed {
             // A listed deposit that cannot be removed: report instead of

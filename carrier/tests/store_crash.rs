@@ -21,12 +21,17 @@
 // panic just as in the test body.
 #![allow(clippy::panic)]
 
-mod common;
+#[path = "../../tests/support/journal.rs"]
+mod journal;
+#[path = "../../storage/tests/common/mod.rs"]
+mod store;
 
-use common::journal::{self, Counts, xorshift};
-use rltp_storage::committer::{Committer, DEFAULT_MAX_BATCH};
+use journal::{Counts, xorshift};
+use rltp_carrier::clock::SystemClock;
+use rltp_carrier::defaults::MAX_BATCH;
+use rltp_carrier::writer::Writer;
 use rltp_storage::redb_store::{RedbOptions, RedbStore};
-use rltp_storage::{Store, StoreResult, WriteTxn};
+use rltp_storage::{Store, StoreResult};
 use std::io::BufRead;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Stdio};
@@ -78,18 +83,8 @@ fn crash_child() {
     println!();
     let store = Arc::new(RedbStore::open_with(&dir, options()).unwrap_or_else(|e| fail(e)));
     say("open".into());
-    let clock = Arc::new(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64)
-    });
-    let committer = Committer::start(
-        Arc::clone(&store),
-        clock,
-        Arc::new(|_: &mut dyn WriteTxn, _| Ok(())),
-        DEFAULT_MAX_BATCH,
-    )
-    .unwrap_or_else(|e| fail(e));
+    let committer = Writer::start(Arc::clone(&store), Arc::new(SystemClock), None, MAX_BATCH)
+        .unwrap_or_else(|e| fail(e));
     for w in 0..WORKERS {
         let committer = committer.clone();
         let store = Arc::clone(&store);

@@ -2,7 +2,7 @@
 //!
 //! Runs, in one process, the redb store with 1 KiB envelopes **inline** in
 //! redb against redb + **segments** (key–value separation), each through the
-//! group-commit [`Committer`] with durable commits (fsync), N operations in
+//! group-commit writer (`rltp_carrier::writer::Writer`, no engine prelude) with durable commits (fsync), N operations in
 //! flight (spread over up to 4 producer threads), over 1024 queues, for a
 //! fixed duration per run, interleaved design by design (A B A B …) at each
 //! in-flight level. Each operation does what a submission does in the
@@ -10,7 +10,7 @@
 //! give-up. Prints one row per run and a summary.
 //!
 //! ```text
-//! cargo run --release -p rltp-storage --bin store-bench -- \
+//! cargo run --release -p carrier-bench --bin store-bench -- \
 //!     [--secs 5] [--rounds 2] [--inflight 1,64,256] \
 //!     [--designs inline,segments,segments-full-repair] [--dir PATH]
 //! ```
@@ -18,8 +18,10 @@
 //! held; `dev B/op` = bytes the block device wrote per append during the run
 //! (`/proc/diskstats`, whole machine: noisy when other work runs).
 
+use rltp_carrier::clock::SystemClock;
+use rltp_carrier::defaults::MAX_BATCH;
+use rltp_carrier::writer::{CommitError, Writer};
 use rltp_proofs::multikey::Rkid;
-use rltp_storage::committer::{CommitError, Committer, DEFAULT_MAX_BATCH};
 use rltp_storage::redb_store::{Placement, RedbOptions, RedbStore};
 use rltp_storage::{Binding, DepositId, Due, Phase, Store, StoreError, WriteTxn};
 use std::collections::VecDeque;
@@ -235,12 +237,7 @@ fn run(
         }
         store.commit(txn)?;
     }
-    let committer = Committer::start(
-        Arc::clone(&store),
-        Arc::new(now_ms),
-        Arc::new(|_: &mut dyn WriteTxn, _| Ok(())),
-        DEFAULT_MAX_BATCH,
-    )?;
+    let committer = Writer::start(Arc::clone(&store), Arc::new(SystemClock), None, MAX_BATCH)?;
     let producers = inflight.clamp(1, 4);
     let measuring = Arc::new(AtomicBool::new(false));
     let stop = Arc::new(AtomicBool::new(false));
@@ -314,7 +311,7 @@ type Pending = (
 fn produce(
     producer: u64,
     quota: usize,
-    committer: &Committer,
+    committer: &Writer,
     measuring: &AtomicBool,
     stop: &AtomicBool,
 ) -> (Vec<Duration>, u64) {
@@ -334,7 +331,7 @@ fn produce(
             let mut bytes = vec![0x5a_u8; PAYLOAD];
             bytes[..8].copy_from_slice(&producer.to_be_bytes());
             bytes[8..16].copy_from_slice(&counter.to_be_bytes());
-            let receiver = committer.submit(move |txn: &mut dyn WriteTxn, now| {
+            let receiver = committer.submit(move |txn: &mut dyn WriteTxn, now, _| {
                 // s1 and s3 as the engine does them, then the append.
                 if txn.binding(&rkid)?.is_none() {
                     return Err(StoreError::Closed);

@@ -33,6 +33,7 @@
 //! `rkid` never gets a key of its own), and [`Meter::retain_recent`] drops
 //! state indistinguishable from fresh, so nothing per key leaks.
 
+use rltp_proofs::Ms;
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
 use std::collections::HashMap;
@@ -88,13 +89,20 @@ pub fn submission_keys(rkid: Rkid, bytes_after: u64, queue_floor: u64) -> Vec<Me
     keys
 }
 
-/// §5a.3 r2 / §5a.5 s4: an admission meter. `check` charges one unit to `key` and answers
-/// whether the request may proceed (`false` is
-/// `refused(admission-resource)`, retriable). Implementations must be
-/// cheap, non-blocking and must never panic.
+/// §5a.3 r2 / §5a.5 s4: an admission meter. `check` charges one unit to
+/// `key` at the decision instant `now` and answers whether the request may
+/// proceed (`false` is `refused(admission-resource)`, retriable).
+/// Implementations must be cheap, non-blocking and must never panic.
+///
+/// The engine passes its decision instant and reads no clock. A meter
+/// that refills by time may use `now` (a deterministic meter under test
+/// does), or keep a monotonic clock of its own where it needs finer
+/// resolution than milliseconds: the serving carrier's rate meter lives
+/// in the shell (`rltp_carrier::meter`) and refills on its limiter's
+/// nanosecond clock, since budgets of 50 000 units/s refill every 20 µs.
 pub trait Meter: Send + Sync + 'static {
-    /// Charges one unit to `key`; `true` if within budget.
-    fn check(&self, key: &MeterKey) -> bool;
+    /// Charges one unit to `key` at `now` (ms); `true` if within budget.
+    fn check(&self, key: &MeterKey, now: Ms) -> bool;
     /// Drops per-key state that is indistinguishable from fresh (called by
     /// every sweep, so per-key state never leaks).
     fn retain_recent(&self) {}
@@ -104,10 +112,10 @@ pub trait Meter: Send + Sync + 'static {
     }
 }
 
-/// §5a.5 s4: charges `keys` in order, stopping at the first refusal;
-/// `true` if every key admitted the request.
-pub fn charge_all(meter: &dyn Meter, keys: &[MeterKey]) -> bool {
-    keys.iter().all(|key| meter.check(key))
+/// §5a.5 s4: charges `keys` in order at `now`, stopping at the first
+/// refusal; `true` if every key admitted the request.
+pub fn charge_all(meter: &dyn Meter, keys: &[MeterKey], now: Ms) -> bool {
+    keys.iter().all(|key| meter.check(key, now))
 }
 
 /// A rate: `burst` units at once, refilled at `per_second` units/s.
@@ -121,10 +129,16 @@ pub struct Rate {
 
 impl Rate {
     /// `per_second` units/s with a burst of `burst`; zeros are raised to 1.
-    pub fn new(per_second: u32, burst: u32) -> Rate {
+    pub const fn new(per_second: u32, burst: u32) -> Rate {
+        const fn at_least_one(n: u32) -> NonZeroU32 {
+            match NonZeroU32::new(n) {
+                Some(n) => n,
+                None => NonZeroU32::MIN,
+            }
+        }
         Rate {
-            per_second: NonZeroU32::new(per_second).unwrap_or(NonZeroU32::MIN),
-            burst: NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN),
+            per_second: at_least_one(per_second),
+            burst: at_least_one(burst),
         }
     }
 
@@ -137,14 +151,10 @@ impl Rate {
             burst: self.burst.saturating_mul(TWO),
         }
     }
-
-    fn quota(self) -> governor::Quota {
-        governor::Quota::per_second(self.per_second).allow_burst(self.burst)
-    }
 }
 
-/// The private quotas of a [`GovernorMeter`] (§4.4 guarantee 2: the
-/// carrier's own budgets, never published).
+/// The private quotas of a rate meter (§4.4 guarantee 2: the carrier's own
+/// budgets, never published), one [`Rate`] per kind of [`MeterKey`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MeterQuotas {
     /// [`MeterKey::UnknownAddress`]: all unknown-address registration-side
@@ -158,83 +168,6 @@ pub struct MeterQuotas {
     pub queue: Rate,
     /// [`MeterKey::SharedSubmission`]: above-floor submissions together.
     pub shared_submission: Rate,
-}
-
-impl Default for MeterQuotas {
-    /// Generous defaults sized to the calibration of this machine type
-    /// (about 7k registrations/s and 50k+ deposits/s per core).
-    fn default() -> MeterQuotas {
-        MeterQuotas {
-            unknown_address: Rate::new(2_000, 4_000),
-            held_binding: Rate::new(20, 100),
-            queue: Rate::new(2_000, 10_000),
-            shared_submission: Rate::new(50_000, 100_000),
-        }
-    }
-}
-
-type Direct = governor::DefaultDirectRateLimiter;
-type Keyed = governor::DefaultKeyedRateLimiter<Rkid>;
-
-/// The production meter: GCRA rate limiters from `governor`, two shared
-/// ([`MeterKey::UnknownAddress`], [`MeterKey::SharedSubmission`]) and three
-/// keyed by `rkid` ([`MeterKey::HeldBinding`], [`MeterKey::HeldCollection`],
-/// [`MeterKey::Queue`]).
-pub struct GovernorMeter {
-    unknown_address: Direct,
-    held_binding: Keyed,
-    held_collection: Keyed,
-    queue: Keyed,
-    shared_submission: Direct,
-}
-
-impl std::fmt::Debug for GovernorMeter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GovernorMeter")
-            .field("held_binding_keys", &self.held_binding.len())
-            .field("held_collection_keys", &self.held_collection.len())
-            .field("queue_keys", &self.queue.len())
-            .finish_non_exhaustive()
-    }
-}
-
-impl GovernorMeter {
-    /// A meter with `quotas`; the held-collection budget is
-    /// `quotas.queue` [`Rate::doubled`].
-    pub fn new(quotas: MeterQuotas) -> GovernorMeter {
-        GovernorMeter {
-            unknown_address: governor::RateLimiter::direct(quotas.unknown_address.quota()),
-            held_binding: governor::RateLimiter::keyed(quotas.held_binding.quota()),
-            held_collection: governor::RateLimiter::keyed(quotas.queue.doubled().quota()),
-            queue: governor::RateLimiter::keyed(quotas.queue.quota()),
-            shared_submission: governor::RateLimiter::direct(quotas.shared_submission.quota()),
-        }
-    }
-}
-
-impl Meter for GovernorMeter {
-    fn check(&self, key: &MeterKey) -> bool {
-        match key {
-            MeterKey::UnknownAddress => self.unknown_address.check().is_ok(),
-            MeterKey::HeldBinding(rkid) => self.held_binding.check_key(rkid).is_ok(),
-            MeterKey::HeldCollection(rkid) => self.held_collection.check_key(rkid).is_ok(),
-            MeterKey::Queue(rkid) => self.queue.check_key(rkid).is_ok(),
-            MeterKey::SharedSubmission => self.shared_submission.check().is_ok(),
-        }
-    }
-
-    fn retain_recent(&self) {
-        self.held_binding.retain_recent();
-        self.held_collection.retain_recent();
-        self.queue.retain_recent();
-        self.held_binding.shrink_to_fit();
-        self.held_collection.shrink_to_fit();
-        self.queue.shrink_to_fit();
-    }
-
-    fn keyed_entries(&self) -> usize {
-        self.held_binding.len() + self.held_collection.len() + self.queue.len()
-    }
 }
 
 /// A deterministic meter with explicit budgets, for tests and for
@@ -286,7 +219,8 @@ impl BudgetMeter {
 }
 
 impl Meter for BudgetMeter {
-    fn check(&self, key: &MeterKey) -> bool {
+    /// Budgets do not refill: `now` is not consulted.
+    fn check(&self, key: &MeterKey, _now: Ms) -> bool {
         let mut state = self.state();
         *state.charges.entry(*key).or_insert(0) += 1;
         match state.remaining.get_mut(key) {
@@ -318,7 +252,7 @@ impl Meter for BudgetMeter {
 pub struct Unmetered;
 
 impl Meter for Unmetered {
-    fn check(&self, _key: &MeterKey) -> bool {
+    fn check(&self, _key: &MeterKey, _now: Ms) -> bool {
         true
     }
 }
@@ -358,31 +292,6 @@ mod tests {
         }
     }
 
-    /// `PROTOCOL.md` §9a: with the default budgets, a recipient may spend
-    /// a challenge and a proof on every deposit its queue admits, at the
-    /// queue's full rate and burst.
-    #[test]
-    fn a_held_binding_can_conclude_each_deposit_its_queue_admits() {
-        let quotas = MeterQuotas::default();
-        let meter = GovernorMeter::new(quotas);
-        let own = MeterKey::HeldCollection(rkid(5));
-        let queue = MeterKey::Queue(rkid(5));
-        let burst = quotas.queue.burst.get();
-        for n in 0..burst {
-            assert!(meter.check(&queue), "deposit {n}");
-            assert!(meter.check(&own), "challenge {n}");
-            assert!(meter.check(&own), "conclude {n}");
-        }
-        assert_eq!(quotas.queue.doubled(), Rate::new(4_000, 20_000));
-        // Collecting does not spend what a rebind needs.
-        assert!(meter.check(&MeterKey::HeldBinding(rkid(5))));
-        assert_eq!(
-            Rate::new(u32::MAX, 3).doubled(),
-            Rate::new(u32::MAX, 6),
-            "saturating"
-        );
-    }
-
     #[test]
     fn shared_key_only_above_the_floor() {
         assert_eq!(
@@ -399,31 +308,9 @@ mod tests {
     fn budget_meter_drains_and_counts() {
         let meter = BudgetMeter::new();
         meter.set_budget(MeterKey::UnknownAddress, 1);
-        assert!(meter.check(&MeterKey::UnknownAddress));
-        assert!(!meter.check(&MeterKey::UnknownAddress));
-        assert!(meter.check(&MeterKey::HeldBinding(rkid(2))));
+        assert!(meter.check(&MeterKey::UnknownAddress, 0));
+        assert!(!meter.check(&MeterKey::UnknownAddress, 0));
+        assert!(meter.check(&MeterKey::HeldBinding(rkid(2)), 0));
         assert_eq!(meter.charges(&MeterKey::UnknownAddress), 2);
-    }
-
-    #[test]
-    fn governor_meter_refuses_past_the_burst_and_forgets_keys() {
-        let meter = GovernorMeter::new(MeterQuotas {
-            unknown_address: Rate::new(1, 2),
-            held_binding: Rate::new(1, 1),
-            queue: Rate::new(1, 1),
-            shared_submission: Rate::new(1, 1),
-        });
-        assert!(meter.check(&MeterKey::UnknownAddress));
-        assert!(meter.check(&MeterKey::UnknownAddress));
-        assert!(!meter.check(&MeterKey::UnknownAddress));
-        // A drained unknown-address door leaves a held binding untouched.
-        assert!(meter.check(&MeterKey::HeldBinding(rkid(3))));
-        assert!(!meter.check(&MeterKey::HeldBinding(rkid(3))));
-        assert!(meter.check(&MeterKey::HeldBinding(rkid(4))));
-        // Its collection budget is its own (twice the queue's burst of 1).
-        assert!(meter.check(&MeterKey::HeldCollection(rkid(3))));
-        assert!(meter.check(&MeterKey::HeldCollection(rkid(3))));
-        assert!(!meter.check(&MeterKey::HeldCollection(rkid(3))));
-        assert_eq!(meter.keyed_entries(), 3);
     }
 }
