@@ -8,7 +8,7 @@ use crate::procfs;
 use crate::redis::{RedisProc, Reply, Resp, xreadgroup_ids};
 use crate::stats::{Percentiles, micros};
 use anyhow::{Context as _, bail};
-use rltp_carrier::client::{Client, RegisterOutcome};
+use rltp_client::{Client, RegisterOutcome};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
 use rltp_wire::verdict::Verdict;

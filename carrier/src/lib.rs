@@ -11,14 +11,12 @@
 
 pub mod admin;
 pub mod cli;
-pub mod client;
 pub mod clock;
 pub mod config;
 pub mod conformance;
 pub mod defaults;
 pub mod driver;
 pub mod meter;
-pub mod net;
 pub mod server;
 pub mod tls;
 pub mod writer;

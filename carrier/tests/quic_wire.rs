@@ -8,10 +8,10 @@
 #![allow(clippy::unwrap_used, clippy::panic, missing_docs)]
 
 use ed25519_dalek::SigningKey;
-use rltp_carrier::client::{Client, ConnectOptions, RecipientKeys, RegisterOutcome, WatchEvent};
 use rltp_carrier::config::Config;
 use rltp_carrier::server::Server;
 use rltp_carrier::tls::{ServerTrust, SpkiFingerprint};
+use rltp_client::{Client, ConnectOptions, RecipientKeys, RegisterOutcome, WatchEvent};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
 use rltp_storage::DepositId;
@@ -255,7 +255,7 @@ async fn every_operation_round_trips_over_loopback_quic() {
         .unwrap();
     watch.present_second_proof(&proof).await.unwrap();
     match watch.next().await {
-        Err(rltp_carrier::client::ClientError::Server(e)) => {
+        Err(rltp_client::ClientError::Server(e)) => {
             assert_eq!(e.code, ErrorCode::SecondProof)
         }
         other => panic!("expected second-proof, got {other:?}"),
@@ -439,7 +439,7 @@ async fn pinning_decides_the_handshake() {
     let options = ConnectOptions::new(addr.clone(), ServerTrust::Pin(wrong))
         .with_timeout(Duration::from_secs(5));
     match Client::connect(&options).await {
-        Err(e @ rltp_carrier::client::ClientError::Handshake(_)) => {
+        Err(e @ rltp_client::ClientError::Handshake(_)) => {
             assert!(!e.is_retriable() && !e.is_transport(), "never retried");
             assert!(e.to_string().contains("PinMismatch"), "{e}");
         }
@@ -536,7 +536,7 @@ async fn the_declaration_is_revised_when_the_constants_change() {
 
 #[tokio::test]
 async fn the_sender_retries_retriable_refusals_and_reports_them() {
-    use rltp_carrier::client::{AwaitingReason, RetryPolicy, SendEvent, Sender, SenderStatus};
+    use rltp_client::{AwaitingReason, RetryPolicy, SendEvent, Sender, SenderStatus};
     let dir = tempfile::tempdir().unwrap();
     let mut config = config(dir.path());
     // One submission per second per queue: the second is refused retriably.

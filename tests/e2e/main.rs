@@ -244,16 +244,14 @@ impl Carrier {
     }
 
     /// The client library's connection to it.
-    pub async fn connect(&self) -> rltp_carrier::client::Client {
+    pub async fn connect(&self) -> rltp_client::Client {
         rltp_carrier::tls::install_crypto_provider();
-        let options = rltp_carrier::client::ConnectOptions::new(
+        let options = rltp_client::ConnectOptions::new(
             self.addr.clone(),
             rltp_carrier::tls::ServerTrust::Pin(self.pin.parse().unwrap()),
         )
         .with_timeout(Duration::from_secs(30));
-        rltp_carrier::client::Client::connect(&options)
-            .await
-            .unwrap()
+        rltp_client::Client::connect(&options).await.unwrap()
     }
 
     /// The `fields` of every JSON log line with `message`, now.

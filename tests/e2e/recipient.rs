@@ -7,7 +7,7 @@
 
 use super::*;
 use rltp_carrier::cli::keys::KeyFile;
-use rltp_carrier::client::RecipientKeys;
+use rltp_client::RecipientKeys;
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
 use rltp_storage::DepositId;

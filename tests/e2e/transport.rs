@@ -3,9 +3,9 @@
 //! as a keep-alive.
 
 use super::*;
-use rltp_carrier::client::{Client, ConnectOptions};
-use rltp_carrier::net;
 use rltp_carrier::tls::ServerTrust;
+use rltp_client::net;
+use rltp_client::{Client, ConnectOptions};
 use rltp_proofs::multikey::Rkid;
 use rltp_wire::{self as wire, Request};
 

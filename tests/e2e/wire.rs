@@ -4,8 +4,8 @@
 
 use super::*;
 use ed25519_dalek::SigningKey;
-use rltp_carrier::client::{Client, ClientError, ConnectOptions, RecipientKeys, WatchEvent};
 use rltp_carrier::tls::ServerTrust;
+use rltp_client::{Client, ClientError, ConnectOptions, RecipientKeys, WatchEvent};
 use rltp_proofs::encoding::b64url_encode;
 use rltp_proofs::identity::CarrierId;
 use rltp_proofs::multikey::Rkid;

@@ -53,8 +53,8 @@
 //! demand); `RLTP_TORTURE_SEED` repeats a run.
 
 use super::harness::*;
-use rltp_carrier::client::{Client, ClientError, RecipientKeys, RegisterOutcome};
 use rltp_carrier::server::clock::TEST_CLOCK_ENV;
+use rltp_client::{Client, ClientError, RecipientKeys, RegisterOutcome};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
 use rltp_storage::redb_store::RedbStore;

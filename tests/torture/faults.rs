@@ -12,7 +12,7 @@
 //! passes its integrity check and holds exactly the admitted deposits.
 
 use super::harness::*;
-use rltp_carrier::client::{Client, ClientError};
+use rltp_client::{Client, ClientError};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
 use rltp_storage::redb_store::RedbStore;

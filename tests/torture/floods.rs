@@ -17,7 +17,7 @@
 //! `RLTP_FLOOD_REQUESTS` scales the floods (default 3 000 per phase).
 
 use super::harness::*;
-use rltp_carrier::client::{Client, RecipientKeys};
+use rltp_client::{Client, RecipientKeys};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::{Purpose, UnsignedProof};
 use rltp_storage::DepositId;

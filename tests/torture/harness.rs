@@ -2,8 +2,8 @@
 //! restartable on the same data directory, killable with SIGKILL, with its
 //! RSS read from `/proc`; the client library connected to it; envelopes.
 
-use rltp_carrier::client::{Client, ConnectOptions, RecipientKeys};
 use rltp_carrier::tls::ServerTrust;
+use rltp_client::{Client, ConnectOptions, RecipientKeys};
 use rltp_proofs::identity::CarrierId;
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::seal::SealedEnvelope;

@@ -10,8 +10,8 @@
 //! (default 10 000 per round; 1 000 000 for the full form).
 
 use super::harness::*;
-use rltp_carrier::net;
 use rltp_carrier::tls::ServerTrust;
+use rltp_client::net;
 use rltp_proofs::json::Object;
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;

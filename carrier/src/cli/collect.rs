@@ -28,7 +28,7 @@
 //! before the next page is asked for (`concluding …` is printed before the
 //! request goes out, the answer when it comes, so a killed collector leaves
 //! a trace of how far it got); a conclusion refused retriably or lost in
-//! transport is retried with backoff ([`crate::client::retry`]) and stays
+//! transport is retried with backoff ([`rltp_client::retry`]) and stays
 //! owed if it gives up — the next conclusion request of the run carries it
 //! again, and a later run concludes it when the carrier redelivers it.
 //!
@@ -68,8 +68,8 @@
 use super::keys::KeyFile;
 use super::output::{Output, n};
 use super::{CarrierArgs, Failure, exit};
-use crate::client::clock::WallClock;
-use crate::client::{
+use rltp_client::clock::WallClock;
+use rltp_client::{
     AwaitingReason, Backoff, Delivered, Finished, Link, RecipientKeys, Schedule, WatchEvent,
 };
 use rltp_proofs::DepositId;
@@ -886,7 +886,7 @@ enum SessionEnd {
 /// never be cancelled half-way), handing each event over a channel; an
 /// error ends the reader.
 fn spawn_reader(
-    mut session: crate::client::Watch,
+    mut session: rltp_client::Watch,
 ) -> (
     tokio::sync::mpsc::Receiver<Result<Option<WatchEvent>, String>>,
     tokio::task::JoinHandle<()>,

@@ -17,7 +17,7 @@
 use super::keys::KeyFile;
 use super::output::Output;
 use super::{CarrierArgs, Failure, exit};
-use crate::client::{Client, ClientError, Finished, Link, RegisterOutcome, Schedule};
+use rltp_client::{Client, ClientError, Finished, Link, RegisterOutcome, Schedule};
 use rltp_proofs::proof::Purpose;
 use rltp_wire::verdict::Verdict;
 use std::path::PathBuf;

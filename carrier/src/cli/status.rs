@@ -44,8 +44,8 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
         .await;
     link.close().await;
     let status = match status? {
-        crate::client::Finished::Done(status) => status,
-        crate::client::Finished::GaveUp(reason) => return Err(super::gave_up("status", reason)),
+        rltp_client::Finished::Done(status) => status,
+        rltp_client::Finished::GaveUp(reason) => return Err(super::gave_up("status", reason)),
     };
     println!("status {status}");
     if status == DepositStatus::GivenUp {

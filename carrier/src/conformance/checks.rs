@@ -5,7 +5,7 @@ use super::probe::{
     registration_object, session_object, session_proof, sign_object,
 };
 use super::{Report, RunError, Target};
-use crate::client::{Client, ClientError, WatchEvent};
+use rltp_client::{Client, ClientError, WatchEvent};
 use rltp_proofs::DepositId;
 use rltp_proofs::constants::CarrierConstants;
 use rltp_proofs::encoding::b64url_encode;

@@ -1,10 +1,10 @@
 //! The runner's hands: raw frames over one connection, fresh recipients,
 //! and proofs built (or broken) on purpose.
 
-use crate::client::{Client, RecipientKeys};
-use crate::net;
 use ed25519_dalek::{Signer as _, SigningKey};
 use rand::Rng as _;
+use rltp_client::net;
+use rltp_client::{Client, RecipientKeys};
 use rltp_proofs::encoding::multibase_z;
 use rltp_proofs::identity::CarrierId;
 use rltp_proofs::json::{Object, Value};

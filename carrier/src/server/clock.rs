@@ -25,8 +25,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The environment variable of the test clock hook (tests only).
-pub const TEST_CLOCK_ENV: &str = "RLTP_TEST_CLOCK_FILE";
+pub use rltp_client::clock::{TEST_CLOCK_ENV, read_ms};
 /// The high-water file in the data directory: decimal ms since the epoch on
 /// the first line; the lines after it (the data dir's `store-id`, see
 /// [`super::lineage`]) are kept as they are.
@@ -42,18 +41,6 @@ pub struct ServerClock {
     tag: String,
     persisted: AtomicU64,
     test_offset: Option<(PathBuf, AtomicU64)>,
-}
-
-/// A decimal millisecond count from the first line of `path` (the
-/// high-water file, the test hook's offset file).
-pub(crate) fn read_ms(path: &Path) -> Option<Ms> {
-    std::fs::read_to_string(path)
-        .ok()?
-        .lines()
-        .next()?
-        .trim()
-        .parse()
-        .ok()
 }
 
 /// The instant the data dir's high-water file records, if any.

@@ -10,7 +10,7 @@
 
 use super::metrics::Op;
 use super::{Ctx, current_declaration};
-use crate::net::{self, ReadError};
+use rltp_client::net::{self, ReadError};
 use rltp_engine::{CollectedDeposit, SessionError, WatchPage};
 use rltp_proofs::json::Object;
 use rltp_proofs::multikey::Rkid;
@@ -86,7 +86,8 @@ async fn stream_task<S: Store>(
             tracing::debug!(error = %e, "malformed request frame");
             refuse(&mut send, &mut recv, &ErrorAnswer::of(&e)).await;
         }
-        Ok(Err(ReadError::Stream(e))) => tracing::debug!(error = %e, "stream failed"),
+        // A reset stream or a lost connection (ReadError is non-exhaustive).
+        Ok(Err(e)) => tracing::debug!(error = %e, "stream failed"),
         Ok(Ok(Read::Empty)) => {
             let _ = send.finish();
         }
@@ -469,7 +470,7 @@ async fn submit_stream<S: Store>(
                     }))
                 }
                 Ok(Err(ReadError::Frame(e))) => Pending::Error(ErrorAnswer::of(&e)),
-                Ok(Err(ReadError::Stream(_))) => break,
+                Ok(Err(_stream_failed)) => break,
                 Err(_elapsed) => Pending::Error(ErrorAnswer {
                     code: ErrorCode::ReadTimeout,
                     detail: "the next item did not arrive within the read deadline".into(),

@@ -13,11 +13,26 @@
 //! (`PROTOCOL.md` §11), so a test moves client and carrier through
 //! simulated days together — and the poll interval shrinks to 100 ms.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-pub use crate::server::clock::TEST_CLOCK_ENV;
+/// The environment variable of the test clock hook (tests only), shared
+/// with the carrier (`rltp_carrier::server::clock`): one file moves both.
+pub const TEST_CLOCK_ENV: &str = "RLTP_TEST_CLOCK_FILE";
+
+/// A decimal millisecond count from the first line of `path` (the test
+/// hook's offset file; the carrier's high-water file has the same first
+/// line).
+pub fn read_ms(path: &Path) -> Option<u64> {
+    std::fs::read_to_string(path)
+        .ok()?
+        .lines()
+        .next()?
+        .trim()
+        .parse()
+        .ok()
+}
 
 /// How often a schedule on the wall clock is checked.
 pub const POLL: Duration = Duration::from_secs(30);
@@ -59,7 +74,7 @@ impl WallClock {
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
         let offset = match &self.offset_file {
             None => 0,
-            Some(path) => match crate::server::clock::read_ms(path) {
+            Some(path) => match read_ms(path) {
                 Some(offset) => {
                     self.offset.store(offset, Ordering::Relaxed);
                     offset

@@ -1,5 +1,5 @@
 //! Frame I/O over QUIC streams (`PROTOCOL.md` §6), shared by the server
-//! and the client. The codec is [`crate::wire`]; this module only moves
+//! and the client. The codec is [`rltp_wire`]; this module only moves
 //! bytes, and always in this order:
 //!
 //! 1. the 8-byte prefix ([`read_prefix`]), checked by

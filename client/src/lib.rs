@@ -1,16 +1,28 @@
-//! The async client of the wire profile (`PROTOCOL.md` §5–§9), for
-//! senders and recipients.
+//! # rltp-client: the sender and recipient library of the RLTP carrier profile
+//!
+//! The async client of the wire profile (`PROTOCOL.md` §5–§10), over QUIC
+//! (quinn) and TLS 1.3 (rustls), for senders and recipients.
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), rltp_carrier::client::ClientError> {
-//! use rltp_carrier::client::{Client, ConnectOptions};
-//! use rltp_carrier::tls::ServerTrust;
-//! let pin = "sha256/…".parse().map_err(rltp_carrier::client::ClientError::from)?;
+//! # async fn demo() -> Result<(), rltp_client::ClientError> {
+//! use rltp_client::{Client, ConnectOptions};
+//! use rltp_client::tls::ServerTrust;
+//! let pin = "sha256/…".parse().map_err(rltp_client::ClientError::from)?;
 //! let client = Client::connect(&ConnectOptions::new("127.0.0.1:4433", ServerTrust::Pin(pin))).await?;
 //! let declaration = client.declaration().await?;          // fetched, verified, accepted
 //! println!("revision {}", declaration.declaration.revision());
 //! # Ok(()) }
 //! ```
+//!
+//! | module | what |
+//! |---|---|
+//! | [`Client`] (this module) | one connection, one stream per operation; every operation of `PROTOCOL.md` §7 |
+//! | [`sender`] | §6.1 sender status and pre-transport reports, the retrying [`Sender::send`] |
+//! | [`retry`] | the one retry driver: full-jitter backoff, reports on the clock, the give-up on its instant (`PROTOCOL.md` §9) |
+//! | [`RecipientKeys`] | register, collect, watch and conclude, each with a fresh proof over a fresh challenge |
+//! | [`net`] | frame I/O over quinn streams (also used by the carrier's server) |
+//! | [`tls`] | the SPKI pin and CA trust modes, the client config |
+//! | [`clock`] | the wall clock for schedules the carrier judges by its clock, and the test clock hook |
 //!
 //! - **One connection, one stream per operation**: every method opens a
 //!   bidirectional stream, writes one request frame, finishes its side,
@@ -27,11 +39,23 @@
 //!
 //! The connection carries no authority (§5a.5): every recipient operation
 //! is authorized by its own fresh proof over a fresh challenge.
+//!
+//! What this crate does **not** do: it holds no store, runs no carrier,
+//! reads no configuration file, parses no command line and installs no
+//! log subscriber (it emits `tracing` events; the application chooses
+//! where they go): its dependencies are the wire codec, the protocol
+//! core, quinn, rustls and tokio. The command-line
+//! client is `rltp-carrier`'s.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 pub mod clock;
+pub mod net;
 mod recipient;
 pub mod retry;
 pub mod sender;
+pub mod tls;
 
 pub use recipient::{CollectPage, Delivered, RecipientKeys, RegisterOutcome, Watch, WatchEvent};
 pub use retry::{
@@ -39,8 +63,8 @@ pub use retry::{
 };
 pub use sender::{FailReason, SendEvent, Sender, SenderStatus};
 
-use crate::net::{self, ReadError};
-use crate::tls::{self, ServerTrust, TlsError};
+use crate::net::ReadError;
+use crate::tls::{ServerTrust, TlsError};
 use rltp_proofs::DepositId;
 use rltp_proofs::declaration::{
     CarrierDeclaration, accept_carrier_declaration, parse_declaration, verify_declaration,
