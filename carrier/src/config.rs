@@ -383,7 +383,7 @@ impl Config {
 
     /// The TLS directory: `<data-dir>/tls`.
     pub fn tls_dir(&self) -> PathBuf {
-        self.data_dir.join("tls")
+        crate::data_dir::tls(&self.data_dir)
     }
 }
 

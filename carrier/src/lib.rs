@@ -14,6 +14,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod conformance;
+pub mod data_dir;
 pub mod defaults;
 pub mod driver;
 pub mod meter;

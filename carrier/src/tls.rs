@@ -20,10 +20,7 @@ use std::fmt;
 use std::io::Write;
 use std::path::Path;
 
-/// File name of the generated certificate (DER) inside the TLS directory.
-pub const CERT_FILE: &str = "cert.der";
-/// File name of the generated private key (PKCS#8 DER) inside the TLS directory.
-pub const KEY_FILE: &str = "key.der";
+pub use crate::data_dir::{TLS_CERT_FILE as CERT_FILE, TLS_KEY_FILE as KEY_FILE};
 /// The DNS name the generated certificate is issued for. A pinning
 /// client may connect under any name; this one is what the CLI uses.
 pub const SELF_SIGNED_NAME: &str = "localhost";

@@ -27,12 +27,7 @@ use std::path::{Path, PathBuf};
 
 /// Files of the data directory an archive carries beside the store
 /// (paths relative to the data directory), when present.
-pub const DATA_FILES: [&str; 4] = [
-    crate::server::declaration::KEY_FILE,
-    crate::server::declaration::SIGNED_FILE,
-    "tls/cert.der",
-    "tls/key.der",
-];
+pub use crate::data_dir::BACKED_UP as DATA_FILES;
 
 /// What wrote an archive.
 pub fn producer() -> String {

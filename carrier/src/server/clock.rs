@@ -25,12 +25,12 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub use rltp_client::clock::{TEST_CLOCK_ENV, read_ms};
 /// The high-water file in the data directory: decimal ms since the epoch on
 /// the first line; the lines after it (the data dir's `store-id`, see
 /// [`super::lineage`]) are kept as they are.
-pub const HIGH_WATER_FILE: &str = "clock";
+pub use crate::data_dir::CLOCK as HIGH_WATER_FILE;
 pub use crate::defaults::{LONG_GAP_MS, PERSIST_EVERY_MS};
+pub use rltp_client::clock::{TEST_CLOCK_ENV, read_ms};
 
 /// The clock a serving carrier's engine reads.
 #[derive(Debug)]

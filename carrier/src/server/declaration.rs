@@ -37,9 +37,9 @@ use rltp_storage::{DeclarationRecord, Ms, Store, StoreError};
 use std::path::Path;
 
 /// File name of the declaration key inside the data directory.
-pub const KEY_FILE: &str = "declaration.key";
+pub use crate::data_dir::DECLARATION_KEY as KEY_FILE;
 /// File name of the latest signed declaration inside the data directory.
-pub const SIGNED_FILE: &str = "declaration.signed";
+pub use crate::data_dir::DECLARATION_SIGNED as SIGNED_FILE;
 
 /// Why the declaration could not be made or published.
 #[derive(Debug, thiserror::Error)]

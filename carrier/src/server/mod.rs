@@ -180,7 +180,7 @@ impl Server<RedbStore> {
             },
             ..RedbOptions::default()
         };
-        let dir = data_dir.join("store");
+        let dir = crate::data_dir::store(&data_dir);
         let store = tokio::task::spawn_blocking(move || RedbStore::open_with(dir, options))
             .await
             .map_err(|e| ServerError::Io {
