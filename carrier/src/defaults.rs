@@ -151,9 +151,6 @@ pub mod http {
     /// Longest wait for a request's headers: 5 s (the slowloris bound of a
     /// loopback endpoint).
     pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
-    /// Upkeep interval of the metrics registry (drains histogram buffers):
-    /// 5 s, so memory stays bounded when nobody scrapes.
-    pub const UPKEEP: Duration = Duration::from_secs(5);
     /// Minutes of verdict history the status page charts: one hour, one
     /// slot per minute (fixed memory: 60 × the ~40 verdict series × 8 B).
     pub const HISTORY_MINUTES: usize = 60;

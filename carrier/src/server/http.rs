@@ -37,7 +37,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
-use crate::defaults::http::{HEADER_TIMEOUT, MAX_CONNECTIONS, READY_CACHE, READY_TIMEOUT, UPKEEP};
+use crate::defaults::http::{HEADER_TIMEOUT, MAX_CONNECTIONS, READY_CACHE, READY_TIMEOUT};
 
 /// State of the endpoint beside the server's context.
 struct Web<S: Store> {
@@ -83,11 +83,9 @@ pub(super) async fn serve<S: Store>(
     });
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut connections = JoinSet::new();
-    let mut upkeep = tokio::time::interval(UPKEEP);
     loop {
         tokio::select! {
             _ = super::until_shutdown(&mut stop) => break,
-            _ = upkeep.tick() => web.metrics.upkeep(),
             accepted = listener.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
                 let Ok(slot) = Arc::clone(&slots).acquire_owned().await else { break };
