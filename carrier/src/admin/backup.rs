@@ -376,7 +376,7 @@ pub fn describe(summary: &ArchiveSummary) -> String {
         "taken-at {}\ntaken-at-ms {}\nproducer {}\ndeclaration-revision {revision}\n\
          bindings {}\ntombstones {}\ndeposits {}\ndeposit-bytes {}\nsegments {}\n\
          segment-bytes {}\nkey-files {}\narchive-bytes {}\n",
-        crate::server::declaration::rfc3339_utc(m.taken_at),
+        rltp_proofs::declaration::rfc3339_utc(m.taken_at),
         m.taken_at,
         m.producer,
         o.bindings,

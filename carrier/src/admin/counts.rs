@@ -101,7 +101,7 @@ impl Counts {
         let o = &self.occupancy;
         let h = &self.horizons;
         let mut lines = vec![
-            format!("at {}", crate::server::declaration::rfc3339_utc(self.now)),
+            format!("at {}", rltp_proofs::declaration::rfc3339_utc(self.now)),
             format!(
                 "declaration-revision {}",
                 self.declaration

@@ -109,7 +109,7 @@ pub fn render(data: &StatusData) -> String {
          page generated {at}{drain}</p>",
         version = escape(data.version),
         carrier = escape(&data.carrier),
-        at = crate::server::declaration::rfc3339_utc(c.now),
+        at = rltp_proofs::declaration::rfc3339_utc(c.now),
         drain = if data.draining {
             " · <span class=\"drain\">draining</span>"
         } else {

@@ -1,39 +1,18 @@
-//! `registry-declaration/0.1` (Delivery §3, §4.4): the transferably signed
-//! per-party declaration of a role's operational constants, its
-//! `eddsa-jcs-2022` proof, the carrier role's acceptance, and the generic
-//! revision rule.
-//!
-//! Three steps, three functions, three error enums (parse ≠ verify ≠ accept):
-//!
-//! 1. [`parse_declaration`] — bytes → [`ParsedDeclaration`]: strict JSON,
-//!    the §3 document profile and the payload schema as closed member sets,
-//!    every `did:key` decoded. No signature work. Errors:
-//!    [`DeclarationParseError`].
-//! 2. [`verify_declaration`] — [`ParsedDeclaration`] →
-//!    [`VerifiedDeclaration`]: the proof's key is the document `issuer`
-//!    (§4.4 "verifying under the document issuer"), then the
-//!    `eddsa-jcs-2022` signature under `verify_strict`. Errors:
-//!    [`DeclarationVerifyError`].
-//! 3. [`accept_carrier_declaration`] — [`VerifiedDeclaration`] →
-//!    [`CarrierDeclaration`]: `role` byte-equal to [`CARRIER_ROLE`], and
-//!    the seven constants in their §11 domains. Errors:
-//!    [`CarrierDeclarationError`].
-//!
-//! Recording is the caller's: [`revision_rule`] decides what a verified,
-//! accepted declaration does to the one held per (issuer, role).
-//!
-//! The cryptosuite itself ([`eddsa_jcs_2022_proof_config`],
-//! [`eddsa_jcs_2022_hash_data`], [`eddsa_jcs_2022_sign`],
-//! [`eddsa_jcs_2022_verify`]) is generic over JSON documents (W3C
-//! vc-di-eddsa §3.3), so the W3C test vector — which has `@context` — runs
-//! through the same code as RLTP documents, which have none.
+//! The `registry-declaration/0.1` document (Delivery §3, §4.4): its types,
+//! its grammar ([`parse_declaration`]: strict JSON, the §3 profile and the
+//! payload schema as closed member sets), verification under the document
+//! issuer ([`verify_declaration`]), and building and signing one
+//! ([`sign_declaration`]), with the generators of its `id` and `issuedAt`
+//! beside their validators.
 
-use crate::constants::{CARRIER_ROLE, CarrierConstants, ConstantError};
-use crate::encoding::{EncodingError, sha256, signature_from_z};
+use super::cryptosuite::{
+    CryptosuiteError, eddsa_jcs_2022_sign, eddsa_jcs_2022_verify, proof_form,
+};
+use crate::encoding::EncodingError;
 use crate::jcs::{JcsError, canonicalize};
 use crate::json::{JsonError, Object, Value};
-use crate::multikey::{DID_KEY_PREFIX, DidKey};
-use ed25519_dalek::{Signature, Signer as _, SigningKey};
+use crate::multikey::DidKey;
+use ed25519_dalek::SigningKey;
 
 /// The type URI of this document type (§4.4), also the `$id` of its payload
 /// schema (§3).
@@ -57,270 +36,6 @@ pub const OWN_DOCUMENT_TYPES: [&str; 4] = [
 /// companion-registered type is known is the receiver registry's answer.
 pub fn is_known_document_type(t: &str) -> bool {
     OWN_DOCUMENT_TYPES.contains(&t)
-}
-
-/// `proof.type` of a Data Integrity proof (W3C VC Data Integrity).
-pub const DATA_INTEGRITY_PROOF: &str = "DataIntegrityProof";
-/// `proof.cryptosuite` (W3C vc-di-eddsa §3.3).
-pub const EDDSA_JCS_2022: &str = "eddsa-jcs-2022";
-/// `proof.proofPurpose` of every proof this crate makes or accepts.
-pub const ASSERTION_METHOD: &str = "assertionMethod";
-
-// ---------------------------------------------------------------------------
-// eddsa-jcs-2022, generic over documents (W3C vc-di-eddsa §3.3)
-// ---------------------------------------------------------------------------
-
-/// Why an `eddsa-jcs-2022` proof could not be made or does not verify.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum CryptosuiteError {
-    /// The document has no `proof` member, or it is not a single object.
-    #[error("the document has no proof object")]
-    NoProof,
-    /// [`eddsa_jcs_2022_sign`] was given a document that already has `proof`
-    /// (proof sets are not supported).
-    #[error("the document already carries a proof")]
-    AlreadySigned,
-    /// A proof member outside {type, cryptosuite, created,
-    /// verificationMethod, proofPurpose, proofValue, @context}.
-    #[error("proof member {member:?} is not admitted")]
-    UnknownProofMember {
-        /// The member name as received.
-        member: String,
-    },
-    /// A required proof member is missing or is not a string.
-    #[error("proof member {member} is missing or not a string")]
-    ProofMember {
-        /// The member.
-        member: &'static str,
-    },
-    /// `type`, `cryptosuite` or `proofPurpose` has the wrong value.
-    #[error("proof {member} is {found:?}, expected {expected:?}")]
-    ProofConstant {
-        /// The member.
-        member: &'static str,
-        /// The value received.
-        found: String,
-        /// The value required.
-        expected: &'static str,
-    },
-    /// `verificationMethod` is not `did:key:<mk>#<mk>` with both halves equal
-    /// and an Ed25519 key that decodes.
-    #[error("verificationMethod {value:?} is not did:key:<multikey>#<same multikey>")]
-    VerificationMethod {
-        /// The value received.
-        value: String,
-    },
-    /// `proofValue` is not `z` + canonical base58btc of exactly 64 bytes.
-    #[error("proofValue is not a z-base58btc 64-byte signature: {0}")]
-    ProofValue(EncodingError),
-    /// The proof's `@context` is not a prefix of the document's (W3C
-    /// vc-di-eddsa §3.3.2 step 4), or the document has none.
-    #[error("proof @context is not a prefix of the document @context")]
-    Context,
-    /// The key bytes are not an Ed25519 point.
-    #[error("verification key: {0}")]
-    Key(EncodingError),
-    /// The document or proof configuration has no JCS form.
-    #[error("canonicalization: {0}")]
-    Jcs(#[from] JcsError),
-    /// The signature does not verify (`verify_strict`) over the hash data.
-    #[error("the eddsa-jcs-2022 signature does not verify")]
-    BadSignature,
-}
-
-/// The proof configuration for signing `unsecured` (W3C vc-di-eddsa §3.3.5):
-/// `{type: DataIntegrityProof, cryptosuite: eddsa-jcs-2022, created,
-/// verificationMethod, proofPurpose: assertionMethod}` plus `@context` copied
-/// from the document **only if the document has one** (RLTP documents do
-/// not). Member order is W3C's example order; it is irrelevant after JCS.
-pub fn eddsa_jcs_2022_proof_config(
-    unsecured: &Object,
-    created: &str,
-    verification_method: &str,
-) -> Object {
-    let mut config = Object::new();
-    config.insert("type", DATA_INTEGRITY_PROOF);
-    config.insert("cryptosuite", EDDSA_JCS_2022);
-    config.insert("created", created);
-    config.insert("verificationMethod", verification_method);
-    config.insert("proofPurpose", ASSERTION_METHOD);
-    if let Some(context) = unsecured.get("@context") {
-        config.insert("@context", context.clone());
-    }
-    config
-}
-
-/// The `eddsa-jcs-2022` hash data (W3C vc-di-eddsa §3.3.4), 64 bytes:
-/// `SHA-256(JCS(proof_config)) ‖ SHA-256(JCS(unsecured))`, where
-/// `proof_config` is the proof without `proofValue` and `unsecured` the
-/// document without `proof`.
-///
-/// # Errors
-/// [`JcsError`] if either has no canonical form.
-pub fn eddsa_jcs_2022_hash_data(
-    proof_config: &Object,
-    unsecured: &Object,
-) -> Result<[u8; 64], JcsError> {
-    let config_hash = sha256(&canonicalize(&Value::Object(proof_config.clone()))?);
-    let document_hash = sha256(&canonicalize(&Value::Object(unsecured.clone()))?);
-    let mut out = [0u8; 64];
-    let (head, tail) = out.split_at_mut(32);
-    head.copy_from_slice(&config_hash);
-    tail.copy_from_slice(&document_hash);
-    Ok(out)
-}
-
-/// The `did:key` verification method of `key`: `did:key:<mk>#<mk>`, the
-/// form every proof in this stack names.
-pub fn did_key_verification_method(key: &DidKey) -> String {
-    format!("{}#{}", key.to_did_key(), key.multikey())
-}
-
-/// Signs `unsecured` with `eddsa-jcs-2022` (W3C vc-di-eddsa §3.3.1) and
-/// returns the secured document: `unsecured` plus
-/// `proof = proof config ‖ proofValue`, where `proofValue` is `z` +
-/// base58btc of the 64-byte Ed25519 signature over the hash data and the
-/// verification method is the signer's [`did_key_verification_method`].
-/// Deterministic (Ed25519); `created` is the caller's (no clock here).
-///
-/// # Errors
-/// [`CryptosuiteError::AlreadySigned`] if `unsecured` has a `proof`;
-/// [`CryptosuiteError::Jcs`] if it has no canonical form.
-pub fn eddsa_jcs_2022_sign(
-    unsecured: &Object,
-    created: &str,
-    key: &SigningKey,
-) -> Result<Object, CryptosuiteError> {
-    if unsecured.contains_key("proof") {
-        return Err(CryptosuiteError::AlreadySigned);
-    }
-    let signer = DidKey::from_verifying_key(&key.verifying_key());
-    let mut proof =
-        eddsa_jcs_2022_proof_config(unsecured, created, &did_key_verification_method(&signer));
-    let hash_data = eddsa_jcs_2022_hash_data(&proof, unsecured)?;
-    let signature = key.sign(&hash_data);
-    proof.insert(
-        "proofValue",
-        crate::encoding::multibase_z(&signature.to_bytes()),
-    );
-    let mut secured = unsecured.clone();
-    secured.insert("proof", proof);
-    Ok(secured)
-}
-
-/// The members a proof may carry here; anything else is refused rather
-/// than silently ignored (no `expires`, `domain`, `challenge`, proof sets).
-const PROOF_MEMBERS: [&str; 7] = [
-    "type",
-    "cryptosuite",
-    "created",
-    "verificationMethod",
-    "proofPurpose",
-    "proofValue",
-    "@context",
-];
-
-/// Verifies the `eddsa-jcs-2022` proof of `secured` (W3C vc-di-eddsa
-/// §3.3.2) and returns the signer's key. The proof must be a single object
-/// with members among `type`, `cryptosuite`, `created`,
-/// `verificationMethod`, `proofPurpose`, `proofValue` (all required) and
-/// `@context` (optional) — any other member is refused, never ignored —
-/// `type`/`cryptosuite`/`proofPurpose` equal to [`DATA_INTEGRITY_PROOF`] /
-/// [`EDDSA_JCS_2022`] / [`ASSERTION_METHOD`], `created` a string, and a
-/// `did:key:<mk>#<mk>` verification method. A proof `@context` must be a
-/// prefix of the document's and then stands for it in the hash. The
-/// signature is checked with `verify_strict`.
-///
-/// This checks the signature only; whether the signer is the right party
-/// is the caller's question (for declarations: [`verify_declaration`]).
-///
-/// # Errors
-/// Any [`CryptosuiteError`] except `AlreadySigned`.
-pub fn eddsa_jcs_2022_verify(secured: &Object) -> Result<DidKey, CryptosuiteError> {
-    let proof = secured
-        .get("proof")
-        .and_then(Value::as_object)
-        .ok_or(CryptosuiteError::NoProof)?;
-    let (signer, signature) = proof_form(proof)?;
-
-    let mut config = proof.clone();
-    config.remove("proofValue");
-    let mut unsecured = secured.clone();
-    unsecured.remove("proof");
-    if let Some(proof_context) = config.get("@context") {
-        let document_context = unsecured.get("@context").ok_or(CryptosuiteError::Context)?;
-        if !context_is_prefix(proof_context, document_context) {
-            return Err(CryptosuiteError::Context);
-        }
-        unsecured.insert("@context", proof_context.clone());
-    }
-    let hash_data = eddsa_jcs_2022_hash_data(&config, &unsecured)?;
-    let key = signer.verifying_key().map_err(CryptosuiteError::Key)?;
-    key.verify_strict(&hash_data, &Signature::from_bytes(&signature))
-        .map_err(|_| CryptosuiteError::BadSignature)?;
-    Ok(signer)
-}
-
-/// The one home of the `DataIntegrityProof` form this profile accepts:
-/// member set within [`PROOF_MEMBERS`], `type` / `cryptosuite` /
-/// `proofPurpose` constants, `created` a string, a `did:key:<mk>#<mk>`
-/// verification method and a `z` base58btc 64-byte `proofValue`. Returns
-/// the verification method's key and the signature bytes.
-fn proof_form(proof: &Object) -> Result<(DidKey, [u8; 64]), CryptosuiteError> {
-    if let Some(member) = proof.keys().find(|k| !PROOF_MEMBERS.contains(k)) {
-        return Err(CryptosuiteError::UnknownProofMember {
-            member: member.to_owned(),
-        });
-    }
-    let text = |member: &'static str| {
-        proof
-            .get(member)
-            .and_then(Value::as_str)
-            .ok_or(CryptosuiteError::ProofMember { member })
-    };
-    for (member, expected) in [
-        ("type", DATA_INTEGRITY_PROOF),
-        ("cryptosuite", EDDSA_JCS_2022),
-        ("proofPurpose", ASSERTION_METHOD),
-    ] {
-        let found = text(member)?;
-        if found != expected {
-            return Err(CryptosuiteError::ProofConstant {
-                member,
-                found: found.to_owned(),
-                expected,
-            });
-        }
-    }
-    text("created")?;
-    let method = text("verificationMethod")?;
-    let signer =
-        parse_verification_method(method).ok_or_else(|| CryptosuiteError::VerificationMethod {
-            value: method.to_owned(),
-        })?;
-    let signature = signature_from_z(text("proofValue")?).map_err(CryptosuiteError::ProofValue)?;
-    Ok((signer, signature))
-}
-
-/// `did:key:<mk>#<mk>` with both halves equal → the key; anything else → `None`.
-fn parse_verification_method(method: &str) -> Option<DidKey> {
-    let (did, fragment) = method.split_once('#')?;
-    if did.strip_prefix(DID_KEY_PREFIX) != Some(fragment) {
-        return None;
-    }
-    DidKey::parse(did).ok()
-}
-
-/// W3C vc-di-eddsa §3.3.2 step 4: the document `@context` starts with all
-/// values of the proof `@context`, in order (a string is a one-item list).
-fn context_is_prefix(proof: &Value, document: &Value) -> bool {
-    let as_list = |v: &Value| match v {
-        Value::Array(items) => items.clone(),
-        other => vec![other.clone()],
-    };
-    let (proof, document) = (as_list(proof), as_list(document));
-    proof.len() <= document.len() && proof.iter().zip(document.iter()).all(|(a, b)| a == b)
 }
 
 // ---------------------------------------------------------------------------
@@ -446,14 +161,14 @@ pub enum DeclarationParseError {
 pub struct ParsedDeclaration {
     document: Object,
     id: String,
-    issuer: DidKey,
+    pub(super) issuer: DidKey,
     recipient: DidKey,
     thread_id: String,
     issued_at: String,
-    role: String,
-    revision: u64,
-    constants: Object,
-    payload_jcs: Vec<u8>,
+    pub(super) role: String,
+    pub(super) revision: u64,
+    pub(super) constants: Object,
+    pub(super) payload_jcs: Vec<u8>,
     proof_key: DidKey,
 }
 
@@ -571,6 +286,28 @@ fn string_at<'a>(
             .as_str()
             .ok_or(DeclarationParseError::NotAString { at, member }),
     }
+}
+
+/// A fresh lower-case UUID v4 (RFC 9562 §5.4) from 16 bytes of the
+/// caller's CSPRNG: a declaration's `id` or `threadId` ([`is_uuid_v4`]
+/// accepts exactly this shape). The `uuid` crate sets the version and
+/// variant bits.
+pub fn uuid_v4<R: rand::CryptoRng + ?Sized>(rng: &mut R) -> String {
+    let mut bytes = [0u8; 16];
+    rng.fill_bytes(&mut bytes);
+    uuid::Builder::from_random_bytes(bytes)
+        .into_uuid()
+        .hyphenated()
+        .to_string()
+}
+
+/// `ms` since the Unix epoch as RFC 3339 UTC with second precision
+/// (`2026-08-31T12:00:00Z`): a declaration's `issuedAt`/`created`
+/// ([`is_rfc3339_utc`] accepts it). Formatting only (the `humantime`
+/// crate); the instant is the caller's, no clock is read.
+pub fn rfc3339_utc(ms: crate::Ms) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+    humantime::format_rfc3339_seconds(at).to_string()
 }
 
 /// `^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`
@@ -890,80 +627,6 @@ pub fn verify_declaration(
 }
 
 // ---------------------------------------------------------------------------
-// The carrier role: accept
-// ---------------------------------------------------------------------------
-
-/// Why a verified declaration is not an acceptable carrier declaration
-/// (§4.4 carrier role, §11 domains).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum CarrierDeclarationError {
-    /// `role` is not byte-equal to [`CARRIER_ROLE`]: constants declared
-    /// under any other role URI are not a carrier declaration.
-    #[error("role {role:?} is not the carrier role {CARRIER_ROLE}")]
-    NotCarrierRole {
-        /// The role received.
-        role: String,
-    },
-    /// The constants fail [`CarrierConstants::from_declared`].
-    #[error("{0}")]
-    Constants(#[from] ConstantError),
-}
-
-/// A carrier's accepted declaration: who declared, which revision, the
-/// seven constants, and the payload JCS the revision rule compares.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CarrierDeclaration {
-    issuer: DidKey,
-    revision: u64,
-    constants: CarrierConstants,
-    payload_jcs: Vec<u8>,
-}
-
-impl CarrierDeclaration {
-    /// The carrier (document `issuer`).
-    pub fn issuer(&self) -> &DidKey {
-        &self.issuer
-    }
-    /// The declaration's revision.
-    pub fn revision(&self) -> u64 {
-        self.revision
-    }
-    /// The seven declared constants.
-    pub fn constants(&self) -> &CarrierConstants {
-        &self.constants
-    }
-    /// JCS of the payload, for [`revision_rule`].
-    pub fn payload_jcs(&self) -> &[u8] {
-        &self.payload_jcs
-    }
-}
-
-/// Step 3: accepts `verified` as a carrier declaration (§4.4): `role`
-/// byte-equal to [`CARRIER_ROLE`], then [`CarrierConstants::from_declared`]
-/// (all seven, no others, value strings in grammar and §11 domain).
-///
-/// # Errors
-/// [`CarrierDeclarationError::NotCarrierRole`],
-/// [`CarrierDeclarationError::Constants`].
-pub fn accept_carrier_declaration(
-    verified: &VerifiedDeclaration,
-) -> Result<CarrierDeclaration, CarrierDeclarationError> {
-    let parsed = verified.declaration();
-    if parsed.role != CARRIER_ROLE {
-        return Err(CarrierDeclarationError::NotCarrierRole {
-            role: parsed.role.clone(),
-        });
-    }
-    Ok(CarrierDeclaration {
-        issuer: parsed.issuer,
-        revision: parsed.revision,
-        constants: CarrierConstants::from_declared(&parsed.constants)?,
-        payload_jcs: parsed.payload_jcs.clone(),
-    })
-}
-
-// ---------------------------------------------------------------------------
 // Build and sign
 // ---------------------------------------------------------------------------
 
@@ -1036,85 +699,32 @@ pub fn sign_declaration(
     Ok(bytes)
 }
 
-/// Builds and signs a carrier's declaration (§4.4 guarantee 1): role
-/// [`CARRIER_ROLE`], the seven constants as declared lexemes. Returns the
-/// JCS wire bytes.
-///
-/// # Errors
-/// As [`sign_declaration`].
-pub fn sign_carrier_declaration(
-    key: &SigningKey,
-    recipient: &DidKey,
-    header: &DeclarationHeader<'_>,
-    constants: &CarrierConstants,
-) -> Result<Vec<u8>, DeclarationBuildError> {
-    sign_declaration(
-        key,
-        recipient,
-        header,
-        CARRIER_ROLE,
-        &constants.to_declared(),
-    )
-}
-
-// ---------------------------------------------------------------------------
-// The generic revision rule
-// ---------------------------------------------------------------------------
-
-/// What the generic revision rule (§4.4, the pattern of Visibility §6.4)
-/// does with an incoming declaration for one (issuer, role).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RevisionOutcome {
-    /// Nothing held: record it.
-    Install,
-    /// A higher revision than the held one: it replaces it (prospectively,
-    /// never retroactively for a running act).
-    Supersedes,
-    /// The same revision with a JCS-identical payload: nothing changes.
-    Idempotent,
-    /// The same revision with a different payload: an equivocation error —
-    /// reject, keep state.
-    Equivocation,
-    /// A lower revision: rejected, so a delayed or redelivered older
-    /// declaration never rolls a value back.
-    Rollback,
-}
-
-impl RevisionOutcome {
-    /// Whether the incoming declaration becomes the recorded one.
-    pub fn records(self) -> bool {
-        matches!(self, RevisionOutcome::Install | RevisionOutcome::Supersedes)
-    }
-
-    /// Whether the incoming declaration is rejected (equivocation or rollback).
-    pub fn is_rejection(self) -> bool {
-        matches!(
-            self,
-            RevisionOutcome::Equivocation | RevisionOutcome::Rollback
-        )
-    }
-}
-
-/// The generic revision rule (§4.4): `held` is the recorded
-/// (revision, JCS of payload) for this (issuer, role), if any; `incoming`
-/// the new one. Higher wins; equal and JCS-identical is idempotent; equal
-/// and different is an equivocation; lower is a rollback.
-pub fn revision_rule(held: Option<(u64, &[u8])>, incoming: (u64, &[u8])) -> RevisionOutcome {
-    let Some((held_revision, held_payload)) = held else {
-        return RevisionOutcome::Install;
-    };
-    let (revision, payload) = incoming;
-    match revision.cmp(&held_revision) {
-        std::cmp::Ordering::Greater => RevisionOutcome::Supersedes,
-        std::cmp::Ordering::Less => RevisionOutcome::Rollback,
-        std::cmp::Ordering::Equal if payload == held_payload => RevisionOutcome::Idempotent,
-        std::cmp::Ordering::Equal => RevisionOutcome::Equivocation,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::constants::CARRIER_ROLE;
+
+    #[test]
+    fn timestamps_are_rfc3339_utc() {
+        assert_eq!(rfc3339_utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339_utc(951_782_400_000), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339_utc(1_788_177_600_999), "2026-08-31T12:00:00Z");
+        assert_eq!(rfc3339_utc(4_102_444_799_000), "2099-12-31T23:59:59Z");
+        assert!(is_rfc3339_utc(&rfc3339_utc(1_788_177_600_999)));
+    }
+
+    #[test]
+    fn uuids_are_v4_lowercase() {
+        let u = uuid_v4(&mut rand::rng());
+        assert_eq!(u.len(), 36);
+        assert_eq!(&u[14..15], "4");
+        assert!(matches!(&u[19..20], "8" | "9" | "a" | "b"));
+        assert!(
+            u.chars()
+                .all(|c| c == '-' || c.is_ascii_digit() || ('a'..='f').contains(&c))
+        );
+        assert!(is_uuid_v4(&u));
+    }
 
     #[test]
     fn uuid_and_timestamp_shapes() {
