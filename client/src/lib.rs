@@ -91,7 +91,7 @@ pub enum ClientError {
     Tls(#[from] TlsError),
     /// The connection could not be made or was lost (retriable).
     #[error("transport: {0}")]
-    Transport(String),
+    Transport(#[source] TransportError),
     /// No answer within the client's timeout (retriable).
     #[error("no answer within {0:?}")]
     Timeout(Duration),
@@ -101,20 +101,104 @@ pub enum ClientError {
     Server(ErrorAnswer),
     /// The server's answer violates the wire profile.
     #[error("protocol violation by the server: {0}")]
-    Protocol(String),
+    Protocol(#[source] ProtocolError),
     /// The declaration did not parse, verify or pass the carrier role.
     #[error("declaration refused: {0}")]
-    Declaration(String),
+    Declaration(#[source] DeclarationError),
     /// The TLS handshake failed (a pin or certificate that does not match
     /// the carrier's): a configuration fault, never retried.
     #[error("TLS handshake: {0}")]
-    Handshake(String),
+    Handshake(#[source] quinn::ConnectionError),
     /// The sealed address challenge could not be used (`PROTOCOL.md` §8).
     #[error(transparent)]
     AddressChallenge(#[from] rltp_wire::address_challenge::AddressChallengeError),
     /// A proof could not be built.
     #[error("proof: {0}")]
-    Proof(String),
+    Proof(#[source] ProofError),
+}
+
+/// How the transport failed (each variant keeps quinn's error as its
+/// source).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransportError {
+    /// No UDP socket could be opened for the client endpoint.
+    #[error("cannot open a udp socket: {0}")]
+    Socket(#[source] std::io::Error),
+    /// The connection attempt was refused before any packet was sent.
+    #[error("{0}")]
+    Connect(#[source] quinn::ConnectError),
+    /// The connection failed or was lost.
+    #[error("{0}")]
+    Connection(#[source] quinn::ConnectionError),
+    /// Writing to a stream failed.
+    #[error("{0}")]
+    Write(#[source] quinn::WriteError),
+    /// Reading from a stream failed.
+    #[error("{0}")]
+    Read(#[source] quinn::ReadError),
+    /// The retry driver holds no connection (a connection attempt failed).
+    #[error("not connected")]
+    NotConnected,
+}
+
+/// How the server's answer violates the wire profile.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProtocolError {
+    /// An answer frame or header did not decode (`rltp_wire`).
+    #[error("{0}")]
+    Frame(#[source] FrameError),
+    /// An answer decoded but contradicts the request or the profile
+    /// (named in the text).
+    #[error("{0}")]
+    Violation(String),
+}
+
+/// Why a fetched declaration was refused (parse ≠ verify ≠ accept, each
+/// with its own typed error from `rltp_proofs::declaration`).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DeclarationError {
+    /// Not a well-formed `registry-declaration/0.1`.
+    #[error("parse: {0}")]
+    Parse(#[source] rltp_proofs::declaration::DeclarationParseError),
+    /// Its proof does not verify under its issuer.
+    #[error("verify: {0}")]
+    Verify(#[source] rltp_proofs::declaration::DeclarationVerifyError),
+    /// It does not pass the carrier role.
+    #[error("accept: {0}")]
+    Accept(#[source] rltp_proofs::declaration::CarrierDeclarationError),
+    /// It is signed by another issuer than the configured one.
+    #[error("issuer {found} is not the configured {expected}")]
+    ForeignIssuer {
+        /// The issuer found (`did:key`).
+        found: String,
+        /// The issuer configured (`did:key`).
+        expected: String,
+    },
+}
+
+/// Why a proof could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProofError {
+    /// The field set does not fit the purpose (§5a.3 purpose matrix).
+    #[error("{0}")]
+    Build(#[source] rltp_proofs::proof::BuildError),
+    /// The proof object could not be canonicalized for signing.
+    #[error("{0}")]
+    Sign(#[source] rltp_proofs::jcs::JcsError),
+    /// `register` was asked with a purpose that is not register or rebind.
+    #[error("{0} is not register or rebind")]
+    NotSuccession(Purpose),
+}
+
+impl ClientError {
+    /// A protocol violation described by `text`.
+    pub(crate) fn violation(text: impl Into<String>) -> ClientError {
+        ClientError::Protocol(ProtocolError::Violation(text.into()))
+    }
 }
 
 impl ClientError {
@@ -139,28 +223,40 @@ impl ClientError {
 
 impl From<quinn::ConnectionError> for ClientError {
     fn from(e: quinn::ConnectionError) -> ClientError {
-        ClientError::Transport(e.to_string())
+        ClientError::Transport(TransportError::Connection(e))
     }
 }
 
 impl From<quinn::WriteError> for ClientError {
     fn from(e: quinn::WriteError) -> ClientError {
-        ClientError::Transport(e.to_string())
+        ClientError::Transport(TransportError::Write(e))
     }
 }
 
 impl From<ReadError> for ClientError {
     fn from(e: ReadError) -> ClientError {
         match e {
-            ReadError::Frame(f) => ClientError::Protocol(f.to_string()),
-            ReadError::Stream(s) => ClientError::Transport(s.to_string()),
+            ReadError::Frame(f) => ClientError::from(f),
+            ReadError::Stream(s) => ClientError::Transport(TransportError::Read(s)),
         }
     }
 }
 
 impl From<FrameError> for ClientError {
     fn from(e: FrameError) -> ClientError {
-        ClientError::Protocol(e.to_string())
+        ClientError::Protocol(ProtocolError::Frame(e))
+    }
+}
+
+impl From<DeclarationError> for ClientError {
+    fn from(e: DeclarationError) -> ClientError {
+        ClientError::Declaration(e)
+    }
+}
+
+impl From<ProofError> for ClientError {
+    fn from(e: ProofError) -> ClientError {
+        ClientError::Proof(e)
     }
 }
 
@@ -277,7 +373,7 @@ impl Client {
             (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
         };
         let mut endpoint = quinn::Endpoint::client(bind)
-            .map_err(|e| ClientError::Transport(format!("cannot open a udp socket: {e}")))?;
+            .map_err(|e| ClientError::Transport(TransportError::Socket(e)))?;
         endpoint.set_default_client_config(config);
         let name = options
             .server_name
@@ -285,13 +381,13 @@ impl Client {
             .unwrap_or_else(|| options.host());
         let connecting = endpoint
             .connect(addr, name)
-            .map_err(|e| ClientError::Transport(e.to_string()))?;
+            .map_err(|e| ClientError::Transport(TransportError::Connect(e)))?;
         let connection = tokio::time::timeout(options.timeout, connecting)
             .await
             .map_err(|_| ClientError::Timeout(options.timeout))?
             .map_err(|e| {
                 if is_handshake_failure(&e) {
-                    ClientError::Handshake(e.to_string())
+                    ClientError::Handshake(e)
                 } else {
                     ClientError::from(e)
                 }
@@ -385,11 +481,11 @@ impl Client {
     ) -> Result<FetchedDeclaration, ClientError> {
         let fetched = self.declaration().await?;
         if fetched.declaration.issuer() != expected {
-            return Err(ClientError::Declaration(format!(
-                "issuer {} is not the configured {}",
-                fetched.declaration.issuer().to_did_key(),
-                expected.to_did_key()
-            )));
+            return Err(DeclarationError::ForeignIssuer {
+                found: fetched.declaration.issuer().to_did_key(),
+                expected: expected.to_did_key(),
+            }
+            .into());
         }
         Ok(fetched)
     }
@@ -402,7 +498,7 @@ impl Client {
     /// Transport errors, [`ClientError::Server`], [`ClientError::Protocol`].
     pub async fn submit(&self, rkid: &Rkid, envelope: &[u8]) -> Result<SubmitAnswer, ClientError> {
         let size = u32::try_from(envelope.len())
-            .map_err(|_| ClientError::Protocol("envelope longer than 4 GiB".into()))?;
+            .map_err(|_| ClientError::violation("envelope longer than 4 GiB"))?;
         let header = self
             .call(&Request::Submit { rkid: *rkid, size }, envelope)
             .await?;
@@ -449,7 +545,7 @@ impl Client {
                 let answer = reader
                     .recv()
                     .await?
-                    .ok_or_else(|| ClientError::Protocol("submit-stream ended early".into()))?;
+                    .ok_or_else(|| ClientError::violation("submit-stream ended early"))?;
                 check_deposit(&answer, envelope)?;
                 answers.push(answer);
             }
@@ -507,7 +603,7 @@ impl Client {
         } = &answer
             && address_challenge.is_some() != purpose.changes_succession()
         {
-            return Err(ClientError::Protocol(format!(
+            return Err(ClientError::violation(format!(
                 "addressChallenge presence does not fit purpose {purpose}"
             )));
         }
@@ -532,12 +628,9 @@ fn is_handshake_failure(e: &quinn::ConnectionError) -> bool {
 /// # Errors
 /// [`ClientError::Declaration`].
 pub fn accept_declaration(bytes: &[u8]) -> Result<CarrierDeclaration, ClientError> {
-    let parsed =
-        parse_declaration(bytes).map_err(|e| ClientError::Declaration(format!("parse: {e}")))?;
-    let verified =
-        verify_declaration(parsed).map_err(|e| ClientError::Declaration(format!("verify: {e}")))?;
-    accept_carrier_declaration(&verified)
-        .map_err(|e| ClientError::Declaration(format!("accept: {e}")))
+    let parsed = parse_declaration(bytes).map_err(DeclarationError::Parse)?;
+    let verified = verify_declaration(parsed).map_err(DeclarationError::Verify)?;
+    accept_carrier_declaration(&verified).map_err(|e| DeclarationError::Accept(e).into())
 }
 
 async fn resolve(server: &str) -> Result<SocketAddr, ClientError> {
@@ -555,9 +648,7 @@ async fn read_answer(
 ) -> Result<(Object, Vec<u8>), ClientError> {
     let read = async {
         let Some(prefix) = net::read_prefix(recv).await? else {
-            return Err(ClientError::Protocol(
-                "the stream ended without an answer".into(),
-            ));
+            return Err(ClientError::violation("the stream ended without an answer"));
         };
         let header = net::read_header(recv, prefix).await?;
         if let Some(error) = error_answer(&header)? {
@@ -586,7 +677,7 @@ fn error_answer(header: &Object) -> Result<Option<ErrorAnswer>, ClientError> {
 
 fn check_deposit(answer: &SubmitAnswer, envelope: &[u8]) -> Result<(), ClientError> {
     match answer.deposit {
-        Some(id) if id != DepositId::of(envelope) => Err(ClientError::Protocol(format!(
+        Some(id) if id != DepositId::of(envelope) => Err(ClientError::violation(format!(
             "deposit id {} is not the digest of the submitted envelope",
             id.to_multibase()
         ))),
@@ -600,7 +691,7 @@ async fn write_stream_item(
     envelope: &[u8],
 ) -> Result<(), ClientError> {
     let size = u32::try_from(envelope.len())
-        .map_err(|_| ClientError::Protocol("envelope longer than 4 GiB".into()))?;
+        .map_err(|_| ClientError::violation("envelope longer than 4 GiB"))?;
     net::write_frame(send, &wire::stream_item_header(rkid, size), envelope).await?;
     Ok(())
 }

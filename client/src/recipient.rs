@@ -2,7 +2,7 @@
 //! (once or as a watch session) and conclude, each authorized by a fresh
 //! proof of possession over a fresh challenge.
 
-use super::{Client, ClientError, read_answer};
+use super::{Client, ClientError, ProofError, read_answer};
 use crate::net;
 use ed25519_dalek::SigningKey;
 use rltp_proofs::DepositId;
@@ -102,9 +102,9 @@ impl RecipientKeys {
             self.rkid,
             principal_challenge,
         )
-        .map_err(|e| ClientError::Proof(e.to_string()))?
+        .map_err(ProofError::Build)?
         .sign(&self.principal)
-        .map_err(|e| ClientError::Proof(e.to_string()))
+        .map_err(|e| ProofError::Sign(e).into())
     }
 }
 
@@ -257,7 +257,7 @@ async fn read_collect_frame(recv: &mut quinn::RecvStream) -> Result<Option<Frame
         CollectFrame::Deposit { id, seq } => {
             let envelope = net::read_body(recv, prefix, MAX_ENVELOPE_BYTES).await?;
             if DepositId::of(&envelope) != id {
-                return Err(ClientError::Protocol(format!(
+                return Err(ClientError::violation(format!(
                     "deposit {} does not match its bytes",
                     id.to_multibase()
                 )));
@@ -319,16 +319,13 @@ impl Client {
         purpose: Purpose,
     ) -> Result<RegisterOutcome, ClientError> {
         if !purpose.changes_succession() {
-            return Err(ClientError::Proof(format!(
-                "{purpose} is not register or rebind"
-            )));
+            return Err(ProofError::NotSuccession(purpose).into());
         }
         let (principal_challenge, address) = match self.issued(keys, purpose).await? {
             Ok(pair) => pair,
             Err(v) => return Ok(RegisterOutcome::ChallengeRefused(v)),
         };
-        let address =
-            address.ok_or_else(|| ClientError::Protocol("no address challenge".into()))?;
+        let address = address.ok_or_else(|| ClientError::violation("no address challenge"))?;
         let proof = UnsignedProof::registration(
             purpose,
             keys.carrier.clone(),
@@ -337,9 +334,9 @@ impl Client {
             principal_challenge,
             address,
         )
-        .map_err(|e| ClientError::Proof(e.to_string()))?
+        .map_err(ProofError::Build)?
         .sign(&keys.principal)
-        .map_err(|e| ClientError::Proof(e.to_string()))?;
+        .map_err(ProofError::Sign)?;
         self.register_proof(&proof)
             .await
             .map(RegisterOutcome::Verdict)
@@ -427,9 +424,7 @@ impl Client {
                         });
                     }
                     None => {
-                        return Err(ClientError::Protocol(
-                            "collect ended without a verdict".into(),
-                        ));
+                        return Err(ClientError::violation("collect ended without a verdict"));
                     }
                 }
             }

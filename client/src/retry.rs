@@ -321,7 +321,7 @@ impl Link {
         }
         self.client
             .as_ref()
-            .ok_or_else(|| ClientError::Transport("not connected".into()))
+            .ok_or_else(|| ClientError::Transport(super::TransportError::NotConnected))
     }
 }
 

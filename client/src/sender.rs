@@ -210,7 +210,7 @@ impl Sender {
                 }
                 match SenderStatus::of_verdict(answer.verdict, answer.deposit) {
                     Some(status) => Ok(Try::Done((answer.verdict, status))),
-                    None => Err(ClientError::Protocol(format!(
+                    None => Err(ClientError::violation(format!(
                         "{} without a deposit id",
                         answer.verdict
                     ))),
