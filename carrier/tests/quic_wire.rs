@@ -44,6 +44,39 @@ async fn connect<S: rltp_storage::Store>(server: &Server<S>) -> Client {
     Client::connect(&options).await.unwrap()
 }
 
+/// The fixture most tests start from: a temporary data dir, the default
+/// configuration on port 0, an in-process carrier over the in-memory
+/// store, and a client pinned to it. Fields are public so a test takes
+/// what it needs (`server` by value to shut it down).
+struct Fixture {
+    dir: tempfile::TempDir,
+    config: Config,
+    server: Server<MemStore>,
+    client: Client,
+}
+
+impl Fixture {
+    /// The default fixture.
+    async fn mem() -> Fixture {
+        Fixture::mem_with(|_| {}).await
+    }
+
+    /// The fixture with `adjust` applied to the configuration first.
+    async fn mem_with(adjust: impl FnOnce(&mut Config)) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = config(dir.path());
+        adjust(&mut config);
+        let server = mem_server(&config).await;
+        let client = connect(&server).await;
+        Fixture {
+            dir,
+            config,
+            server,
+            client,
+        }
+    }
+}
+
 fn keys(config: &Config, rkid_secret: [u8; 32], generation: u64) -> RecipientKeys {
     let principal = SigningKey::generate(&mut rand::rng());
     RecipientKeys::new(config.carrier.clone(), principal, rkid_secret, generation)
@@ -82,10 +115,12 @@ fn error_code(answer: &str) -> ErrorCode {
 
 #[tokio::test]
 async fn every_operation_round_trips_over_loopback_quic() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = config(dir.path());
-    let server = mem_server(&config).await;
-    let client = connect(&server).await;
+    let Fixture {
+        dir: _dir,
+        config,
+        server,
+        client,
+    } = Fixture::mem().await;
 
     // declaration: fetched, verified, accepted; issuer = recipient = the declaration key.
     let fetched = client
@@ -272,10 +307,12 @@ async fn every_operation_round_trips_over_loopback_quic() {
 
 #[tokio::test]
 async fn malformed_frames_get_closed_errors_and_the_connection_survives() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = config(dir.path());
-    let server = mem_server(&config).await;
-    let client = connect(&server).await;
+    let Fixture {
+        dir: _dir,
+        config: _,
+        server,
+        client,
+    } = Fixture::mem().await;
 
     let frame = |header: &[u8], body: &[u8]| {
         let mut out = Vec::new();
@@ -345,10 +382,12 @@ async fn malformed_frames_get_closed_errors_and_the_connection_survives() {
 
 #[tokio::test]
 async fn oversize_prefixes_are_refused_before_the_body_is_read() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = config(dir.path());
-    let server = mem_server(&config).await;
-    let client = connect(&server).await;
+    let Fixture {
+        dir: _dir,
+        config: _,
+        server,
+        client,
+    } = Fixture::mem().await;
 
     // A header prefix over 16 384 bytes: answered from the prefix alone;
     // the stream stays open on our side and not one header byte is sent.
@@ -413,11 +452,12 @@ async fn oversize_prefixes_are_refused_before_the_body_is_read() {
 
 #[tokio::test]
 async fn a_stalled_request_meets_the_read_deadline() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = config(dir.path());
-    config.limits.stream_read_timeout_ms = 300;
-    let server = mem_server(&config).await;
-    let client = connect(&server).await;
+    let Fixture {
+        dir: _dir,
+        config: _,
+        server,
+        client,
+    } = Fixture::mem_with(|config| config.limits.stream_read_timeout_ms = 300).await;
     let answer = raw(&client, &[0, 0, 0], false).await;
     assert_eq!(error_code(&answer), ErrorCode::ReadTimeout);
     assert_eq!(
@@ -602,10 +642,12 @@ async fn the_sender_retries_retriable_refusals_and_reports_them() {
 
 #[tokio::test]
 async fn shutdown_drains_and_ends_watch_sessions() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = config(dir.path());
-    let server = mem_server(&config).await;
-    let client = connect(&server).await;
+    let Fixture {
+        dir: _dir,
+        config,
+        server,
+        client,
+    } = Fixture::mem().await;
     let alice = keys(&config, [12u8; 32], 1);
     assert_eq!(
         client
