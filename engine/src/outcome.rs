@@ -1,5 +1,5 @@
 //! What the engine's operations return besides the closed verdicts of
-//! [`crate::verdict`]: payloads and the errors that are not
+//! [`rltp_wire::verdict`]: payloads and the errors that are not
 //! verdicts.
 
 use rltp_proofs::{DepositId, Ms};

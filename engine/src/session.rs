@@ -240,7 +240,7 @@ impl Engine {
     /// `now`, from a read snapshot: `accepted` (held, or concluded — the
     /// carrier never reveals a conclusion), `given-up` (for
     /// `give-up-horizon` after the give-up), else `unknown`; evaluated at
-    /// `now`, so a late sweep is never visible ([`horizon::status`]). The
+    /// `now`, so a late sweep is never visible (`horizon::status`). The
     /// caller answers only once everything the snapshot can see is durable
     /// (`accepted` must never name a deposit a crash could take back).
     ///

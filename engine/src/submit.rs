@@ -10,7 +10,7 @@
 //! | s5 the queue's bound | [`s5_queue_bound`] | `refused(queue-saturated)` |
 //! | s6 global occupancy | [`s6_global_capacity`] | `refused(capacity)` |
 //!
-//! Then the deposit is appended ([`crate::queue`]); `admitted` is answered
+//! Then the deposit is appended (`queue`); `admitted` is answered
 //! by the caller only after the transaction is durable.
 
 use crate::capacity;
@@ -83,7 +83,7 @@ pub fn s2_shape_and_size(bytes: &[u8], rkid: &Rkid, bound: usize) -> Result<(), 
 
 /// §5a.5 s3, byte identity against the deposits held now. A held copy
 /// whose stored bytes fail their check is quarantined at `now` (given up,
-/// [`crate::queue`]) and this submission is judged as a new deposit.
+/// `queue`) and this submission is judged as a new deposit.
 ///
 /// # Errors
 /// A [`rltp_storage::StoreError`] other than damaged bytes.

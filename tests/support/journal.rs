@@ -13,6 +13,8 @@
 //! `it q g` / `t q g` — a release (binding removed, tombstone `g` put);
 //! `open` — a life began.
 
+#![allow(dead_code, clippy::panic)]
+
 use crate::store::{live, payload, rkid2, tomb};
 use rltp_carrier::writer::{CommitError, Writer};
 use rltp_proofs::multikey::Rkid;

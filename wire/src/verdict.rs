@@ -1,6 +1,6 @@
 //! The closed verdict sets of §5a.3 (registration, collection,
 //! conclusion) and §5a.5 (submission), and the sender status of
-//! §5a.8/§6.1. Each set is one table ([`crate::closed_set`]): `Display`
+//! §5a.8/§6.1. Each set is one table (`closed_set!`): `Display`
 //! is the spec's exact spelling, and retriability is marked there and
 //! nowhere else (§4.4 guarantee 2).
 

@@ -12,7 +12,7 @@
 //! carrier's own `orphan-horizon`. Run it against a test carrier, not one
 //! that serves people.
 //!
-//! Every answer is read with the strict parsers of [`crate::wire`], so a
+//! Every answer is read with the strict parsers of [`rltp_wire`], so a
 //! verdict outside the closed sets, a `retriable` flag that contradicts
 //! its verdict or a deposit id that is not the digest of its bytes fails
 //! the check that received it.

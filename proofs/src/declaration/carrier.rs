@@ -3,9 +3,12 @@
 //! [`CARRIER_ROLE`], the seven constants in their §11 domains) and signing
 //! one ([`sign_carrier_declaration`]).
 
+// The names the docs link to (every item is re-exported from the parent).
 use super::document::{
     DeclarationBuildError, DeclarationHeader, VerifiedDeclaration, sign_declaration,
 };
+#[allow(unused_imports)]
+use super::*;
 use crate::constants::{CARRIER_ROLE, CarrierConstants, ConstantError};
 use crate::multikey::DidKey;
 use ed25519_dalek::SigningKey;

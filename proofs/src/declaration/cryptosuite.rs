@@ -3,6 +3,9 @@
 //! verification. The W3C test vector (which has `@context`) runs through the
 //! same code as RLTP documents (which have none).
 
+// The names the docs link to (every item is re-exported from the parent).
+#[allow(unused_imports)]
+use super::*;
 use crate::encoding::{EncodingError, sha256, signature_from_z};
 use crate::jcs::{JcsError, canonicalize};
 use crate::json::{Object, Value};

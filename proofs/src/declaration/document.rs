@@ -5,9 +5,12 @@
 //! ([`sign_declaration`]), with the generators of its `id` and `issuedAt`
 //! beside their validators.
 
+// The names the docs link to (every item is re-exported from the parent).
 use super::cryptosuite::{
     CryptosuiteError, eddsa_jcs_2022_sign, eddsa_jcs_2022_verify, proof_form,
 };
+#[allow(unused_imports)]
+use super::*;
 use crate::encoding::EncodingError;
 use crate::jcs::{JcsError, canonicalize};
 use crate::json::{JsonError, Object, Value};
@@ -30,7 +33,7 @@ pub const OWN_DOCUMENT_TYPES: [&str; 4] = [
 ];
 
 /// Whether `t` is a document `type` this contract registers itself (§3,
-/// §4.1–§4.4), compared byte-exact. [`CARRIER_ROLE`] is **not** one: it
+/// §4.1–§4.4), compared byte-exact. [`CARRIER_ROLE`](crate::constants::CARRIER_ROLE) is **not** one: it
 /// names a role, and used as a document `type` it is `failed(unknown-type)`
 /// (§4.4, §11). A `false` here means "not one of ours"; whether a
 /// companion-registered type is known is the receiver registry's answer.
@@ -289,7 +292,7 @@ fn string_at<'a>(
 }
 
 /// A fresh lower-case UUID v4 (RFC 9562 §5.4) from 16 bytes of the
-/// caller's CSPRNG: a declaration's `id` or `threadId` ([`is_uuid_v4`]
+/// caller's CSPRNG: a declaration's `id` or `threadId` (`is_uuid_v4`
 /// accepts exactly this shape). The `uuid` crate sets the version and
 /// variant bits.
 pub fn uuid_v4<R: rand::CryptoRng + ?Sized>(rng: &mut R) -> String {
@@ -303,7 +306,7 @@ pub fn uuid_v4<R: rand::CryptoRng + ?Sized>(rng: &mut R) -> String {
 
 /// `ms` since the Unix epoch as RFC 3339 UTC with second precision
 /// (`2026-08-31T12:00:00Z`): a declaration's `issuedAt`/`created`
-/// ([`is_rfc3339_utc`] accepts it). Formatting only (the `humantime`
+/// (`is_rfc3339_utc` accepts it). Formatting only (the `humantime`
 /// crate); the instant is the caller's, no clock is read.
 pub fn rfc3339_utc(ms: crate::Ms) -> String {
     let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);

@@ -15,7 +15,8 @@
 //!    `eddsa-jcs-2022` signature under `verify_strict`. Errors:
 //!    [`DeclarationVerifyError`].
 //! 3. [`accept_carrier_declaration`] — [`VerifiedDeclaration`] →
-//!    [`CarrierDeclaration`]: `role` byte-equal to [`CARRIER_ROLE`], and
+//!    [`CarrierDeclaration`]: `role` byte-equal to
+//!    [`CARRIER_ROLE`](crate::constants::CARRIER_ROLE), and
 //!    the seven constants in their §11 domains. Errors:
 //!    [`CarrierDeclarationError`].
 //!
