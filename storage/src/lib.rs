@@ -9,6 +9,12 @@
 //! The trait is free of storage-engine types so that a second, distributed
 //! backend can implement it. The embedded default is [`redb_store`].
 //!
+//! What this crate does **not** do: it decides nothing about requests (the
+//! rules are `rltp-engine`'s, which drives the store through these traits),
+//! runs no thread of its own for writes and reads no clock (the carrier's
+//! group-commit writer sequences write transactions and hands every
+//! instant in), and has no async runtime.
+//!
 //! ## Transactions and durability
 //! A [`WriteTxn`] is one atomic unit: the engine runs its whole decision
 //! (a check-and-commit, §4.4 "every decision … is atomic") inside one, so
