@@ -35,21 +35,6 @@ pub struct Prefix {
     pub body_len: usize,
 }
 
-/// Reads into `buf` until it is full or the stream ends; returns the bytes read.
-async fn fill(recv: &mut quinn::RecvStream, buf: &mut [u8]) -> Result<usize, quinn::ReadError> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        let Some(rest) = buf.get_mut(filled..) else {
-            break;
-        };
-        match recv.read(rest).await? {
-            Some(n) => filled += n,
-            None => break,
-        }
-    }
-    Ok(filled)
-}
-
 /// Reads a frame prefix. `Ok(None)` if the stream ended cleanly before
 /// its first byte (no more frames).
 ///
@@ -59,16 +44,19 @@ async fn fill(recv: &mut quinn::RecvStream, buf: &mut [u8]) -> Result<usize, qui
 /// [`ReadError::Stream`].
 pub async fn read_prefix(recv: &mut quinn::RecvStream) -> Result<Option<Prefix>, ReadError> {
     let mut prefix = [0u8; PREFIX_BYTES];
-    match fill(recv, &mut prefix).await? {
-        0 => Ok(None),
-        PREFIX_BYTES => {
+    match recv.read_exact(&mut prefix).await {
+        Ok(()) => {
             let (header_len, body_len) = wire::parse_prefix(prefix, wire::MAX_BODY_BYTES)?;
             Ok(Some(Prefix {
                 header_len,
                 body_len,
             }))
         }
-        _ => Err(FrameError::Truncated.into()),
+        // quinn tells how much arrived before the end: nothing is a clean
+        // end of the frames, anything else a prefix cut short.
+        Err(quinn::ReadExactError::FinishedEarly(0)) => Ok(None),
+        Err(quinn::ReadExactError::FinishedEarly(_)) => Err(FrameError::Truncated.into()),
+        Err(quinn::ReadExactError::ReadError(e)) => Err(e.into()),
     }
 }
 
@@ -77,7 +65,7 @@ pub async fn read_prefix(recv: &mut quinn::RecvStream) -> Result<Option<Prefix>,
 /// body and sends nothing costs nothing (issue 6, slowloris).
 const FIRST_RESERVE: usize = 4_096;
 
-async fn read_exact(recv: &mut quinn::RecvStream, len: usize) -> Result<Vec<u8>, ReadError> {
+async fn read_growing(recv: &mut quinn::RecvStream, len: usize) -> Result<Vec<u8>, ReadError> {
     let mut buf = Vec::with_capacity(len.min(FIRST_RESERVE));
     while buf.len() < len {
         match recv.read_chunk(len - buf.len(), true).await? {
@@ -97,7 +85,7 @@ pub async fn read_header(
     recv: &mut quinn::RecvStream,
     prefix: Prefix,
 ) -> Result<Object, ReadError> {
-    let bytes = read_exact(recv, prefix.header_len).await?;
+    let bytes = read_growing(recv, prefix.header_len).await?;
     Ok(wire::parse_header(&bytes)?)
 }
 
@@ -119,7 +107,7 @@ pub async fn read_body(
         }
         .into());
     }
-    read_exact(recv, prefix.body_len).await
+    read_growing(recv, prefix.body_len).await
 }
 
 /// Reads the body announced by `prefix` and drops it, a chunk at a time
