@@ -34,10 +34,7 @@ pub fn read_ms(path: &Path) -> Option<u64> {
         .ok()
 }
 
-/// How often a schedule on the wall clock is checked.
-pub const POLL: Duration = Duration::from_secs(30);
-/// How often under the test hook.
-pub const TEST_POLL: Duration = Duration::from_millis(100);
+pub use crate::defaults::{POLL, TEST_POLL};
 
 /// Wall-clock milliseconds since the Unix epoch, plus the test hook's
 /// offset when it is set.

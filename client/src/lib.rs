@@ -23,6 +23,7 @@
 //! | [`net`] | frame I/O over quinn streams (also used by the carrier's server) |
 //! | [`tls`] | the SPKI pin and CA trust modes, the client config |
 //! | [`clock`] | the wall clock for schedules the carrier judges by its clock, and the test clock hook |
+//! | [`defaults`] | every operational constant, with its reason |
 //!
 //! - **One connection, one stream per operation**: every method opens a
 //!   bidirectional stream, writes one request frame, finishes its side,
@@ -51,6 +52,7 @@
 #![deny(missing_docs)]
 
 pub mod clock;
+pub mod defaults;
 pub mod net;
 mod recipient;
 pub mod retry;
@@ -260,14 +262,7 @@ impl From<ProofError> for ClientError {
     }
 }
 
-/// How often a client connection sends a keep-alive (a QUIC PING) by
-/// default ([`ConnectOptions::keep_alive`]).
-pub const KEEP_ALIVE: Duration = Duration::from_secs(5);
-/// A client connection that hears nothing from the carrier for this long
-/// is lost (a carrier that crashed, a network that went away): three
-/// keep-alives unanswered. The carrier's own idle timeout still applies;
-/// QUIC uses the smaller of the two.
-pub const CLIENT_IDLE_TIMEOUT: Duration = Duration::from_secs(15);
+pub use defaults::{CLIENT_IDLE_TIMEOUT, KEEP_ALIVE};
 
 /// Where and how to connect.
 #[derive(Debug, Clone)]

@@ -60,10 +60,7 @@ pub async fn read_prefix(recv: &mut quinn::RecvStream) -> Result<Option<Prefix>,
     }
 }
 
-/// Bytes reserved ahead of a header or body before any of it arrives: the
-/// buffer grows only with bytes received, so a peer that announces a large
-/// body and sends nothing costs nothing (issue 6, slowloris).
-const FIRST_RESERVE: usize = 4_096;
+use crate::defaults::FIRST_RESERVE;
 
 async fn read_growing(recv: &mut quinn::RecvStream, len: usize) -> Result<Vec<u8>, ReadError> {
     let mut buf = Vec::with_capacity(len.min(FIRST_RESERVE));

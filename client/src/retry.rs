@@ -38,10 +38,7 @@ use std::cell::Cell;
 use std::time::Duration;
 use tokio::time::{Instant, sleep_until};
 
-/// Backoff base: attempt 0 waits at most this long.
-pub const BACKOFF_BASE: Duration = Duration::from_millis(250);
-/// Backoff ceiling: no wait is longer.
-pub const BACKOFF_CAP: Duration = Duration::from_secs(60);
+pub use crate::defaults::{BACKOFF_BASE, BACKOFF_CAP};
 
 /// Full-jitter exponential backoff (`PROTOCOL.md` §9): attempt *n* (from
 /// 0) waits a uniformly random time in `[0, min(60 s, 250 ms · 2^n)]`.
