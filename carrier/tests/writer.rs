@@ -124,11 +124,8 @@ fn batches_group_concurrent_operations_mem() -> StoreResult<()> {
 #[test]
 fn batches_group_concurrent_operations_redb() -> StoreResult<()> {
     let dir = tempfile::tempdir()?;
-    concurrent_appends(rltp_storage::redb_store::RedbStore::open_with(
-        dir.path(),
-        small_segments(),
-    )?)?;
-    let mut store = rltp_storage::redb_store::RedbStore::open(dir.path())?;
+    concurrent_appends(RedbStore::open_with(dir.path(), small_segments())?)?;
+    let mut store = RedbStore::open(dir.path())?;
     let report = store.integrity_check()?;
     assert_eq!(report.deposits, THREADS * PER_THREAD);
     Ok(())
@@ -153,7 +150,7 @@ fn damaged_data_fails_one_operation_not_its_batch<S: Store>(store: S) -> StoreRe
     // Hold the writer inside a first batch while the others queue up (they
     // may join that batch or form the next one).
     let (release, wait) = std::sync::mpsc::channel::<()>();
-    let wait = std::sync::Mutex::new(wait);
+    let wait = Mutex::new(wait);
     let first = committer.submit(move |_: &mut dyn WriteTxn, _, _| {
         let _ = wait.lock().map(|w| w.recv());
         Ok(())

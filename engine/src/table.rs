@@ -87,16 +87,16 @@ impl Outcome {
     /// The spec's exact spelling (§5a.3 verdicts and internal transitions).
     pub const fn as_str(self) -> &'static str {
         match self {
-            Outcome::Registered => "registered",
-            Outcome::RegisteredIdempotent => "registered(idempotent)",
-            Outcome::Rebound => "rebound",
-            Outcome::Served => "served",
-            Outcome::NoSuchQueue => "refused(no-such-queue)",
-            Outcome::StaleGeneration => "refused(stale-generation)",
-            Outcome::WindUpBegins => "wind-up begins",
-            Outcome::DischargedAndReleased => "obligations discharged + released",
-            Outcome::Evicted => "evicted",
-            Outcome::CannotArise => "cannot arise",
+            Registered => "registered",
+            RegisteredIdempotent => "registered(idempotent)",
+            Rebound => "rebound",
+            Served => "served",
+            NoSuchQueue => "refused(no-such-queue)",
+            StaleGeneration => "refused(stale-generation)",
+            WindUpBegins => "wind-up begins",
+            DischargedAndReleased => "obligations discharged + released",
+            Evicted => "evicted",
+            CannotArise => "cannot arise",
         }
     }
 }
@@ -111,10 +111,10 @@ impl State {
     /// The spec's name of the state.
     pub const fn as_str(self) -> &'static str {
         match self {
-            State::Unbound => "unbound",
-            State::Live => "live",
-            State::Closing => "closing",
-            State::Released => "released",
+            Unbound => "unbound",
+            Live => "live",
+            Closing => "closing",
+            Released => "released",
         }
     }
 }
@@ -123,11 +123,11 @@ impl Input {
     /// The name used by the shipped `bindingLifecycle` vector.
     pub const fn as_str(self) -> &'static str {
         match self {
-            Input::RegisterRebind => "register-rebind",
-            Input::CollectConclude => "collect-conclude",
-            Input::OrphanExpiry => "orphan-expiry",
-            Input::Deadline => "deadline",
-            Input::Eviction => "eviction",
+            RegisterRebind => "register-rebind",
+            CollectConclude => "collect-conclude",
+            OrphanExpiry => "orphan-expiry",
+            Deadline => "deadline",
+            Eviction => "eviction",
         }
     }
 }
@@ -136,11 +136,11 @@ impl Guard {
     /// The name used by the shipped `bindingLifecycle` vector.
     pub const fn as_str(self) -> &'static str {
         match self {
-            Guard::Gt => "gt",
-            Guard::EqSame => "eq-same",
-            Guard::EqDiff => "eq-diff",
-            Guard::Lt => "lt",
-            Guard::Any => "any",
+            Gt => "gt",
+            EqSame => "eq-same",
+            EqDiff => "eq-diff",
+            Lt => "lt",
+            Any => "any",
         }
     }
 
@@ -153,16 +153,16 @@ impl Guard {
         record: Option<(u64, Option<&[u8; 32]>)>,
     ) -> Guard {
         let Some((recorded, principal)) = record else {
-            return Guard::Gt;
+            return Gt;
         };
         let (generation, presenter) = proof;
         match generation.cmp(&recorded) {
-            std::cmp::Ordering::Greater => Guard::Gt,
-            std::cmp::Ordering::Less => Guard::Lt,
+            std::cmp::Ordering::Greater => Gt,
+            std::cmp::Ordering::Less => Lt,
             // A tombstone records no principal: equal generation never
             // exceeds it, same as a different principal.
-            std::cmp::Ordering::Equal if principal == Some(presenter) => Guard::EqSame,
-            std::cmp::Ordering::Equal => Guard::EqDiff,
+            std::cmp::Ordering::Equal if principal == Some(presenter) => EqSame,
+            std::cmp::Ordering::Equal => EqDiff,
         }
     }
 }
@@ -251,11 +251,7 @@ pub const TABLE: [Cell; 32] = [
 /// the tests), so this never returns `None` for a well-formed query;
 /// `None` means a guard was given to an input that has none.
 pub fn lookup(state: State, input: Input, guard: Guard) -> Option<&'static Cell> {
-    let guard = if input == Input::RegisterRebind {
-        guard
-    } else {
-        Guard::Any
-    };
+    let guard = if input == RegisterRebind { guard } else { Any };
     TABLE
         .iter()
         .find(|c| c.state == state && c.input == input && c.guard == guard)
@@ -266,16 +262,16 @@ pub fn lookup(state: State, input: Input, guard: Guard) -> Option<&'static Cell>
 /// `refused(no-such-queue)` and changes nothing (§5a.3 — no queue exists
 /// under that principal); otherwise the table decides.
 pub fn collect_conclude(state: State, bound_principal_matches: bool) -> (Outcome, State) {
-    if matches!(state, State::Live | State::Closing) && !bound_principal_matches {
-        return (Outcome::NoSuchQueue, state);
+    if matches!(state, Live | Closing) && !bound_principal_matches {
+        return (NoSuchQueue, state);
     }
-    transition(state, Input::CollectConclude, Guard::Any)
+    transition(state, CollectConclude, Any)
 }
 
 /// `(outcome, next)` for `(state, input, guard)`; a point outside the
 /// domain answers `cannot arise` and keeps the state.
 pub fn transition(state: State, input: Input, guard: Guard) -> (Outcome, State) {
-    lookup(state, input, guard).map_or((Outcome::CannotArise, state), |c| (c.outcome, c.next))
+    lookup(state, input, guard).map_or((CannotArise, state), |c| (c.outcome, c.next))
 }
 
 #[cfg(test)]

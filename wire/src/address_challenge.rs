@@ -44,7 +44,7 @@ pub fn address_challenge_plaintext(
 pub enum AddressChallengeError {
     /// §5 open failed (wrong key, altered envelope).
     #[error("sealed address challenge does not open: {0}")]
-    Open(#[from] rltp_proofs::seal::SealError),
+    Open(#[from] seal::SealError),
     /// The plaintext is not the §8 object.
     #[error("sealed address challenge plaintext is not the protocol object")]
     Shape,

@@ -301,7 +301,7 @@ pub fn restore(from: &Path, data_dir: &Path) -> Result<Restored, AdminError> {
         .chain(summary.extra_files.iter().cloned())
         .filter(|item| !(newer_signed_held && item == signed))
         .chain([
-            crate::server::lineage::LINEAGE_FILE.to_owned(),
+            lineage::LINEAGE_FILE.to_owned(),
             crate::server::clock::HIGH_WATER_FILE.to_owned(),
         ]);
     for item in items {

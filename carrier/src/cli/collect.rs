@@ -636,7 +636,7 @@ impl<'a> Collector<'a> {
     pub async fn watch(
         &mut self,
         clock: &WallClock,
-        stop: impl std::future::Future<Output = ()>,
+        stop: impl Future<Output = ()>,
     ) -> Result<(), Failure> {
         tokio::pin!(stop);
         let out = self.out;
@@ -729,7 +729,7 @@ impl<'a> Collector<'a> {
         clock: &WallClock,
         refresh_at: u64,
         known: &mut HashSet<DepositId>,
-        stop: &mut std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
+        stop: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
     ) -> Result<SessionEnd, Failure> {
         let out = self.out;
         // What earlier sessions handled: this one redelivers whatever of it
@@ -1000,7 +1000,7 @@ mod tests {
         let other = Rkid::from_bytes(
             x25519_dalek::PublicKey::from(&x25519_dalek::StaticSecret::from([4u8; 32])).to_bytes(),
         );
-        let mut foreign = rltp_proofs::seal::seal(b"{}", &other, &mut rand::rng()).unwrap();
+        let mut foreign = seal::seal(b"{}", &other, &mut rand::rng()).unwrap();
         foreign.rkid = rkid;
         assert_eq!(
             handle(&delivered(foreign.to_bytes()), &keys, dir.path()).disposition,
@@ -1011,7 +1011,7 @@ mod tests {
             handle(&delivered(b"{}".to_vec()), &keys, dir.path()).disposition,
             Disposition::Failed("malformed")
         );
-        let junk = rltp_proofs::seal::seal(b"not json", &rkid, &mut rand::rng()).unwrap();
+        let junk = seal::seal(b"not json", &rkid, &mut rand::rng()).unwrap();
         let handled = handle(&delivered(junk.to_bytes()), &keys, dir.path());
         assert_eq!(handled.disposition, Disposition::Failed("malformed"));
         assert!(handled.disposition.is_terminal());

@@ -318,7 +318,7 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
         &inbox,
         false,
         super::output::Output::quiet("demo"),
-        std::time::Duration::from_secs(10),
+        Duration::from_secs(10),
     );
     let collected = collector.collect_all().await.map_err(|f| f.message);
     let refused = collector.summary.refused;

@@ -228,11 +228,9 @@ async fn ready<S: Store>(web: &Arc<Web<S>>) -> Answer {
     };
     // Damaged records are isolated (quarantined and given up), and the
     // carrier serves everything else: reported, but still ready.
-    let quarantined = blocking(web, |ctx| {
-        rltp_storage::ReadTxn::quarantined(&ctx.engine.store().read()?)
-    })
-    .await
-    .and_then(Result::ok);
+    let quarantined = blocking(web, |ctx| ReadTxn::quarantined(&ctx.engine.store().read()?))
+        .await
+        .and_then(Result::ok);
     let lines = format!(
         "store {}
 declaration {}
