@@ -450,6 +450,16 @@ fn run_batch<S: Store>(batches: &Batches<'_, S>, mut batch: Vec<Job>) -> Option<
         let now = batches.clock.now();
         // The events of this attempt: published only if it becomes durable.
         let mut events = Tally::default();
+        // The engine's constants are state of the transaction too (a
+        // revision puts new ones in force for the rest of its batch): an
+        // attempt that is dropped puts back those in force when it began,
+        // so a re-run sees the state its operations first saw.
+        let in_force = batches.engine.map(Engine::constants);
+        let restore = || {
+            if let (Some(engine), Some(constants)) = (batches.engine, in_force) {
+                engine.set_constants(constants);
+            }
+        };
         let prelude = match batches.engine {
             Some(engine) => engine.prelude(&mut txn, now, &mut events),
             None => Ok(()),
@@ -474,10 +484,12 @@ fn run_batch<S: Store>(batches: &Batches<'_, S>, mut batch: Vec<Job>) -> Option<
             }
         }
         if let Some((i, error)) = failure {
-            // What this attempt did, its events included, is dropped.
+            // What this attempt did, its events and constants included, is
+            // dropped.
             drop(txn);
             drop(completions);
             drop(events);
+            restore();
             if matches!(error, StoreError::Corrupt(_)) {
                 // Damaged data, met by this operation alone: refuse it, run
                 // the others again without it.
@@ -513,6 +525,7 @@ fn run_batch<S: Store>(batches: &Batches<'_, S>, mut batch: Vec<Job>) -> Option<
             }),
             Err(error) => {
                 tracing::error!(%error, "commit failed; batch dropped");
+                restore();
                 fail_all(batches, completions, count, error, started.elapsed());
                 None
             }

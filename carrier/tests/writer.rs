@@ -310,3 +310,92 @@ fn an_online_backup_holds_every_acknowledged_append_as_a_gapless_prefix() {
     }
     assert_eq!(held_total, written.manifest.occupancy.deposits);
 }
+
+/// A declaration revision whose batch is run again (another operation of
+/// the batch met damaged data) applies in full on the re-run: the engine's
+/// constants are put back with the dropped attempt, so the re-run still
+/// sees the old `queue-floor` and re-derives the elastic occupancy (it
+/// used to see the new floor already in force and skip the re-derivation).
+#[test]
+fn a_revision_run_again_after_damaged_data_applies_in_full() -> StoreResult<()> {
+    use rltp_carrier::writer::CommitError;
+    use rltp_engine::{BudgetMeter, Engine, EngineConfig, EngineConstants};
+    use rltp_storage::{Binding, Due, Phase, StoreError};
+    let constants = EngineConstants {
+        orphan_horizon_ms: 30 * 86_400_000,
+        give_up_horizon_ms: 14 * 86_400_000,
+        challenge_lifetime_ms: 60_000,
+        queue_floor: 100,
+        max_queue_bytes: 1 << 20,
+        max_binding_tombstones: 10,
+        status_horizon_ms: 30_000,
+    };
+    let engine = Arc::new(Engine::new(
+        "did:web:carrier.example".parse().unwrap(),
+        constants,
+        EngineConfig::new(1 << 30, 10),
+        Arc::new(BudgetMeter::new()),
+    ));
+    let store = Arc::new(MemStore::new());
+    let writer = Writer::start(
+        Arc::clone(&store),
+        Arc::new(ManualClock::new(1_000)),
+        Some(Arc::clone(&engine)),
+        MAX_BATCH,
+    )?;
+    let fail = |e: CommitError| StoreError::Engine(e.to_string());
+    // A live binding whose queue holds 300 bytes: 200 above the floor.
+    writer
+        .execute(|t: &mut dyn WriteTxn, now, _| {
+            let r = rkid(1);
+            t.put_binding(
+                &r,
+                &Binding {
+                    phase: Phase::Live,
+                    generation: 1,
+                    principal: [1; 32],
+                    last_collection_at: now,
+                },
+            )?;
+            t.schedule(now + 30 * 86_400_000, &Due::OrphanExpiry(r))?;
+            t.append_deposit(&r, &payload(1, 300), now, now + 14 * 86_400_000)?;
+            t.add_elastic_bytes(200)
+        })
+        .map_err(fail)?;
+    // Hold the writer so that the revision and a damaged operation share
+    // the next batch.
+    let (release, wait) = std::sync::mpsc::channel::<()>();
+    let wait = Mutex::new(wait);
+    let first = writer.submit(move |_: &mut dyn WriteTxn, _, _| {
+        let _ = wait.lock().map(|w| w.recv());
+        Ok(())
+    });
+    let revised = EngineConstants {
+        queue_floor: 50,
+        ..constants
+    };
+    let engine_in_job = Arc::clone(&engine);
+    let revision = writer.submit(move |t: &mut dyn WriteTxn, now, events| {
+        engine_in_job.apply_constants(t, revised, None, now, events)
+    });
+    let damaged = writer.submit(|_: &mut dyn WriteTxn, _, _| -> StoreResult<()> {
+        Err(StoreError::Corrupt("a damaged record".into()))
+    });
+    release.send(()).ok();
+    drop(release);
+    fn block<R>(
+        r: tokio::sync::oneshot::Receiver<Result<R, CommitError>>,
+    ) -> Result<R, CommitError> {
+        r.blocking_recv().unwrap_or(Err(CommitError::NotRun))
+    }
+    block(first).map_err(fail)?;
+    assert!(matches!(block(damaged), Err(CommitError::Store(_))));
+    block(revision).map_err(fail)?.unwrap();
+    assert_eq!(engine.constants().queue_floor, 50);
+    assert_eq!(
+        store.read()?.occupancy()?.elastic_bytes,
+        250,
+        "300 bytes above a floor of 50"
+    );
+    Ok(())
+}
