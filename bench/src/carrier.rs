@@ -8,8 +8,8 @@
 
 use anyhow::{Context as _, bail};
 use ed25519_dalek::SigningKey;
-use rltp_carrier::client::{Client, ConnectOptions, RecipientKeys};
 use rltp_carrier::tls::ServerTrust;
+use rltp_client::{Client, ConnectOptions, RecipientKeys};
 use rltp_proofs::encoding::sha256;
 use rltp_proofs::identity::CarrierId;
 use std::io::BufRead as _;

@@ -20,9 +20,9 @@ use crate::procfs::{self, Sample};
 use crate::redis::{RedisProc, Reply, Resp, RespReader, RespWriter};
 use crate::stats::{Percentiles, micros};
 use anyhow::{Context as _, bail};
-use rltp_carrier::client::{SubmitReader, SubmitWriter};
-use rltp_carrier::engine::verdict::SubmitVerdict;
+use rltp_client::{SubmitReader, SubmitWriter};
 use rltp_proofs::multikey::Rkid;
+use rltp_wire::verdict::SubmitVerdict;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -249,7 +249,7 @@ struct Seen {
 async fn open(
     system: System<'_>,
     n: usize,
-) -> anyhow::Result<(Vec<(Tx, Rx)>, Vec<rltp_carrier::client::Client>)> {
+) -> anyhow::Result<(Vec<(Tx, Rx)>, Vec<rltp_client::Client>)> {
     let mut pipes = Vec::with_capacity(n);
     let mut keep = Vec::new();
     for _ in 0..n {

@@ -140,12 +140,15 @@ pub struct MeterConfig {
 }
 
 impl Default for MeterConfig {
+    /// [`crate::defaults::meters`].
     fn default() -> MeterConfig {
+        use crate::defaults::meters;
+        let rate = |(per_second, burst)| RateConfig::new(per_second, burst);
         MeterConfig {
-            unknown_address: RateConfig::new(2_000, 4_000),
-            held_binding: RateConfig::new(20, 100),
-            queue: RateConfig::new(2_000, 10_000),
-            shared_submission: RateConfig::new(50_000, 100_000),
+            unknown_address: rate(meters::UNKNOWN_ADDRESS),
+            held_binding: rate(meters::HELD_BINDING),
+            queue: rate(meters::QUEUE),
+            shared_submission: rate(meters::SHARED_SUBMISSION),
         }
     }
 }
@@ -181,16 +184,18 @@ pub struct LimitsConfig {
 }
 
 impl Default for LimitsConfig {
+    /// [`crate::defaults::limits`].
     fn default() -> LimitsConfig {
+        use crate::defaults::limits;
         LimitsConfig {
-            capacity_bytes: 4 << 30,
-            max_bindings: 16_384,
-            max_connections: 1_024,
-            max_streams_per_connection: 64,
-            idle_timeout_ms: 30_000,
-            stream_read_timeout_ms: 10_000,
-            sweep_interval_ms: 1_000,
-            drain_timeout_ms: 10_000,
+            capacity_bytes: limits::CAPACITY_BYTES,
+            max_bindings: limits::MAX_BINDINGS,
+            max_connections: limits::MAX_CONNECTIONS,
+            max_streams_per_connection: limits::MAX_STREAMS_PER_CONNECTION,
+            idle_timeout_ms: limits::IDLE_TIMEOUT_MS,
+            stream_read_timeout_ms: limits::STREAM_READ_TIMEOUT_MS,
+            sweep_interval_ms: limits::SWEEP_INTERVAL_MS,
+            drain_timeout_ms: limits::DRAIN_TIMEOUT_MS,
             meters: MeterConfig::default(),
         }
     }
@@ -235,15 +240,17 @@ struct ConstantsConfig {
 }
 
 impl Default for ConstantsConfig {
+    /// [`crate::defaults::constants`].
     fn default() -> ConstantsConfig {
+        use crate::defaults::constants as c;
         ConstantsConfig {
-            orphan_horizon: "P30D".into(),
-            give_up_horizon: "P14D".into(),
-            challenge_lifetime: "PT1M".into(),
-            queue_floor: "262144".into(),
-            max_queue_bytes: "67108864".into(),
-            max_binding_tombstones: "1000000".into(),
-            status_horizon: "PT30S".into(),
+            orphan_horizon: c::ORPHAN_HORIZON.into(),
+            give_up_horizon: c::GIVE_UP_HORIZON.into(),
+            challenge_lifetime: c::CHALLENGE_LIFETIME.into(),
+            queue_floor: c::QUEUE_FLOOR.into(),
+            max_queue_bytes: c::MAX_QUEUE_BYTES.into(),
+            max_binding_tombstones: c::MAX_BINDING_TOMBSTONES.into(),
+            status_horizon: c::STATUS_HORIZON.into(),
         }
     }
 }
@@ -376,7 +383,7 @@ impl Config {
 
     /// The TLS directory: `<data-dir>/tls`.
     pub fn tls_dir(&self) -> PathBuf {
-        self.data_dir.join("tls")
+        crate::data_dir::tls(&self.data_dir)
     }
 }
 

@@ -1,24 +1,41 @@
-//! # rltp-carrier
+//! # rltp-carrier: the carrier's I/O shell and the `rltp-carrier` binary
 //!
-//! The RLTP carrier (Delivery Contract 0.80, §4.4 carrier role, §5a).
+//! The RLTP carrier (Delivery Contract 0.80, §4.4 carrier role, §5a) as a
+//! service: the thin shell around the sans-IO rules of [`rltp_engine`]. It
+//! owns everything that touches the operating system — threads, clocks,
+//! the CSPRNG, sockets, files — and decides nothing itself.
 //!
-//! - [`engine`]: the sans-IO rules — the binding state table, r1–r5,
-//!   s1–s6, metering and horizons — over a store and a clock.
-//! - [`wire`]: the QUIC wire profile of `PROTOCOL.md` as pure codecs.
-//! - [`server`], [`client`]: the QUIC service and its client library.
-//! - [`cli`]: the `rltp-carrier` subcommands.
-//! - [`conformance`]: the black-box conformance runner (any carrier, from
-//!   the wire).
-//! - [`admin`]: backup, restore and counts for operators (no
-//!   cross-principal answers, §5a.1).
+//! | module | what |
+//! |---|---|
+//! | [`writer`] | the group-commit writer thread and its syncer: one clock reading per batch, the engine's prelude, one fsync per group, answers only after durability |
+//! | [`driver`] | [`driver::Driver`]: one call per operation over the engine, the store, the clock, the RNG and the writer |
+//! | [`clock`] | the OS clocks (`SystemClock`, `MonotonicClock`, `SteadyClock`) and the test `ManualClock` |
+//! | [`meter`] | the governor rate meter behind the engine's `Meter` trait |
+//! | [`server`] | the QUIC service, the operator's HTTP endpoint, the control socket, the declaration, the data dir's lineage |
+//! | [`tls`] | the server's certificate (generated or CA-issued) and config |
+//! | [`config`], [`defaults`], [`data_dir`] | `carrier.toml`, every operational constant with its reason, the data-dir layout |
+//! | [`admin`] | backup, restore, counts and renewals for operators (no cross-principal answers, §5a.1) |
+//! | [`conformance`] | the black-box conformance runner (any carrier, from the wire) |
+//! | [`cli`] | the `rltp-carrier` subcommands |
+//!
+//! The layers below it, by distance from the OS: `rltp-proofs` (bytes in,
+//! typed values out), `rltp-wire` (the wire profile's codecs),
+//! `rltp-engine` (the rules, sans-IO), `rltp-storage` (the `Store` trait
+//! and its backends) and `rltp-client` (the sender and recipient library,
+//! whose frame I/O and client TLS the server reuses). What this crate does
+//! **not** do: it holds no protocol rule (a verdict comes from the engine
+//! alone) and no codec (the wire crate's); a client application depends on
+//! `rltp-client`, never on this crate.
 
 pub mod admin;
 pub mod cli;
-pub mod client;
+pub mod clock;
 pub mod config;
 pub mod conformance;
-pub mod engine;
-pub mod net;
+pub mod data_dir;
+pub mod defaults;
+pub mod driver;
+pub mod meter;
 pub mod server;
 pub mod tls;
-pub mod wire;
+pub mod writer;

@@ -1,159 +1,29 @@
-//! TLS for the QUIC profile (`PROTOCOL.md` §5): the server's certificate,
-//! its SHA-256 SPKI fingerprint, and the two ways a client trusts a server.
+//! TLS for the server side of the QUIC profile (`PROTOCOL.md` §5): the
+//! carrier's certificate and its server config. The fingerprint, the trust
+//! modes and the client config are the client library's
+//! ([`rltp_client::tls`]), which the server reuses.
 //!
-//! - **Server.** On first start [`load_or_generate`] makes an Ed25519
-//!   self-signed certificate (rcgen, key from `ed25519-dalek` as PKCS#8)
-//!   and keeps it in `<data-dir>/tls/cert.der` and `<data-dir>/tls/key.der`
-//!   (mode 0600, directory 0700); later starts reuse it, so the fingerprint
-//!   is stable. A CA-issued certificate is loaded from PEM files instead
-//!   ([`load_pem`], config `[tls] cert` / `key`).
-//! - **Fingerprint.** [`SpkiFingerprint`]: `sha256/` + standard base64
-//!   (padded) of SHA-256 over the DER `SubjectPublicKeyInfo` (the HPKP
-//!   form). It names the key, not the certificate, so re-issuing a
-//!   certificate over the same key keeps it.
-//! - **Client.** [`ServerTrust::Pin`] accepts exactly one SPKI fingerprint
-//!   (name, chain and validity are not consulted: the pin is the trust
-//!   decision) and still verifies the TLS 1.3 handshake signature with the
-//!   pinned key, so only the key's holder can complete the handshake.
-//!   [`ServerTrust::CaFile`] uses standard WebPKI verification against the
-//!   roots in a PEM file.
-//!
-//! Every config is TLS 1.3 only, provider ring (installed once by
-//! [`install_crypto_provider`]), ALPN [`crate::wire::ALPN`].
-//!
-//! Nothing here is an admission input (§5a.5): the certificate
-//! authenticates the carrier to clients, never a client to the carrier.
+//! On first start [`load_or_generate`] makes an Ed25519 self-signed
+//! certificate (rcgen, key from `ed25519-dalek` as PKCS#8) and keeps it in
+//! `<data-dir>/tls/cert.der` and `<data-dir>/tls/key.der` (mode 0600,
+//! directory 0700; [`crate::data_dir`]); later starts reuse it, so the
+//! fingerprint is stable. A CA-issued certificate is loaded from PEM files
+//! instead ([`load_pem`], config `[tls] cert` / `key`).
 
-use base64::Engine as _;
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::CryptoProvider;
+pub use rltp_client::tls::{
+    ServerTrust, SpkiFingerprint, TlsError, install_crypto_provider, rustls_client_config,
+};
+use rltp_client::tls::{io_error, provider, read_pem_certificates};
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use std::fmt;
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::str::FromStr;
-use std::sync::{Arc, Once};
+use std::path::Path;
 
-/// File name of the generated certificate (DER) inside the TLS directory.
-pub const CERT_FILE: &str = "cert.der";
-/// File name of the generated private key (PKCS#8 DER) inside the TLS directory.
-pub const KEY_FILE: &str = "key.der";
+pub use crate::data_dir::{TLS_CERT_FILE as CERT_FILE, TLS_KEY_FILE as KEY_FILE};
 /// The DNS name the generated certificate is issued for. A pinning
 /// client may connect under any name; this one is what the CLI uses.
 pub const SELF_SIGNED_NAME: &str = "localhost";
-
-/// Why TLS material could not be made, loaded or used.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum TlsError {
-    /// Reading or writing a file failed.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
-    },
-    /// A PEM file held nothing usable.
-    #[error("{path}: {detail}")]
-    Pem {
-        /// The file.
-        path: PathBuf,
-        /// What was wrong.
-        detail: String,
-    },
-    /// rcgen could not build the certificate.
-    #[error("certificate generation failed: {0}")]
-    Generate(String),
-    /// A certificate could not be parsed.
-    #[error("certificate is not parseable: {0}")]
-    BadCertificate(String),
-    /// rustls or quinn refused the configuration.
-    #[error("tls configuration refused: {0}")]
-    Config(String),
-    /// A fingerprint string is not `sha256/` + base64 of 32 bytes.
-    #[error("{0:?} is not an spki fingerprint (expected sha256/ followed by base64 of 32 bytes)")]
-    BadFingerprint(String),
-}
-
-fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> TlsError + '_ {
-    move |source| TlsError::Io {
-        path: path.to_owned(),
-        source,
-    }
-}
-
-/// Installs ring as the process-wide rustls provider, once. Needed because
-/// a second provider compiled into the process would make
-/// `rustls::*Config::builder()` panic; every config in this crate also
-/// names ring explicitly, so this is belt and braces.
-pub fn install_crypto_provider() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        // Err means another provider was installed first: keep it.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
-}
-
-fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
-
-/// `sha256/` + base64 (standard alphabet, padded) of SHA-256 over a DER
-/// `SubjectPublicKeyInfo` (`PROTOCOL.md` §5; the HPKP pin form). 32 bytes.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct SpkiFingerprint(pub [u8; 32]);
-
-impl SpkiFingerprint {
-    /// The prefix of the text form.
-    pub const PREFIX: &'static str = "sha256/";
-
-    /// The fingerprint of the end-entity certificate `cert` (its SPKI).
-    ///
-    /// # Errors
-    /// [`TlsError::BadCertificate`] if `cert` does not parse.
-    pub fn of_certificate(cert: &CertificateDer<'_>) -> Result<SpkiFingerprint, TlsError> {
-        let parsed = rustls::server::ParsedCertificate::try_from(cert)
-            .map_err(|e| TlsError::BadCertificate(e.to_string()))?;
-        Ok(SpkiFingerprint(rltp_proofs::encoding::sha256(
-            parsed.subject_public_key_info().as_ref(),
-        )))
-    }
-}
-
-impl fmt::Display for SpkiFingerprint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}{}",
-            Self::PREFIX,
-            base64::engine::general_purpose::STANDARD.encode(self.0)
-        )
-    }
-}
-
-impl fmt::Debug for SpkiFingerprint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self, f)
-    }
-}
-
-impl FromStr for SpkiFingerprint {
-    type Err = TlsError;
-
-    /// Parses `sha256/<base64>`: standard alphabet, padded, exactly 32 bytes.
-    fn from_str(s: &str) -> Result<SpkiFingerprint, TlsError> {
-        let bad = || TlsError::BadFingerprint(s.to_owned());
-        let b64 = s.strip_prefix(Self::PREFIX).ok_or_else(bad)?;
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(b64)
-            .map_err(|_| bad())?;
-        let bytes: [u8; 32] = bytes.try_into().map_err(|_| bad())?;
-        Ok(SpkiFingerprint(bytes))
-    }
-}
 
 /// A server's certificate chain and private key, with the fingerprint of
 /// the end-entity certificate.
@@ -262,23 +132,6 @@ pub fn load_pem(cert_path: &Path, key_path: &Path) -> Result<ServerIdentity, Tls
     })
 }
 
-fn read_pem_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let pem = std::fs::read(path).map_err(io_error(path))?;
-    let certs = CertificateDer::pem_slice_iter(&pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| TlsError::Pem {
-            path: path.to_owned(),
-            detail: e.to_string(),
-        })?;
-    if certs.is_empty() {
-        return Err(TlsError::Pem {
-            path: path.to_owned(),
-            detail: "no certificate".into(),
-        });
-    }
-    Ok(certs)
-}
-
 /// Creates `dir` (and parents) and sets it to mode 0700.
 ///
 /// # Errors
@@ -313,7 +166,7 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), TlsError> {
 }
 
 /// The rustls server config of this profile: TLS 1.3, ring, no client
-/// authentication, ALPN [`crate::wire::ALPN`].
+/// authentication, ALPN [`rltp_wire::ALPN`].
 ///
 /// # Errors
 /// [`TlsError::Config`] if rustls refuses the key or chain.
@@ -325,150 +178,13 @@ pub fn rustls_server_config(identity: &ServerIdentity) -> Result<rustls::ServerC
         .with_no_client_auth()
         .with_single_cert(identity.chain.clone(), identity.key.clone_key())
         .map_err(|e| TlsError::Config(e.to_string()))?;
-    config.alpn_protocols = vec![crate::wire::ALPN.to_vec()];
+    config.alpn_protocols = vec![rltp_wire::ALPN.to_vec()];
     Ok(config)
-}
-
-/// How a client trusts the carrier's certificate (`PROTOCOL.md` §5).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ServerTrust {
-    /// Accept exactly this SPKI fingerprint (`--pin`).
-    Pin(SpkiFingerprint),
-    /// Standard WebPKI verification against the CA certificates in this
-    /// PEM file; the server name must match the certificate.
-    CaFile(PathBuf),
-}
-
-/// The rustls client config of this profile for `trust`: TLS 1.3, ring,
-/// ALPN [`crate::wire::ALPN`].
-///
-/// # Errors
-/// [`TlsError::Io`] / [`TlsError::Pem`] reading a CA file,
-/// [`TlsError::Config`].
-pub fn rustls_client_config(trust: &ServerTrust) -> Result<rustls::ClientConfig, TlsError> {
-    install_crypto_provider();
-    let provider = provider();
-    let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
-        .with_protocol_versions(&[&rustls::version::TLS13])
-        .map_err(|e| TlsError::Config(e.to_string()))?;
-    let mut config = match trust {
-        ServerTrust::Pin(pin) => builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(PinnedVerifier {
-                pin: *pin,
-                provider,
-            }))
-            .with_no_client_auth(),
-        ServerTrust::CaFile(path) => {
-            let mut roots = rustls::RootCertStore::empty();
-            for cert in read_pem_certificates(path)? {
-                roots.add(cert).map_err(|e| TlsError::Pem {
-                    path: path.clone(),
-                    detail: e.to_string(),
-                })?;
-            }
-            builder.with_root_certificates(roots).with_no_client_auth()
-        }
-    };
-    config.alpn_protocols = vec![crate::wire::ALPN.to_vec()];
-    Ok(config)
-}
-
-/// Accepts exactly one SPKI fingerprint; verifies handshake signatures
-/// with the certificate's key like any verifier.
-#[derive(Debug)]
-struct PinnedVerifier {
-    pin: SpkiFingerprint,
-    provider: Arc<CryptoProvider>,
-}
-
-/// The pin did not match (carried inside `rustls::Error`).
-#[derive(Debug, thiserror::Error)]
-#[error("server spki fingerprint {got} is not the pinned {want}")]
-struct PinMismatch {
-    got: SpkiFingerprint,
-    want: SpkiFingerprint,
-}
-
-impl ServerCertVerifier for PinnedVerifier {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        let got = SpkiFingerprint::of_certificate(end_entity).map_err(|_| {
-            rustls::Error::InvalidCertificate(rustls::CertificateError::BadEncoding)
-        })?;
-        if got == self.pin {
-            Ok(ServerCertVerified::assertion())
-        } else {
-            Err(rustls::Error::InvalidCertificate(
-                rustls::CertificateError::Other(rustls::OtherError(Arc::new(PinMismatch {
-                    got,
-                    want: self.pin,
-                }))),
-            ))
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        // Unreachable: the config is TLS 1.3 only. Verified anyway.
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn fingerprint_text_round_trips() {
-        let fp = SpkiFingerprint([7u8; 32]);
-        let text = fp.to_string();
-        assert_eq!(text, "sha256/BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=");
-        assert_eq!(text.parse::<SpkiFingerprint>().unwrap(), fp);
-        for bad in [
-            "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=",
-            "sha256/BwcH",
-            "sha1/BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=",
-            "sha256/BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc",
-        ] {
-            assert!(bad.parse::<SpkiFingerprint>().is_err(), "{bad}");
-        }
-    }
 
     #[test]
     fn generated_identity_is_kept_private_and_reused() {

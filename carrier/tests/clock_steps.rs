@@ -19,12 +19,13 @@
 mod common;
 
 use common::*;
-use rltp_carrier::engine::clock::{Clock, ManualClock, STEP_TOLERANCE_MS, SteadyClock};
-use rltp_carrier::engine::table::State;
-use rltp_carrier::engine::verdict::{DepositStatus, SubmitVerdict, Verdict};
-use rltp_carrier::engine::{BudgetMeter, Engine, SessionError};
+use rltp_carrier::clock::{Clock, ManualClock, STEP_TOLERANCE_MS, SteadyClock};
+use rltp_carrier::driver::Driver;
+use rltp_engine::table::State;
+use rltp_engine::{BudgetMeter, SessionError};
 use rltp_proofs::proof::Purpose;
 use rltp_storage::DepositId;
+use rltp_wire::verdict::{DepositStatus, SubmitVerdict, Verdict};
 use std::sync::Arc;
 
 const DAY: u64 = 86_400_000;
@@ -34,7 +35,7 @@ const START: u64 = 100 * DAY;
 /// A harness whose engine reads `clock`.
 fn harness(clock: Arc<dyn Clock>) -> Harness<rltp_storage::mem::MemStore> {
     let meter = Arc::new(BudgetMeter::new());
-    let engine = Engine::start(
+    let engine = Driver::start(
         mem_store(),
         clock,
         carrier_id(),

@@ -8,9 +8,9 @@
 mod common;
 
 use common::*;
-use rltp_carrier::engine::EventSnapshot;
-use rltp_carrier::engine::verdict::{SubmitVerdict, Verdict};
-use rltp_storage::committer::BatchReport;
+use rltp_carrier::writer::BatchReport;
+use rltp_engine::EventSnapshot;
+use rltp_wire::verdict::{SubmitVerdict, Verdict};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 

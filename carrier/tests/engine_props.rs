@@ -21,12 +21,12 @@ mod common;
 
 use common::*;
 use proptest::prelude::*;
-use rltp_carrier::engine::horizon::state_at;
-use rltp_carrier::engine::table::State;
-use rltp_carrier::engine::verdict::{DepositStatus, SubmitVerdict, Verdict};
-use rltp_carrier::engine::{EngineConfig, EngineConstants};
+use rltp_engine::horizon::state_at;
+use rltp_engine::table::State;
+use rltp_engine::{EngineConfig, EngineConstants};
 use rltp_proofs::proof::Purpose;
 use rltp_storage::{Binding, DepositId, Phase, ReadTxn, Store, Tombstone};
+use rltp_wire::verdict::{DepositStatus, SubmitVerdict, Verdict};
 use std::sync::Arc;
 
 #[derive(Debug, Clone)]

@@ -8,14 +8,15 @@
 mod common;
 
 use common::*;
-use rltp_carrier::engine::table::State;
-use rltp_carrier::engine::verdict::{DepositStatus, SubmitVerdict, Verdict};
-use rltp_carrier::engine::{EngineError, GovernorMeter, MeterQuotas, Rate, SessionError};
+use rltp_carrier::meter::GovernorMeter;
+use rltp_engine::table::State;
+use rltp_engine::{EngineError, MeterQuotas, Rate, SessionError};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::{Purpose, UnsignedProof};
 use rltp_storage::{
     DeclarationRecord, Departure, DepositId, Due, Phase, ReadTxn, Store, StoreError, StoreResult,
 };
+use rltp_wire::verdict::{DepositStatus, SubmitVerdict, Verdict};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -237,22 +238,21 @@ fn challenge_checks<F: StoreFactory>(f: &F) {
     let p = Principal::labelled("p");
     let key = RkidKey::random();
     let other = RkidKey::random();
-    let register =
-        |address: [u8; 32], rkid: Rkid, issued: &rltp_carrier::engine::IssuedChallenge| {
-            UnsignedProof::registration(
-                Purpose::Register,
-                carrier_id(),
-                rkid,
-                1,
-                issued.principal_challenge,
-                address,
-            )
-            .unwrap()
-            .sign(&p.key)
-            .unwrap()
-        };
-    let open = |issued: &rltp_carrier::engine::IssuedChallenge, key: &RkidKey| {
-        rltp_carrier::engine::challenge::open_address_challenge(
+    let register = |address: [u8; 32], rkid: Rkid, issued: &rltp_engine::IssuedChallenge| {
+        UnsignedProof::registration(
+            Purpose::Register,
+            carrier_id(),
+            rkid,
+            1,
+            issued.principal_challenge,
+            address,
+        )
+        .unwrap()
+        .sign(&p.key)
+        .unwrap()
+    };
+    let open = |issued: &rltp_engine::IssuedChallenge, key: &RkidKey| {
+        rltp_wire::address_challenge::open_address_challenge(
             issued.sealed_address_challenge.as_ref().unwrap(),
             &key.secret,
             &carrier_id(),
@@ -300,7 +300,7 @@ fn challenge_checks<F: StoreFactory>(f: &F) {
     // The opened value is the only thing a registrant can use.
     let issued = h.engine.challenge(&key.rkid, Purpose::Register).unwrap();
     assert!(
-        rltp_carrier::engine::challenge::open_address_challenge(
+        rltp_wire::address_challenge::open_address_challenge(
             issued.sealed_address_challenge.as_ref().unwrap(),
             &other.secret,
             &carrier_id(),
@@ -455,7 +455,7 @@ fn governor_meter_keeps_no_per_key_state<F: StoreFactory>(f: &F) {
         shared_submission: Rate::new(1_000_000, 1_000_000),
     }));
     let h = Harness::with_meter(f.make(), constants(), unlimited(), meter.clone());
-    let entries = || rltp_carrier::engine::Meter::keyed_entries(&*meter);
+    let entries = || rltp_engine::Meter::keyed_entries(&*meter);
     for _ in 0..200 {
         let _ = h
             .engine

@@ -9,13 +9,13 @@
 mod common;
 
 use common::*;
-use rltp_carrier::engine::table::{self, Guard, Input, State, TABLE};
-use rltp_carrier::engine::verdict::{SubmitVerdict, Verdict};
-use rltp_carrier::engine::{EngineConstants, MeterKey};
+use rltp_engine::table::{self, Guard, Input, State, TABLE};
+use rltp_engine::{EngineConstants, MeterKey};
 use rltp_proofs::encoding::multibase_z;
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
 use rltp_storage::{DepositId, Due, Phase, Store};
+use rltp_wire::verdict::{SubmitVerdict, Verdict};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Barrier};

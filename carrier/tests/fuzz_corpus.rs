@@ -13,23 +13,20 @@
 
 #![allow(clippy::unwrap_used, clippy::panic, missing_docs)]
 
-/// What the target bodies call `crate::wire`.
-use rltp_carrier::wire;
-
 #[path = "../../fuzz/src/targets.rs"]
 mod targets;
 
 mod common;
 
 use ed25519_dalek::SigningKey;
-use rltp_carrier::engine::verdict::{SubmitVerdict, Verdict};
-use rltp_carrier::wire::{Request, response};
 use rltp_proofs::constants::CarrierConstants;
 use rltp_proofs::declaration::{DeclarationHeader, sign_carrier_declaration};
 use rltp_proofs::json::{self, Object, Value};
 use rltp_proofs::multikey::{DidKey, Rkid};
 use rltp_proofs::proof::Purpose;
 use rltp_storage::DepositId;
+use rltp_wire::verdict::{SubmitVerdict, Verdict};
+use rltp_wire::{self as wire, Request, response};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 

@@ -19,15 +19,15 @@
 #![allow(clippy::unwrap_used, clippy::panic, missing_docs)]
 
 use ed25519_dalek::SigningKey;
-use rltp_carrier::client::{Client, ConnectOptions, RecipientKeys};
 use rltp_carrier::config::Config;
-use rltp_carrier::engine::verdict::{SubmitVerdict, Verdict};
 use rltp_carrier::server::Server;
 use rltp_carrier::tls::ServerTrust;
+use rltp_client::{Client, ConnectOptions, RecipientKeys};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
 use rltp_storage::redb_store::RedbStore;
 use rltp_storage::{DepositId, ReadTxn, Store, Tombstone, WriteTxn};
+use rltp_wire::verdict::{SubmitVerdict, Verdict};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -431,7 +431,7 @@ async fn the_status_page_renders_in_headless_chromium() {
         .await
         .unwrap()
     };
-    let declaration = rltp_carrier::client::accept_declaration(&server.declaration()).unwrap();
+    let declaration = rltp_client::accept_declaration(&server.declaration()).unwrap();
     for name in rltp_proofs::constants::CONSTANT_NAMES {
         let lexeme = config.constants.get(name).unwrap().lexeme();
         let cell = format!("data-name=\"{name}\"><code>{lexeme}</code></td>");

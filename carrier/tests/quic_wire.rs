@@ -8,17 +8,17 @@
 #![allow(clippy::unwrap_used, clippy::panic, missing_docs)]
 
 use ed25519_dalek::SigningKey;
-use rltp_carrier::client::{Client, ConnectOptions, RecipientKeys, RegisterOutcome, WatchEvent};
 use rltp_carrier::config::Config;
-use rltp_carrier::engine::verdict::{DepositStatus, SubmitVerdict, Verdict};
 use rltp_carrier::server::Server;
 use rltp_carrier::tls::{ServerTrust, SpkiFingerprint};
-use rltp_carrier::wire::response::{ErrorCode, split_error};
-use rltp_carrier::wire::{self, Request};
+use rltp_client::{Client, ConnectOptions, RecipientKeys, RegisterOutcome, WatchEvent};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
 use rltp_storage::DepositId;
 use rltp_storage::mem::MemStore;
+use rltp_wire::response::{ErrorCode, split_error};
+use rltp_wire::verdict::{DepositStatus, SubmitVerdict, Verdict};
+use rltp_wire::{self as wire, Request};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,6 +42,39 @@ async fn connect<S: rltp_storage::Store>(server: &Server<S>) -> Client {
     )
     .with_timeout(Duration::from_secs(10));
     Client::connect(&options).await.unwrap()
+}
+
+/// The fixture most tests start from: a temporary data dir, the default
+/// configuration on port 0, an in-process carrier over the in-memory
+/// store, and a client pinned to it. Fields are public so a test takes
+/// what it needs (`server` by value to shut it down).
+struct Fixture {
+    dir: tempfile::TempDir,
+    config: Config,
+    server: Server<MemStore>,
+    client: Client,
+}
+
+impl Fixture {
+    /// The default fixture.
+    async fn mem() -> Fixture {
+        Fixture::mem_with(|_| {}).await
+    }
+
+    /// The fixture with `adjust` applied to the configuration first.
+    async fn mem_with(adjust: impl FnOnce(&mut Config)) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = config(dir.path());
+        adjust(&mut config);
+        let server = mem_server(&config).await;
+        let client = connect(&server).await;
+        Fixture {
+            dir,
+            config,
+            server,
+            client,
+        }
+    }
 }
 
 fn keys(config: &Config, rkid_secret: [u8; 32], generation: u64) -> RecipientKeys {
@@ -82,10 +115,12 @@ fn error_code(answer: &str) -> ErrorCode {
 
 #[tokio::test]
 async fn every_operation_round_trips_over_loopback_quic() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = config(dir.path());
-    let server = mem_server(&config).await;
-    let client = connect(&server).await;
+    let Fixture {
+        dir: _dir,
+        config,
+        server,
+        client,
+    } = Fixture::mem().await;
 
     // declaration: fetched, verified, accepted; issuer = recipient = the declaration key.
     let fetched = client
@@ -255,7 +290,7 @@ async fn every_operation_round_trips_over_loopback_quic() {
         .unwrap();
     watch.present_second_proof(&proof).await.unwrap();
     match watch.next().await {
-        Err(rltp_carrier::client::ClientError::Server(e)) => {
+        Err(rltp_client::ClientError::Server(e)) => {
             assert_eq!(e.code, ErrorCode::SecondProof)
         }
         other => panic!("expected second-proof, got {other:?}"),
@@ -272,10 +307,12 @@ async fn every_operation_round_trips_over_loopback_quic() {
 
 #[tokio::test]
 async fn malformed_frames_get_closed_errors_and_the_connection_survives() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = config(dir.path());
-    let server = mem_server(&config).await;
-    let client = connect(&server).await;
+    let Fixture {
+        dir: _dir,
+        config: _,
+        server,
+        client,
+    } = Fixture::mem().await;
 
     let frame = |header: &[u8], body: &[u8]| {
         let mut out = Vec::new();
@@ -345,10 +382,12 @@ async fn malformed_frames_get_closed_errors_and_the_connection_survives() {
 
 #[tokio::test]
 async fn oversize_prefixes_are_refused_before_the_body_is_read() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = config(dir.path());
-    let server = mem_server(&config).await;
-    let client = connect(&server).await;
+    let Fixture {
+        dir: _dir,
+        config: _,
+        server,
+        client,
+    } = Fixture::mem().await;
 
     // A header prefix over 16 384 bytes: answered from the prefix alone;
     // the stream stays open on our side and not one header byte is sent.
@@ -413,11 +452,12 @@ async fn oversize_prefixes_are_refused_before_the_body_is_read() {
 
 #[tokio::test]
 async fn a_stalled_request_meets_the_read_deadline() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = config(dir.path());
-    config.limits.stream_read_timeout_ms = 300;
-    let server = mem_server(&config).await;
-    let client = connect(&server).await;
+    let Fixture {
+        dir: _dir,
+        config: _,
+        server,
+        client,
+    } = Fixture::mem_with(|config| config.limits.stream_read_timeout_ms = 300).await;
     let answer = raw(&client, &[0, 0, 0], false).await;
     assert_eq!(error_code(&answer), ErrorCode::ReadTimeout);
     assert_eq!(
@@ -439,7 +479,7 @@ async fn pinning_decides_the_handshake() {
     let options = ConnectOptions::new(addr.clone(), ServerTrust::Pin(wrong))
         .with_timeout(Duration::from_secs(5));
     match Client::connect(&options).await {
-        Err(e @ rltp_carrier::client::ClientError::Handshake(_)) => {
+        Err(e @ rltp_client::ClientError::Handshake(_)) => {
             assert!(!e.is_retriable() && !e.is_transport(), "never retried");
             assert!(e.to_string().contains("PinMismatch"), "{e}");
         }
@@ -536,7 +576,7 @@ async fn the_declaration_is_revised_when_the_constants_change() {
 
 #[tokio::test]
 async fn the_sender_retries_retriable_refusals_and_reports_them() {
-    use rltp_carrier::client::{AwaitingReason, RetryPolicy, SendEvent, Sender, SenderStatus};
+    use rltp_client::{AwaitingReason, RetryPolicy, SendEvent, Sender, SenderStatus};
     let dir = tempfile::tempdir().unwrap();
     let mut config = config(dir.path());
     // One submission per second per queue: the second is refused retriably.
@@ -602,10 +642,12 @@ async fn the_sender_retries_retriable_refusals_and_reports_them() {
 
 #[tokio::test]
 async fn shutdown_drains_and_ends_watch_sessions() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = config(dir.path());
-    let server = mem_server(&config).await;
-    let client = connect(&server).await;
+    let Fixture {
+        dir: _dir,
+        config,
+        server,
+        client,
+    } = Fixture::mem().await;
     let alice = keys(&config, [12u8; 32], 1);
     assert_eq!(
         client

@@ -8,9 +8,8 @@
 //! The same file is compiled into the main workspace's test
 //! `carrier/tests/fuzz_corpus.rs` (`#[path]`), which replays every
 //! committed seed and every crash reproducer on stable Rust as part of the
-//! README's test command, so a fixed crash stays fixed. In both places
-//! `crate::wire` is the carrier's wire codec (here compiled from its
-//! sources by `lib.rs`, there `rltp_carrier::wire`).
+//! README's test command, so a fixed crash stays fixed. In both places the
+//! wire codec is the `rltp-wire` crate itself.
 //!
 //! | target | parser | extra checks |
 //! |---|---|---|
@@ -22,10 +21,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-use crate::wire::{self, Request, response};
 use rltp_proofs::envelope::{MAX_ENVELOPE_BYTES, check_shape};
 use rltp_proofs::json;
 use rltp_proofs::multikey::Rkid;
+use rltp_wire::{self as wire, Request, response};
 
 /// The carrier identifier of the shipped proof vectors (`carrier-proof.json`).
 pub const VECTOR_CARRIER: &str = "did:web:carrier.example";

@@ -210,7 +210,8 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// A fresh primary cluster with [`BASE_SETTINGS`], started and accepting
+    /// A fresh primary cluster with the base settings (loopback only,
+    /// `fsync` and `synchronous_commit` on, replication allowed), started and accepting
     /// connections.
     ///
     /// # Errors

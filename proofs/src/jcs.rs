@@ -196,12 +196,8 @@ mod tests {
             any::<bool>().prop_map(Value::Bool),
             any::<f64>()
                 .prop_filter("finite", |f| f.is_finite())
-                .prop_map(|f| Value::Number(
-                    crate::json::Number::from_lexeme(&format!("{f:e}")).unwrap()
-                )),
-            any::<i64>().prop_map(|i| Value::Number(
-                crate::json::Number::from_lexeme(&i.to_string()).unwrap()
-            )),
+                .prop_map(|f| Value::Number(Number::from_lexeme(&format!("{f:e}")).unwrap())),
+            any::<i64>().prop_map(|i| Value::Number(Number::from_lexeme(&i.to_string()).unwrap())),
             "\\PC{0,12}".prop_map(Value::String),
         ];
         leaf.prop_recursive(4, 32, 6, |inner| {

@@ -13,6 +13,7 @@
 //! | [`envelope`] | §5a.5 s2 shape check a carrier runs without any key | §5a.5 s2 |
 //! | [`proof`] | `rltp-carrier-proof/0.3`: r1 parse, sign, verify | §5a.3 |
 //! | [`constants`] | the seven carrier constants, Access §7.3 durations | §4.4, §11 |
+//! | [`deposit`] | the shared vocabulary: [`DepositId`] (a deposit's content address) and [`Ms`] (instants) | §5a.5 s3, §5a.8 |
 //! | [`declaration`] | `registry-declaration/0.1` with `eddsa-jcs-2022`, the generic revision rule | §3, §4.4 |
 //! | [`identity`] | Identity §7a: carrier identifier `C` validation and `carrierSeed(C, N)` | Identity §7a.2, §7a.4 |
 //!
@@ -26,6 +27,7 @@
 
 pub mod constants;
 pub mod declaration;
+pub mod deposit;
 pub mod encoding;
 pub mod envelope;
 pub mod identity;
@@ -34,3 +36,5 @@ pub mod json;
 pub mod multikey;
 pub mod proof;
 pub mod seal;
+
+pub use deposit::{DepositId, Ms};

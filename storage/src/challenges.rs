@@ -19,7 +19,7 @@ const KEEP_SLOTS: usize = 1024;
 /// Gives back the capacity of a map keyed by untrusted input once it holds
 /// less than a quarter of it: shrinks to twice what it holds (so that
 /// ordinary churn does not reallocate at every call), never below
-/// [`KEEP_SLOTS`].
+/// `KEEP_SLOTS`.
 pub fn release_capacity<K: Eq + Hash, V>(map: &mut HashMap<K, V>) {
     if map.capacity() > KEEP_SLOTS && map.len() < map.capacity() / 4 {
         map.shrink_to((map.len() * 2).max(KEEP_SLOTS));

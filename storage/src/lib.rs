@@ -9,13 +9,22 @@
 //! The trait is free of storage-engine types so that a second, distributed
 //! backend can implement it. The embedded default is [`redb_store`].
 //!
+//! What this crate does **not** do: it decides nothing about requests (the
+//! rules are `rltp-engine`'s, which drives the store through these traits),
+//! runs no thread of its own for writes and reads no clock (the carrier's
+//! group-commit writer sequences write transactions and hands every
+//! instant in), and has no async runtime.
+//!
 //! ## Transactions and durability
 //! A [`WriteTxn`] is one atomic unit: the engine runs its whole decision
 //! (a check-and-commit, §4.4 "every decision … is atomic") inside one, so
 //! every mutation it makes is linearizable. [`Store::commit`] makes a write
 //! transaction durable (fsync) before it returns; nothing is answered to a
 //! caller before that. Group commit — many operations in one write
-//! transaction, one fsync — is done by [`committer::Committer`].
+//! transaction, one fsync — is done above this crate, by the carrier's
+//! group-commit writer (`rltp_carrier::writer`), which drives the store
+//! through [`Store::begin_write`], [`Store::commit_deferred`] and
+//! [`Store::sync`]: the store's durability primitives.
 //!
 //! ## Live challenges
 //! Challenges (§5a.3) are held by the store too ([`Store::issue_challenge`],
@@ -26,13 +35,13 @@
 
 pub mod backup;
 pub mod challenges;
-pub mod committer;
 mod contain;
 pub mod fault_fs;
 pub mod fs;
 pub mod mem;
 pub mod model;
 mod oplog;
+#[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod redb_store;
 mod segment;
@@ -251,8 +260,8 @@ pub trait WriteTxn: ReadTxn {
 }
 
 /// A carrier store. Implementations are shared between threads; write
-/// transactions are serialized by the caller (one writer, see
-/// [`committer::Committer`]).
+/// transactions are serialized by the caller (one writer: the carrier's
+/// group-commit writer, `rltp_carrier::writer`).
 pub trait Store: Send + Sync + 'static {
     /// The read snapshot type.
     type Read<'a>: ReadTxn
@@ -282,7 +291,7 @@ pub trait Store: Send + Sync + 'static {
     fn commit(&self, txn: Self::Write<'_>) -> StoreResult<()>;
     /// Commits `txn` so that it is visible, and returns what its
     /// durability still waits for, for [`Store::sync`]: the pipelined group
-    /// commit of [`committer::Committer`] builds the next batch while this
+    /// commit of the carrier's writer (`rltp_carrier::writer`) builds the next batch while this
     /// one's fsync runs. Nobody may be told of `txn`'s effects before
     /// `sync` returned `Ok` for it. Default: [`Store::commit`] (durable on
     /// return, nothing left to wait for).

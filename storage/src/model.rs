@@ -5,8 +5,7 @@
 
 use rltp_proofs::multikey::Rkid;
 
-/// Milliseconds since the Unix epoch, from the engine's clock.
-pub type Ms = u64;
+pub use rltp_proofs::deposit::{DepositId, Ms};
 
 /// The phase of a held binding (§5a.3 state table: `live(g, P)` or
 /// `closing(g, P)`).
@@ -47,35 +46,6 @@ pub struct Tombstone {
     pub generation: u64,
     /// The normative instant of the release (the wind-up deadline), ms.
     pub released_at: Ms,
-}
-
-/// A deposit's identity: SHA-256 of its sealed-envelope bytes. On the wire
-/// it is the sha2-256 multihash in `u` multibase
-/// ([`rltp_proofs::encoding::digest_multibase`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct DepositId(pub [u8; 32]);
-
-impl DepositId {
-    /// The id of envelope `bytes`.
-    pub fn of(bytes: &[u8]) -> DepositId {
-        DepositId(rltp_proofs::encoding::sha256(bytes))
-    }
-
-    /// The wire form: `u` + base64url(`0x12 0x20` ‖ digest), 47 characters.
-    pub fn to_multibase(&self) -> String {
-        let mut multihash = [0u8; 34];
-        multihash[..2].copy_from_slice(&rltp_proofs::encoding::SHA256_MULTIHASH_PREFIX);
-        multihash[2..].copy_from_slice(&self.0);
-        rltp_proofs::encoding::multibase_u(&multihash)
-    }
-
-    /// Parses the wire form (`u` or `z` multibase sha2-256 multihash).
-    ///
-    /// # Errors
-    /// [`rltp_proofs::encoding::EncodingError`] for anything else.
-    pub fn parse(s: &str) -> Result<DepositId, rltp_proofs::encoding::EncodingError> {
-        rltp_proofs::encoding::parse_digest_multibase(s).map(DepositId)
-    }
 }
 
 /// One held deposit's metadata (the bytes are read separately).

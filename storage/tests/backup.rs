@@ -1,9 +1,8 @@
-//! Backup archives of the embedded store (`rltp-backup/1`): an online
-//! snapshot taken while the group-commit writer keeps appending holds every
-//! append acknowledged before it began, as a gapless prefix of each queue;
-//! a restore reproduces the observable state exactly and passes the
+//! Backup archives of the embedded store (`rltp-backup/1`): a restore reproduces the observable state exactly and passes the
 //! integrity check; only the referenced prefix of each segment is copied;
-//! a damaged archive or restored store is refused; the phase counts.
+//! a damaged archive or restored store is refused; the phase counts. (An
+//! online snapshot taken while the group-commit writer keeps appending is
+//! tested beside the writer, `carrier/tests/writer.rs`.)
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 
@@ -11,15 +10,11 @@ mod common;
 
 use common::*;
 use rltp_storage::backup::{self, BackupError, ExtraFile};
-use rltp_storage::committer::Committer;
-use rltp_storage::redb_store::{RedbOptions, RedbStore};
+use rltp_storage::redb_store::RedbStore;
 use rltp_storage::{
-    BindingPhases, DeclarationRecord, Departure, DepartureRecord, DepositId, Due, Ms, ReadTxn,
-    Store, StoreResult, WriteTxn,
+    BindingPhases, DeclarationRecord, Departure, DepartureRecord, DepositId, Due, ReadTxn, Store,
+    StoreResult, WriteTxn,
 };
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 fn write<S: Store, R>(
     store: &S,
@@ -29,12 +24,6 @@ fn write<S: Store, R>(
     let out = f(&mut txn)?;
     store.commit(txn)?;
     Ok(out)
-}
-
-fn now_ms() -> Ms {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as Ms)
 }
 
 /// A store with bindings in both phases, tombstones, deposits over many
@@ -160,101 +149,6 @@ fn a_restore_reproduces_the_observable_state_and_passes_the_integrity_check() {
             closing: 1
         }
     );
-}
-
-#[test]
-fn an_online_backup_holds_every_acknowledged_append_as_a_gapless_prefix() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(
-        RedbStore::open_with(
-            dir.path().join("store"),
-            RedbOptions {
-                segment_bytes: 64 << 10,
-                ..RedbOptions::default()
-            },
-        )
-        .unwrap(),
-    );
-    let committer = Committer::start(
-        Arc::clone(&store),
-        Arc::new(now_ms),
-        Arc::new(|_: &mut dyn WriteTxn, _| Ok(())),
-        256,
-    )
-    .unwrap();
-    let rkids: Vec<_> = (1..=4).map(rkid).collect();
-    // Acknowledged appends: (rkid index, seq, id, acknowledged at).
-    let acked = Arc::new(Mutex::new(Vec::new()));
-    let stop = Arc::new(AtomicBool::new(false));
-    let writers: Vec<_> = (0..4usize)
-        .map(|w| {
-            let (committer, acked, stop) =
-                (committer.clone(), Arc::clone(&acked), Arc::clone(&stop));
-            let r = rkids[w];
-            std::thread::spawn(move || {
-                let mut n = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    let bytes = payload(w as u64 * 1_000_000 + n, 512 + (n % 300) as usize);
-                    let id = DepositId::of(&bytes);
-                    let d = committer
-                        .execute(move |t, now| t.append_deposit(&r, &bytes, now, now + 1))
-                        .unwrap();
-                    acked
-                        .lock()
-                        .unwrap()
-                        .push((w, d.seq, id, std::time::Instant::now()));
-                    n += 1;
-                }
-            })
-        })
-        .collect();
-    while acked.lock().unwrap().len() < 400 {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let began = std::time::Instant::now();
-    let mut archive = Vec::new();
-    let written = backup::write_backup(&store, &now_ms, "test", &[], &mut archive).unwrap();
-    let ended = std::time::Instant::now();
-    std::thread::sleep(Duration::from_millis(50));
-    stop.store(true, Ordering::Relaxed);
-    for w in writers {
-        w.join().unwrap();
-    }
-    let acked = acked.lock().unwrap().clone();
-    let during = acked.iter().filter(|a| a.3 > began && a.3 < ended).count();
-    let after = acked.iter().filter(|a| a.3 > ended).count();
-    assert!(after > 0, "appends went on after the backup");
-    eprintln!(
-        "backup: {} B, {} deposits, {:?}; {during} appends acknowledged during it",
-        archive.len(),
-        written.manifest.occupancy.deposits,
-        ended - began
-    );
-
-    let restored = dir.path().join("restored");
-    let read = backup::unpack(&archive[..], &restored).unwrap();
-    backup::check_unpacked(&restored, &read.manifest).unwrap();
-    let copy = RedbStore::open(restored.join("store")).unwrap();
-    let snapshot = copy.read().unwrap();
-    let mut held_total = 0;
-    for (w, r) in rkids.iter().enumerate() {
-        let held = snapshot.deposits(r, None, usize::MAX).unwrap();
-        // A gapless prefix of the queue's admission order.
-        for (i, d) in held.iter().enumerate() {
-            assert_eq!(d.seq, i as u64 + 1);
-        }
-        for a in acked.iter().filter(|a| a.0 == w && a.3 < began) {
-            let found = held.get(a.1 as usize - 1).map(|d| d.id);
-            assert_eq!(
-                found,
-                Some(a.2),
-                "acknowledged append {} of queue {w} lost",
-                a.1
-            );
-        }
-        held_total += held.len() as u64;
-    }
-    assert_eq!(held_total, written.manifest.occupancy.deposits);
 }
 
 #[test]

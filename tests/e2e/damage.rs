@@ -6,11 +6,11 @@
 //! never reused after a restore; a failed restore leaves nothing behind.
 
 use super::*;
-use rltp_carrier::client::{Client, ConnectOptions, RecipientKeys};
-use rltp_carrier::engine::verdict::{SubmitVerdict, Verdict};
 use rltp_carrier::tls::ServerTrust;
+use rltp_client::{Client, ConnectOptions, RecipientKeys};
 use rltp_proofs::identity::CarrierId;
 use rltp_proofs::proof::Purpose;
+use rltp_wire::verdict::{SubmitVerdict, Verdict};
 use std::collections::BTreeMap;
 
 /// `serve` on `data` must refuse to start: exit 2, and its message.

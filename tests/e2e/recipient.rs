@@ -7,11 +7,11 @@
 
 use super::*;
 use rltp_carrier::cli::keys::KeyFile;
-use rltp_carrier::client::RecipientKeys;
-use rltp_carrier::engine::verdict::{SubmitVerdict, Verdict};
+use rltp_client::RecipientKeys;
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
 use rltp_storage::DepositId;
+use rltp_wire::verdict::{SubmitVerdict, Verdict};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -79,7 +79,7 @@ fn drain_challenges(
             let mut issued = 0u64;
             while !stop.load(Ordering::SeqCst) {
                 match client.challenge(&rkid, purpose).await.unwrap() {
-                    rltp_carrier::wire::response::ChallengeAnswer::Refused(_) => {
+                    rltp_wire::response::ChallengeAnswer::Refused(_) => {
                         let _ = dry_tx.send(());
                     }
                     _ => issued += 1,

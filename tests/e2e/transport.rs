@@ -3,11 +3,11 @@
 //! as a keep-alive.
 
 use super::*;
-use rltp_carrier::client::{Client, ConnectOptions};
-use rltp_carrier::net;
 use rltp_carrier::tls::ServerTrust;
-use rltp_carrier::wire::{self, Request};
+use rltp_client::net;
+use rltp_client::{Client, ConnectOptions};
 use rltp_proofs::multikey::Rkid;
+use rltp_wire::{self as wire, Request};
 
 /// The next answer frame on `recv` (bounded); `None` at the end.
 async fn read(recv: &mut quinn::RecvStream) -> Option<(rltp_proofs::json::Object, Vec<u8>)> {

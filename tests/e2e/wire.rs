@@ -4,16 +4,16 @@
 
 use super::*;
 use ed25519_dalek::SigningKey;
-use rltp_carrier::client::{Client, ClientError, ConnectOptions, RecipientKeys, WatchEvent};
-use rltp_carrier::engine::challenge::open_address_challenge;
-use rltp_carrier::engine::verdict::{SubmitVerdict, Verdict};
 use rltp_carrier::tls::ServerTrust;
-use rltp_carrier::wire::response::{ChallengeAnswer, ErrorCode, split_error};
-use rltp_carrier::wire::{self, Request};
+use rltp_client::{Client, ClientError, ConnectOptions, RecipientKeys, WatchEvent};
 use rltp_proofs::encoding::b64url_encode;
 use rltp_proofs::identity::CarrierId;
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::{Purpose, UnsignedProof};
+use rltp_wire::address_challenge::open_address_challenge;
+use rltp_wire::response::{ChallengeAnswer, ErrorCode, split_error};
+use rltp_wire::verdict::{SubmitVerdict, Verdict};
+use rltp_wire::{self as wire, Request};
 
 async fn connect(carrier: &Carrier) -> Client {
     rltp_carrier::tls::install_crypto_provider();

@@ -53,13 +53,13 @@
 //! demand); `RLTP_TORTURE_SEED` repeats a run.
 
 use super::harness::*;
-use rltp_carrier::client::{Client, ClientError, RecipientKeys, RegisterOutcome};
-use rltp_carrier::engine::verdict::{DepositStatus, SubmitVerdict, Verdict};
 use rltp_carrier::server::clock::TEST_CLOCK_ENV;
+use rltp_client::{Client, ClientError, RecipientKeys, RegisterOutcome};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
 use rltp_storage::redb_store::RedbStore;
 use rltp_storage::{DepositId, ReadTxn, Store};
+use rltp_wire::verdict::{DepositStatus, SubmitVerdict, Verdict};
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -932,15 +932,15 @@ async fn sigkill_under_mixed_load_loses_nothing() {
     let journal: Shared = Arc::new(Mutex::new(journal(&mut rng)));
     let started = Instant::now();
 
-    let carrier = Carrier::start(&spec);
-    let client = carrier.connect(Duration::from_secs(10)).await;
+    let carrier = Carrier::start_with(&spec);
+    let client = carrier.connect_within(Duration::from_secs(10)).await;
     register_all(&client, &journal).await;
     client.close().await;
     carrier.kill();
 
     for round in 0..kills {
-        let carrier = Carrier::start(&spec);
-        let client = carrier.connect(Duration::from_secs(10)).await;
+        let carrier = Carrier::start_with(&spec);
+        let client = carrier.connect_within(Duration::from_secs(10)).await;
         verify(&client, &journal, &mut rng).await;
         // Time passes while nothing is in flight.
         {
@@ -950,7 +950,7 @@ async fn sigkill_under_mixed_load_loses_nothing() {
         }
         let mut tasks = Vec::new();
         for s in 0..3 {
-            let client = carrier.connect(Duration::from_secs(10)).await;
+            let client = carrier.connect_within(Duration::from_secs(10)).await;
             tasks.push(tokio::spawn(sender(
                 client,
                 Arc::clone(&journal),
@@ -1003,11 +1003,11 @@ async fn sigkill_under_mixed_load_loses_nothing() {
     }
 
     // A last restart, a last verification, a graceful stop, a last check.
-    let carrier = Carrier::start(&spec);
-    let client = carrier.connect(Duration::from_secs(10)).await;
+    let carrier = Carrier::start_with(&spec);
+    let client = carrier.connect_within(Duration::from_secs(10)).await;
     verify(&client, &journal, &mut rng).await;
     client.close().await;
-    assert_eq!(carrier.terminate(), Some(0));
+    assert_eq!(carrier.terminate().code(), Some(0));
     let j2 = Arc::clone(&journal);
     let store = store_dir.clone();
     tokio::task::spawn_blocking(move || offline_check(&store, &j2))

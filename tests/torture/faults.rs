@@ -12,13 +12,13 @@
 //! passes its integrity check and holds exactly the admitted deposits.
 
 use super::harness::*;
-use rltp_carrier::client::{Client, ClientError};
-use rltp_carrier::engine::verdict::{SubmitVerdict, Verdict};
-use rltp_carrier::wire::response::ErrorCode;
+use rltp_client::{Client, ClientError};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
 use rltp_storage::redb_store::RedbStore;
 use rltp_storage::{DepositId, ReadTxn, Store};
+use rltp_wire::response::ErrorCode;
+use rltp_wire::verdict::{SubmitVerdict, Verdict};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -122,8 +122,8 @@ async fn a_full_disk_is_answered_unavailable_and_the_carrier_recovers() {
     let data = mount.join("data");
     let spec = Spec::new(&data, "[limits]\nsweep-interval-ms = 50\n");
     // The config file sits beside the data dir, on the small filesystem too.
-    let mut carrier = Carrier::start(&spec);
-    let client = carrier.connect(Duration::from_secs(30)).await;
+    let mut carrier = Carrier::start_with(&spec);
+    let client = carrier.connect_within(Duration::from_secs(30)).await;
     let keys = recipient(rng.bytes32(), rng.bytes32(), 1);
     let rkid = *keys.rkid();
     assert_eq!(
@@ -227,7 +227,7 @@ async fn a_full_disk_is_answered_unavailable_and_the_carrier_recovers() {
     );
     assert!(
         !carrier
-            .log_events("the database was reopened after a failed batch")
+            .log_events("the database was reopened after a failed batch", 0)
             .is_empty(),
         "no reopen after the metadata store's i/o error"
     );
@@ -251,7 +251,7 @@ async fn a_full_disk_is_answered_unavailable_and_the_carrier_recovers() {
         "held deposits differ from the admitted ones"
     );
     client.close().await;
-    assert_eq!(carrier.terminate(), Some(0));
+    assert_eq!(carrier.terminate().code(), Some(0));
     let mut store = RedbStore::open(data.join("store")).unwrap();
     let report = store.integrity_check().unwrap();
     assert_eq!(report.deposits, admitted.len() as u64);

@@ -17,13 +17,13 @@
 //! `RLTP_FLOOD_REQUESTS` scales the floods (default 3 000 per phase).
 
 use super::harness::*;
-use rltp_carrier::client::{Client, RecipientKeys};
-use rltp_carrier::engine::challenge::open_address_challenge;
-use rltp_carrier::engine::verdict::{SubmitVerdict, Verdict};
-use rltp_carrier::wire::response::ChallengeAnswer;
+use rltp_client::{Client, RecipientKeys};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::{Purpose, UnsignedProof};
 use rltp_storage::DepositId;
+use rltp_wire::address_challenge::open_address_challenge;
+use rltp_wire::response::ChallengeAnswer;
+use rltp_wire::verdict::{SubmitVerdict, Verdict};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -127,7 +127,7 @@ async fn flood(
     let workers = 8;
     let mut clients = Vec::new();
     for _ in 0..2 {
-        clients.push(carrier.connect(Duration::from_secs(30)).await);
+        clients.push(carrier.connect_within(Duration::from_secs(30)).await);
     }
     let mut set = tokio::task::JoinSet::new();
     for w in 0..workers {
@@ -203,8 +203,8 @@ async fn guarantee_3_no_asymmetric_work_past_the_meter() {
             "unknown-address = { per-second = 1, burst = 100 }",
         ),
     );
-    let carrier = Carrier::start(&spec);
-    let client = carrier.connect(Duration::from_secs(30)).await;
+    let carrier = Carrier::start_with(&spec);
+    let client = carrier.connect_within(Duration::from_secs(30)).await;
     let w0 = work(port);
     assert_eq!(w0, (0, 0, 0), "a fresh carrier has done no request work");
 
@@ -285,7 +285,7 @@ async fn guarantee_3_no_asymmetric_work_past_the_meter() {
         "the meter stayed dry: {refused} of {total_b} refused"
     );
     client.close().await;
-    assert_eq!(carrier.terminate(), Some(0));
+    assert_eq!(carrier.terminate().code(), Some(0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -297,8 +297,8 @@ async fn guarantee_4_a_held_binding_is_served_through_an_unknown_address_flood()
         &dir.path().join("data"),
         &config(port, "", "unknown-address = { per-second = 1, burst = 20 }"),
     );
-    let carrier = Carrier::start(&spec);
-    let client = carrier.connect(Duration::from_secs(30)).await;
+    let carrier = Carrier::start_with(&spec);
+    let client = carrier.connect_within(Duration::from_secs(30)).await;
     let keys = recipient(rng.bytes32(), rng.bytes32(), 1);
     let rkid = *keys.rkid();
     assert_eq!(
@@ -315,8 +315,8 @@ async fn guarantee_4_a_held_binding_is_served_through_an_unknown_address_flood()
     let flooding = {
         let stop = Arc::clone(&stop);
         let mut flood_rng = Rng::new(rng.next());
-        let flood_client = carrier.connect(Duration::from_secs(30)).await;
-        let second = carrier.connect(Duration::from_secs(30)).await;
+        let flood_client = carrier.connect_within(Duration::from_secs(30)).await;
+        let second = carrier.connect_within(Duration::from_secs(30)).await;
         tokio::spawn(async move {
             let mut set = tokio::task::JoinSet::new();
             for w in 0..8u64 {
@@ -420,7 +420,7 @@ async fn guarantee_4_a_held_binding_is_served_through_an_unknown_address_flood()
     assert_eq!(held, expected);
     assert!(count(&challenges, "refused(admission-resource)") > 0);
     client.close().await;
-    assert_eq!(carrier.terminate(), Some(0));
+    assert_eq!(carrier.terminate().code(), Some(0));
 }
 
 /// Submits envelopes of about `size` bytes to `rkid` until `stop_at` is
@@ -460,8 +460,8 @@ async fn guarantee_5_a_queue_below_its_floor_is_beyond_other_queues_reach() {
             "queue = { per-second = 5, burst = 60 }\nshared-submission = { per-second = 1, burst = 40 }",
         ),
     );
-    let carrier = Carrier::start(&spec);
-    let client = carrier.connect(Duration::from_secs(30)).await;
+    let carrier = Carrier::start_with(&spec);
+    let client = carrier.connect_within(Duration::from_secs(30)).await;
     let mut queues = Vec::new();
     for _ in 0..5 {
         let keys = recipient(rng.bytes32(), rng.bytes32(), 1);
@@ -535,7 +535,7 @@ async fn guarantee_5_a_queue_below_its_floor_is_beyond_other_queues_reach() {
     let stop = Arc::new(AtomicBool::new(false));
     let flood_b = {
         let stop = Arc::clone(&stop);
-        let flood_client = carrier.connect(Duration::from_secs(30)).await;
+        let flood_client = carrier.connect_within(Duration::from_secs(30)).await;
         let mut flood_rng = Rng::new(rng.next());
         tokio::spawn(async move {
             let mut tally = Tally::new();
@@ -583,5 +583,5 @@ async fn guarantee_5_a_queue_below_its_floor_is_beyond_other_queues_reach() {
         "the flood drained B's meters"
     );
     client.close().await;
-    assert_eq!(carrier.terminate(), Some(0));
+    assert_eq!(carrier.terminate().code(), Some(0));
 }

@@ -10,13 +10,13 @@
 //! (default 10 000 per round; 1 000 000 for the full form).
 
 use super::harness::*;
-use rltp_carrier::net;
 use rltp_carrier::tls::ServerTrust;
-use rltp_carrier::wire::{self, Request};
+use rltp_client::net;
 use rltp_proofs::json::Object;
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
 use rltp_storage::DepositId;
+use rltp_wire::{self as wire, Request};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -90,7 +90,7 @@ async fn streams_per_connection_are_bounded_and_stalled_ones_time_out() {
         &dir.path().join("data"),
         "[limits]\nmax-streams-per-connection = 8\nstream-read-timeout-ms = 1500\n",
     );
-    let carrier = Carrier::start(&spec);
+    let carrier = Carrier::start_with(&spec);
     let (endpoint, addr) = endpoint(&carrier);
     let conn = connect(&endpoint, addr).await;
     // Eight stalled streams: half a prefix each.
@@ -133,7 +133,7 @@ async fn idle_connections_are_closed() {
         &dir.path().join("data"),
         "[limits]\nidle-timeout-ms = 400\n",
     );
-    let carrier = Carrier::start(&spec);
+    let carrier = Carrier::start_with(&spec);
     let (endpoint, addr) = endpoint(&carrier);
     let conn = connect(&endpoint, addr).await;
     let started = Instant::now();
@@ -158,7 +158,7 @@ async fn slowloris_streams_meet_the_read_deadline_and_oversize_prefixes_are_refu
         &dir.path().join("data"),
         "[limits]\nmax-streams-per-connection = 200\nstream-read-timeout-ms = 800\n",
     );
-    let carrier = Carrier::start(&spec);
+    let carrier = Carrier::start_with(&spec);
     let (endpoint, addr) = endpoint(&carrier);
     let rkid = Rkid::from_bytes([9; 32]);
     let rss_before = carrier.rss_kib();
@@ -306,7 +306,7 @@ async fn memory_stays_bounded_under_1000_idle_connections() {
             .copied()
             .unwrap_or(-1.0) as i64
     };
-    let carrier = Carrier::start(&spec);
+    let carrier = Carrier::start_with(&spec);
     let (endpoint, addr) = endpoint(&carrier);
     // Warm up: one connection and one request.
     let warm = connect(&endpoint, addr).await;
@@ -390,10 +390,10 @@ async fn a_flood_of_distinct_unknown_rkids_leaves_no_per_key_state() {
         rltp_carrier::server::clock::TEST_CLOCK_ENV.to_owned(),
         offset_file.display().to_string(),
     ));
-    let carrier = Carrier::start(&spec);
+    let carrier = Carrier::start_with(&spec);
     let mut clients = Vec::new();
     for _ in 0..4 {
-        clients.push(carrier.connect(Duration::from_secs(30)).await);
+        clients.push(carrier.connect_within(Duration::from_secs(30)).await);
     }
     let live_challenges = || {
         scrape(port)
@@ -429,7 +429,7 @@ async fn a_flood_of_distinct_unknown_rkids_leaves_no_per_key_state() {
                         _ => {
                             if matches!(
                                 client.challenge(&rkid, Purpose::Collect).await.unwrap(),
-                                rltp_carrier::wire::response::ChallengeAnswer::Issued { .. }
+                                rltp_wire::response::ChallengeAnswer::Issued { .. }
                             ) {
                                 issued += 1;
                             }
@@ -488,7 +488,7 @@ async fn a_flood_of_distinct_unknown_rkids_leaves_no_per_key_state() {
 async fn clients_that_never_read_their_answers_cost_bounded_memory() {
     let dir = tempfile::tempdir().unwrap();
     let spec = Spec::new(&dir.path().join("data"), "");
-    let carrier = Carrier::start(&spec);
+    let carrier = Carrier::start_with(&spec);
     let (endpoint, addr) = endpoint(&carrier);
     let rss_before = carrier.rss_kib();
     let mut rng = Rng::new(11);

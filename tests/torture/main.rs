@@ -15,3 +15,5 @@ mod faults;
 mod floods;
 mod harness;
 mod hygiene;
+#[path = "../support/carrier.rs"]
+mod support;

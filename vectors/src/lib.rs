@@ -9,6 +9,12 @@
 //! copy vendored in `vectors/spec/` and compiled in, or the directory named
 //! by `RLTP_SPEC_VECTORS`. A missing or unreadable file is a **failure** of
 //! every section that needs it, never a skip.
+//!
+//! What this crate does **not** do: it runs no carrier (the engine's
+//! sections of `carrier-proof.json` run in `carrier/tests/engine_vectors.rs`
+//! through this resolver, and the wire-observable ones in the shell's
+//! `conformance` runner), and no other crate resolves the vector
+//! directory: this is the one resolver.
 
 use std::fmt;
 

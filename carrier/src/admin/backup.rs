@@ -27,12 +27,7 @@ use std::path::{Path, PathBuf};
 
 /// Files of the data directory an archive carries beside the store
 /// (paths relative to the data directory), when present.
-pub const DATA_FILES: [&str; 4] = [
-    crate::server::declaration::KEY_FILE,
-    crate::server::declaration::SIGNED_FILE,
-    "tls/cert.der",
-    "tls/key.der",
-];
+pub use crate::data_dir::BACKED_UP as DATA_FILES;
 
 /// What wrote an archive.
 pub fn producer() -> String {
@@ -306,7 +301,7 @@ pub fn restore(from: &Path, data_dir: &Path) -> Result<Restored, AdminError> {
         .chain(summary.extra_files.iter().cloned())
         .filter(|item| !(newer_signed_held && item == signed))
         .chain([
-            crate::server::lineage::LINEAGE_FILE.to_owned(),
+            lineage::LINEAGE_FILE.to_owned(),
             crate::server::clock::HIGH_WATER_FILE.to_owned(),
         ]);
     for item in items {
@@ -381,7 +376,7 @@ pub fn describe(summary: &ArchiveSummary) -> String {
         "taken-at {}\ntaken-at-ms {}\nproducer {}\ndeclaration-revision {revision}\n\
          bindings {}\ntombstones {}\ndeposits {}\ndeposit-bytes {}\nsegments {}\n\
          segment-bytes {}\nkey-files {}\narchive-bytes {}\n",
-        crate::server::declaration::rfc3339_utc(m.taken_at),
+        rltp_proofs::declaration::rfc3339_utc(m.taken_at),
         m.taken_at,
         m.producer,
         o.bindings,

@@ -3,17 +3,14 @@
 //! all queues; nothing names or selects an `rkid`, a principal or a
 //! deposit.
 
-use crate::engine::capacity;
+use rltp_engine::capacity;
 use rltp_proofs::constants::CarrierConstants;
 use rltp_proofs::declaration::parse_declaration;
 use rltp_storage::{BindingPhases, Due, Ms, Occupancy, ReadTxn, StoreResult};
 
-/// How far ahead [`Horizons`] looks: 24 h, ms.
-pub const HORIZON_WINDOW_MS: Ms = 24 * 3_600_000;
-
-/// Most due-index entries one [`Horizons`] reading examines; beyond it the
-/// counts are lower bounds (`truncated`).
-pub const HORIZON_SCAN_LIMIT: usize = 100_000;
+pub use crate::defaults::horizons::{
+    SCAN_LIMIT as HORIZON_SCAN_LIMIT, WINDOW_MS as HORIZON_WINDOW_MS,
+};
 
 /// Transitions due within the window, read from the due index (§5a.9).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -104,7 +101,7 @@ impl Counts {
         let o = &self.occupancy;
         let h = &self.horizons;
         let mut lines = vec![
-            format!("at {}", crate::server::declaration::rfc3339_utc(self.now)),
+            format!("at {}", rltp_proofs::declaration::rfc3339_utc(self.now)),
             format!(
                 "declaration-revision {}",
                 self.declaration

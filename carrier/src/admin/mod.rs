@@ -35,7 +35,7 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
 /// The control socket's file name inside the data directory.
-pub const CONTROL_SOCKET: &str = "control.sock";
+pub use crate::data_dir::CONTROL_SOCKET;
 
 /// Why an operator command failed.
 #[derive(Debug, thiserror::Error)]
@@ -233,8 +233,8 @@ pub fn renew(data_dir: &Path, what: Renew) -> Result<String, AdminError> {
             )
         }
         Renew::TlsIdentity => {
-            let moved = aside("tls")?;
-            let identity = crate::tls::load_or_generate(&data_dir.join("tls"))
+            let moved = aside(crate::data_dir::TLS)?;
+            let identity = crate::tls::load_or_generate(&crate::data_dir::tls(data_dir))
                 .map_err(|e| AdminError::Carrier(e.to_string()))?;
             lineage.tls_identity = Some(identity.fingerprint.to_string());
             (moved, format!("fingerprint {}", identity.fingerprint))
@@ -256,6 +256,6 @@ pub fn renew(data_dir: &Path, what: Renew) -> Result<String, AdminError> {
 
 /// Wall-clock ms since the Unix epoch.
 pub(crate) fn now_ms() -> rltp_storage::Ms {
-    use crate::engine::clock::Clock as _;
-    crate::engine::clock::SystemClock.now()
+    use crate::clock::Clock as _;
+    crate::clock::SystemClock.now()
 }

@@ -28,7 +28,7 @@
 //! before the next page is asked for (`concluding …` is printed before the
 //! request goes out, the answer when it comes, so a killed collector leaves
 //! a trace of how far it got); a conclusion refused retriably or lost in
-//! transport is retried with backoff ([`crate::client::retry`]) and stays
+//! transport is retried with backoff ([`rltp_client::retry`]) and stays
 //! owed if it gives up — the next conclusion request of the run carries it
 //! again, and a later run concludes it when the carrier redelivers it.
 //!
@@ -68,16 +68,16 @@
 use super::keys::KeyFile;
 use super::output::{Output, n};
 use super::{CarrierArgs, Failure, exit};
-use crate::client::clock::WallClock;
-use crate::client::{
+use rltp_client::clock::WallClock;
+use rltp_client::{
     AwaitingReason, Backoff, Delivered, Finished, Link, RecipientKeys, Schedule, WatchEvent,
 };
-use crate::engine::verdict::Verdict;
+use rltp_proofs::DepositId;
 use rltp_proofs::envelope::{MAX_ENVELOPE_BYTES, ShapeError, check_shape};
 use rltp_proofs::json::{self, Value};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::seal::{self, SealError};
-use rltp_storage::DepositId;
+use rltp_wire::verdict::Verdict;
 use std::collections::HashSet;
 use std::fmt;
 use std::io::Write;
@@ -89,7 +89,7 @@ use tokio::time::Instant;
 /// Deposits asked for per collect page (the carrier's page bound).
 pub const PAGE: u32 = 256;
 /// Most deposits one conclusion request names (the wire profile's bound).
-pub const CONCLUDE_BATCH: usize = crate::wire::MAX_CONCLUDE_IDS;
+pub const CONCLUDE_BATCH: usize = rltp_wire::MAX_CONCLUDE_IDS;
 /// A watch concludes what it holds once the stream has been quiet this long.
 pub const CONCLUDE_QUIET_MS: u64 = 20;
 /// How often `collect --watch` re-authorizes its session: 42 h, a quarter
@@ -636,7 +636,7 @@ impl<'a> Collector<'a> {
     pub async fn watch(
         &mut self,
         clock: &WallClock,
-        stop: impl std::future::Future<Output = ()>,
+        stop: impl Future<Output = ()>,
     ) -> Result<(), Failure> {
         tokio::pin!(stop);
         let out = self.out;
@@ -729,7 +729,7 @@ impl<'a> Collector<'a> {
         clock: &WallClock,
         refresh_at: u64,
         known: &mut HashSet<DepositId>,
-        stop: &mut std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
+        stop: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
     ) -> Result<SessionEnd, Failure> {
         let out = self.out;
         // What earlier sessions handled: this one redelivers whatever of it
@@ -886,7 +886,7 @@ enum SessionEnd {
 /// never be cancelled half-way), handing each event over a channel; an
 /// error ends the reader.
 fn spawn_reader(
-    mut session: crate::client::Watch,
+    mut session: rltp_client::Watch,
 ) -> (
     tokio::sync::mpsc::Receiver<Result<Option<WatchEvent>, String>>,
     tokio::task::JoinHandle<()>,
@@ -1000,7 +1000,7 @@ mod tests {
         let other = Rkid::from_bytes(
             x25519_dalek::PublicKey::from(&x25519_dalek::StaticSecret::from([4u8; 32])).to_bytes(),
         );
-        let mut foreign = rltp_proofs::seal::seal(b"{}", &other, &mut rand::rng()).unwrap();
+        let mut foreign = seal::seal(b"{}", &other, &mut rand::rng()).unwrap();
         foreign.rkid = rkid;
         assert_eq!(
             handle(&delivered(foreign.to_bytes()), &keys, dir.path()).disposition,
@@ -1011,7 +1011,7 @@ mod tests {
             handle(&delivered(b"{}".to_vec()), &keys, dir.path()).disposition,
             Disposition::Failed("malformed")
         );
-        let junk = rltp_proofs::seal::seal(b"not json", &rkid, &mut rand::rng()).unwrap();
+        let junk = seal::seal(b"not json", &rkid, &mut rand::rng()).unwrap();
         let handled = handle(&delivered(junk.to_bytes()), &keys, dir.path());
         assert_eq!(handled.disposition, Disposition::Failed("malformed"));
         assert!(handled.disposition.is_terminal());

@@ -18,7 +18,7 @@ use super::collect::{CONCLUDE_BATCH, Collector, Concluded};
 use super::keys::KeyFile;
 use super::output::Output;
 use super::{CarrierArgs, Failure, exit};
-use rltp_storage::DepositId;
+use rltp_proofs::DepositId;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use tokio::time::Instant;

@@ -6,7 +6,7 @@
 //! that does not verify, 3 when the carrier could not be reached.
 
 use super::{CarrierArgs, Failure, exit};
-use crate::client::FetchedDeclaration;
+use rltp_client::FetchedDeclaration;
 use rltp_proofs::constants::CONSTANT_NAMES;
 use rltp_proofs::multikey::DidKey;
 use std::process::ExitCode;
@@ -72,8 +72,8 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
         .await;
     link.close().await;
     let fetched = match fetched? {
-        crate::client::Finished::Done(fetched) => fetched,
-        crate::client::Finished::GaveUp(reason) => {
+        rltp_client::Finished::Done(fetched) => fetched,
+        rltp_client::Finished::GaveUp(reason) => {
             return Err(super::gave_up("declaration", reason));
         }
     };

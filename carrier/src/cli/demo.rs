@@ -26,13 +26,13 @@ use super::collect::{Collector, Concluded, Disposition};
 use super::keys::KeyFile;
 use super::send::{Sealed, seal_value};
 use super::{Failure, exit};
-use crate::client::{Client, ConnectOptions, RetryPolicy, Sender, SenderStatus};
 use crate::config::Config;
-use crate::engine::verdict::{DepositStatus, Verdict};
 use crate::server::Server;
 use crate::tls::ServerTrust;
+use rltp_client::{Client, ConnectOptions, RetryPolicy, Sender, SenderStatus};
 use rltp_proofs::json::{self, Value};
 use rltp_vectors::SpecVectors;
+use rltp_wire::verdict::{DepositStatus, Verdict};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -149,7 +149,7 @@ async fn send(
     let mut events = Vec::new();
     let status = sender
         .send(&keys.rkid(), &sealed.envelope, policy, |event| {
-            if let crate::client::SendEvent::Verdict(v) = event {
+            if let rltp_client::SendEvent::Verdict(v) = event {
                 events.push(v.to_string());
             }
         })
@@ -311,14 +311,14 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
     std::fs::create_dir_all(&inbox)
         .map_err(|e| Failure::usage(format!("{}: {e}", inbox.display())))?;
     // The collect command's own code, over this connection, printing nothing.
-    let link = crate::client::Link::with_client(options.clone(), client.clone());
+    let link = rltp_client::Link::with_client(options.clone(), client.clone());
     let mut collector = Collector::new(
         &keys,
         link,
         &inbox,
         false,
         super::output::Output::quiet("demo"),
-        std::time::Duration::from_secs(10),
+        Duration::from_secs(10),
     );
     let collected = collector.collect_all().await.map_err(|f| f.message);
     let refused = collector.summary.refused;
@@ -368,7 +368,7 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
         });
     steps.record("verify digests", verified)?;
 
-    let terminal: Vec<rltp_storage::DepositId> = handled
+    let terminal: Vec<rltp_proofs::DepositId> = handled
         .iter()
         .filter(|h| h.disposition.is_terminal())
         .map(|h| h.id)

@@ -22,7 +22,7 @@
 //! file atomically: a rebind at the new generation wins (§5a.3).
 
 use super::{Failure, exit};
-use crate::client::RecipientKeys;
+use rltp_client::RecipientKeys;
 use rltp_proofs::encoding::{b64url_decode_array, b64url_encode};
 use rltp_proofs::identity::{
     CarrierId, GENERATION_MAX, control_principal, parse_generation_lexeme,

@@ -30,7 +30,7 @@
 //! ## Retrying
 //! Every client command retries retriable refusals and transport failures
 //! with full-jitter backoff and reports `status awaiting-transport(…)` at
-//! least every half status horizon meanwhile ([`crate::client::retry`]),
+//! least every half status horizon meanwhile ([`rltp_client::retry`]),
 //! until `--give-up-after`: for `send` the carrier's declared
 //! `give-up-horizon` shortened by it, measured from the command's start;
 //! for the recipient commands each request gives up after it (default
@@ -57,8 +57,8 @@ pub mod send;
 pub mod serve;
 pub mod status;
 
-use crate::client::{AwaitingReason, Client, ClientError, ConnectOptions, Link, Schedule};
 use crate::tls::{ServerTrust, SpkiFingerprint};
+use rltp_client::{AwaitingReason, Client, ClientError, ConnectOptions, Link, Schedule};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -136,8 +136,7 @@ pub fn gave_up(what: &str, reason: AwaitingReason) -> Failure {
     }
 }
 
-/// How long a recipient command's request retries by default: PT1M.
-pub const DEFAULT_GIVE_UP_AFTER: Duration = Duration::from_secs(60);
+pub use crate::defaults::GIVE_UP_AFTER as DEFAULT_GIVE_UP_AFTER;
 
 /// Makes a closed standard output end the command quietly instead of in a
 /// panic: `rltp-carrier declaration | head -5` must not print a backtrace.

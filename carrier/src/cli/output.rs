@@ -9,7 +9,7 @@
 //! before the step it announces begins: a killed command leaves a trace of
 //! everything it had started.
 
-use crate::client::{AwaitingReason, RetryEvent};
+use rltp_client::{AwaitingReason, RetryEvent};
 use rltp_proofs::json::{Number, Object, Value};
 use std::time::Duration;
 use tokio::time::Instant;

@@ -17,9 +17,9 @@
 use super::keys::KeyFile;
 use super::output::Output;
 use super::{CarrierArgs, Failure, exit};
-use crate::client::{Client, ClientError, Finished, Link, RegisterOutcome, Schedule};
-use crate::engine::verdict::Verdict;
+use rltp_client::{Client, ClientError, Finished, Link, RegisterOutcome, Schedule};
 use rltp_proofs::proof::Purpose;
+use rltp_wire::verdict::Verdict;
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -15,7 +15,7 @@
 //!    and its horizons are in force from then on. `--give-up-after`
 //!    shortens the give-up bound in either case. Connecting, the
 //!    handshake, the declaration fetch and every attempt run under the
-//!    report ticker and the give-up timer ([`crate::client::retry`]): a
+//!    report ticker and the give-up timer ([`rltp_client::retry`]): a
 //!    report comes at least every half horizon whatever the transport
 //!    does, and `failed(expired-by-adapter-policy)` comes on its instant.
 //! 4. Every event is printed as it happens (`--json`: one object per
@@ -29,13 +29,13 @@
 
 use super::output::{Output, ms, n};
 use super::{Failure, exit};
-use crate::client::{
+use rltp_client::{
     AwaitingReason, FailReason, RetryPolicy, Schedule, SendEvent, Sender, SenderStatus,
 };
+use rltp_proofs::DepositId;
 use rltp_proofs::json::{self, Value};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::seal::{MAX_PLAINTEXT_BYTES, SealError};
-use rltp_storage::DepositId;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -229,11 +229,11 @@ async fn execute(args: &Args, started: Instant) -> Result<u8, Failure> {
     // the carrier waiting on its streams.
     sender.close().await;
     let status = status.map_err(|e| match e {
-        crate::client::ClientError::Handshake(_) => Failure::transport(format!(
+        rltp_client::ClientError::Handshake(_) => Failure::transport(format!(
             "the carrier at {} failed the TLS handshake (wrong --pin?): {e}",
             args.carrier.server
         )),
-        crate::client::ClientError::Declaration(_) => Failure::refused(format!(
+        rltp_client::ClientError::Declaration(_) => Failure::refused(format!(
             "the carrier at {} serves a declaration that does not verify; nothing was sent: {e}",
             args.carrier.server
         )),

@@ -8,9 +8,9 @@
 //! `unknown`, 3 when it gave up while the carrier was unreachable.
 
 use super::{CarrierArgs, Failure, exit};
-use crate::engine::verdict::DepositStatus;
+use rltp_proofs::DepositId;
 use rltp_proofs::multikey::Rkid;
-use rltp_storage::DepositId;
+use rltp_wire::verdict::DepositStatus;
 use std::process::ExitCode;
 
 /// `status`: a deposit's status by id.
@@ -44,8 +44,8 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
         .await;
     link.close().await;
     let status = match status? {
-        crate::client::Finished::Done(status) => status,
-        crate::client::Finished::GaveUp(reason) => return Err(super::gave_up("status", reason)),
+        rltp_client::Finished::Done(status) => status,
+        rltp_client::Finished::GaveUp(reason) => return Err(super::gave_up("status", reason)),
     };
     println!("status {status}");
     if status == DepositStatus::GivenUp {

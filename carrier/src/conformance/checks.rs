@@ -5,10 +5,8 @@ use super::probe::{
     registration_object, session_object, session_proof, sign_object,
 };
 use super::{Report, RunError, Target};
-use crate::client::{Client, ClientError, WatchEvent};
-use crate::engine::verdict::{DepositStatus, SubmitVerdict, Verdict};
-use crate::wire::response::{ErrorCode, MAX_DETAIL_BYTES};
-use crate::wire::{self, Request};
+use rltp_client::{Client, ClientError, WatchEvent};
+use rltp_proofs::DepositId;
 use rltp_proofs::constants::CarrierConstants;
 use rltp_proofs::encoding::b64url_encode;
 use rltp_proofs::envelope::MAX_ENVELOPE_BYTES;
@@ -16,8 +14,10 @@ use rltp_proofs::json::{Number, Object, Value};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::{Purpose, field};
 use rltp_proofs::seal::SealedEnvelope;
-use rltp_storage::DepositId;
 use rltp_vectors::SpecVectors;
+use rltp_wire::response::{ErrorCode, MAX_DETAIL_BYTES};
+use rltp_wire::verdict::{DepositStatus, SubmitVerdict, Verdict};
+use rltp_wire::{self as wire, Request};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Runs every section against `target`.

@@ -12,7 +12,7 @@
 //! carrier's own `orphan-horizon`. Run it against a test carrier, not one
 //! that serves people.
 //!
-//! Every answer is read with the strict parsers of [`crate::wire`], so a
+//! Every answer is read with the strict parsers of [`rltp_wire`], so a
 //! verdict outside the closed sets, a `retriable` flag that contradicts
 //! its verdict or a deposit id that is not the digest of its bytes fails
 //! the check that received it.
@@ -23,7 +23,7 @@
 mod checks;
 mod probe;
 
-use crate::client::ConnectOptions;
+use rltp_client::ConnectOptions;
 use rltp_proofs::identity::CarrierId;
 use rltp_proofs::json::{Object, Value};
 use rltp_proofs::multikey::DidKey;
@@ -323,7 +323,7 @@ impl Report {
 pub enum RunError {
     /// The carrier could not be reached (nothing was checked).
     #[error("cannot reach the carrier: {0}")]
-    Unreachable(#[source] crate::client::ClientError),
+    Unreachable(#[source] rltp_client::ClientError),
 }
 
 /// Runs every check against `target`.

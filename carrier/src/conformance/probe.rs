@@ -1,19 +1,19 @@
 //! The runner's hands: raw frames over one connection, fresh recipients,
 //! and proofs built (or broken) on purpose.
 
-use crate::client::{Client, RecipientKeys};
-use crate::engine::challenge::open_address_challenge;
-use crate::engine::verdict::Verdict;
-use crate::net;
-use crate::wire::response::{ChallengeAnswer, ErrorAnswer, split_error};
-use crate::wire::{self, Request};
 use ed25519_dalek::{Signer as _, SigningKey};
 use rand::Rng as _;
+use rltp_client::net;
+use rltp_client::{Client, RecipientKeys};
 use rltp_proofs::encoding::multibase_z;
 use rltp_proofs::identity::CarrierId;
 use rltp_proofs::json::{Object, Value};
 use rltp_proofs::multikey::{DidKey, Rkid};
 use rltp_proofs::proof::{Purpose, UnsignedProof, field};
+use rltp_wire::address_challenge::open_address_challenge;
+use rltp_wire::response::{ChallengeAnswer, ErrorAnswer, split_error};
+use rltp_wire::verdict::Verdict;
+use rltp_wire::{self as wire, Request};
 use std::time::Duration;
 
 /// What came back on one stream.

@@ -19,22 +19,18 @@
 //!   read, 0 at first). The crash-torture harness uses it to let days of
 //!   horizons pass in seconds. The carrier warns at start when it is set.
 
-use crate::engine::clock::{Clock, SteadyClock};
-use rltp_storage::Ms;
+use crate::clock::{Clock, SteadyClock};
+use rltp_proofs::Ms;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The environment variable of the test clock hook (tests only).
-pub const TEST_CLOCK_ENV: &str = "RLTP_TEST_CLOCK_FILE";
 /// The high-water file in the data directory: decimal ms since the epoch on
 /// the first line; the lines after it (the data dir's `store-id`, see
 /// [`super::lineage`]) are kept as they are.
-pub const HIGH_WATER_FILE: &str = "clock";
-/// Shortest interval between two high-water writes (ms).
-pub const PERSIST_EVERY_MS: Ms = 10_000;
-/// A start gap longer than this is logged as a warning (ms): one hour.
-pub const LONG_GAP_MS: Ms = 3_600_000;
+pub use crate::data_dir::CLOCK as HIGH_WATER_FILE;
+pub use crate::defaults::{LONG_GAP_MS, PERSIST_EVERY_MS};
+pub use rltp_client::clock::{TEST_CLOCK_ENV, read_ms};
 
 /// The clock a serving carrier's engine reads.
 #[derive(Debug)]
@@ -45,18 +41,6 @@ pub struct ServerClock {
     tag: String,
     persisted: AtomicU64,
     test_offset: Option<(PathBuf, AtomicU64)>,
-}
-
-/// A decimal millisecond count from the first line of `path` (the
-/// high-water file, the test hook's offset file).
-pub(crate) fn read_ms(path: &Path) -> Option<Ms> {
-    std::fs::read_to_string(path)
-        .ok()?
-        .lines()
-        .next()?
-        .trim()
-        .parse()
-        .ok()
 }
 
 /// The instant the data dir's high-water file records, if any.

@@ -9,21 +9,18 @@
 //! Shutdown stops accepting requests and waits for a backup in progress.
 
 use crate::admin::{self, Request, counts::Counts};
-use crate::engine::Engine;
+use crate::driver::Driver;
 use rltp_storage::Store as _;
 use rltp_storage::redb_store::RedbStore;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::io::AsyncReadExt as _;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-/// Longest wait for the request line.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
-/// Longest request line, bytes.
-const MAX_REQUEST: usize = 64;
+use crate::defaults::control::{MAX_REQUEST, REQUEST_TIMEOUT};
 
 /// Binds `<data_dir>/control.sock` (mode 0600). A stale socket file left by
 /// a crash is replaced; if another process answers on it, or the path
@@ -63,7 +60,7 @@ pub(super) fn bind(data_dir: &Path) -> Option<UnixListener> {
 /// socket file and waits for requests in progress.
 pub(super) async fn serve(
     listener: UnixListener,
-    engine: Engine<RedbStore>,
+    engine: Driver<RedbStore>,
     data_dir: PathBuf,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -104,7 +101,7 @@ async fn read_request(stream: &mut UnixStream) -> Option<String> {
     }
 }
 
-async fn handle(mut stream: UnixStream, engine: Engine<RedbStore>, data_dir: PathBuf) {
+async fn handle(mut stream: UnixStream, engine: Driver<RedbStore>, data_dir: PathBuf) {
     let line = tokio::time::timeout(REQUEST_TIMEOUT, read_request(&mut stream))
         .await
         .ok()
@@ -135,7 +132,7 @@ async fn handle(mut stream: UnixStream, engine: Engine<RedbStore>, data_dir: Pat
     }
 }
 
-fn stats(engine: &Engine<RedbStore>, out: &mut impl Write) -> Result<(), String> {
+fn stats(engine: &Driver<RedbStore>, out: &mut impl Write) -> Result<(), String> {
     let counts = engine
         .store()
         .read()
@@ -149,7 +146,7 @@ fn stats(engine: &Engine<RedbStore>, out: &mut impl Write) -> Result<(), String>
     }
 }
 
-fn backup(engine: &Engine<RedbStore>, data_dir: &Path, out: &mut impl Write) -> Result<(), String> {
+fn backup(engine: &Driver<RedbStore>, data_dir: &Path, out: &mut impl Write) -> Result<(), String> {
     let extra = match admin::backup::extra_files(data_dir) {
         Ok(extra) => extra,
         Err(error) => {

@@ -9,7 +9,7 @@
 //! - At every start the configured constants are compared with the stored
 //!   revision. Identical constants under the same key: the stored bytes
 //!   are served unchanged. Anything else: a new revision (held + 1) is
-//!   signed and applied through [`crate::engine::Engine::apply_constants`],
+//!   signed and applied through [`crate::driver::Driver::apply_constants`],
 //!   which stores it under the generic revision rule in the same
 //!   transaction that makes the new constants govern.
 //! - **A revision is never signed twice** (`PROTOCOL.md` §3: two documents
@@ -23,22 +23,23 @@
 //!   and served again. A restore keeps the data dir's file when it is
 //!   newer than the archive's.
 
-use crate::engine::{Engine, EngineConstants, EngineError};
+use crate::driver::Driver;
 use crate::tls::{TlsError, write_private};
 use ed25519_dalek::SigningKey;
+use rltp_engine::{EngineConstants, EngineError};
 use rltp_proofs::constants::CarrierConstants;
 use rltp_proofs::declaration::{
     DeclarationBuildError, DeclarationHeader, accept_carrier_declaration, parse_declaration,
-    sign_carrier_declaration, verify_declaration,
+    rfc3339_utc, sign_carrier_declaration, uuid_v4, verify_declaration,
 };
 use rltp_proofs::multikey::DidKey;
 use rltp_storage::{DeclarationRecord, Ms, Store, StoreError};
 use std::path::Path;
 
 /// File name of the declaration key inside the data directory.
-pub const KEY_FILE: &str = "declaration.key";
+pub use crate::data_dir::DECLARATION_KEY as KEY_FILE;
 /// File name of the latest signed declaration inside the data directory.
-pub const SIGNED_FILE: &str = "declaration.signed";
+pub use crate::data_dir::DECLARATION_SIGNED as SIGNED_FILE;
 
 /// Why the declaration could not be made or published.
 #[derive(Debug, thiserror::Error)]
@@ -155,7 +156,7 @@ pub fn starting_constants<S: Store>(
 /// # Errors
 /// [`DeclarationError`].
 pub fn publish<S: Store>(
-    engine: &Engine<S>,
+    engine: &Driver<S>,
     key: &SigningKey,
     constants: &CarrierConstants,
     data_dir: &Path,
@@ -213,76 +214,9 @@ fn sign(
     sign_carrier_declaration(key, issuer, &header, constants)
 }
 
-/// A random lower-case UUID v4 (RFC 9562 §5.4).
-pub fn uuid_v4<R: rand::Rng + ?Sized>(rng: &mut R) -> String {
-    let mut b = [0u8; 16];
-    rng.fill_bytes(&mut b);
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
-}
-
-/// `ms` since the Unix epoch as RFC 3339 UTC with second precision
-/// (`2026-08-31T12:00:00Z`).
-pub fn rfc3339_utc(ms: Ms) -> String {
-    let secs = ms / 1000;
-    let days = secs / 86_400;
-    let rem = secs % 86_400;
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
-}
-
-/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian
-/// (H. Hinnant's `civil_from_days`, for non-negative day counts).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + u64::from(m <= 2);
-    (y, m, d)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn timestamps_are_rfc3339_utc() {
-        assert_eq!(rfc3339_utc(0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339_utc(951_782_400_000), "2000-02-29T00:00:00Z");
-        assert_eq!(rfc3339_utc(1_788_177_600_999), "2026-08-31T12:00:00Z");
-        assert_eq!(rfc3339_utc(4_102_444_799_000), "2099-12-31T23:59:59Z");
-    }
-
-    #[test]
-    fn uuids_are_v4_lowercase() {
-        let u = uuid_v4(&mut rand::rng());
-        assert_eq!(u.len(), 36);
-        assert_eq!(&u[14..15], "4");
-        assert!(matches!(&u[19..20], "8" | "9" | "a" | "b"));
-        assert!(
-            u.chars()
-                .all(|c| c == '-' || c.is_ascii_digit() || ('a'..='f').contains(&c))
-        );
-    }
 
     #[test]
     fn signed_declaration_verifies_and_carries_the_constants() {

@@ -32,21 +32,12 @@ use rltp_proofs::declaration::parse_declaration;
 use rltp_storage::{ReadTxn, Store, StoreError};
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
-/// How long a readiness result is reused.
-pub const READY_CACHE: Duration = Duration::from_secs(1);
-/// Longest wait for the writability check.
-const READY_TIMEOUT: Duration = Duration::from_secs(2);
-/// Most HTTP connections served at once (more wait in the kernel backlog).
-const MAX_CONNECTIONS: usize = 32;
-/// Longest wait for a request's headers.
-const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
-/// Upkeep interval of the metrics recorder (drains histogram buffers).
-const UPKEEP: Duration = Duration::from_secs(5);
+use crate::defaults::http::{HEADER_TIMEOUT, MAX_CONNECTIONS, READY_CACHE, READY_TIMEOUT};
 
 /// State of the endpoint beside the server's context.
 struct Web<S: Store> {
@@ -92,11 +83,9 @@ pub(super) async fn serve<S: Store>(
     });
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut connections = JoinSet::new();
-    let mut upkeep = tokio::time::interval(UPKEEP);
     loop {
         tokio::select! {
             _ = super::until_shutdown(&mut stop) => break,
-            _ = upkeep.tick() => web.metrics.upkeep(),
             accepted = listener.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
                 let Ok(slot) = Arc::clone(&slots).acquire_owned().await else { break };
@@ -239,11 +228,9 @@ async fn ready<S: Store>(web: &Arc<Web<S>>) -> Answer {
     };
     // Damaged records are isolated (quarantined and given up), and the
     // carrier serves everything else: reported, but still ready.
-    let quarantined = blocking(web, |ctx| {
-        rltp_storage::ReadTxn::quarantined(&ctx.engine.store().read()?)
-    })
-    .await
-    .and_then(Result::ok);
+    let quarantined = blocking(web, |ctx| ReadTxn::quarantined(&ctx.engine.store().read()?))
+        .await
+        .and_then(Result::ok);
     let lines = format!(
         "store {}
 declaration {}

@@ -34,11 +34,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The lineage file inside the data directory.
-pub const LINEAGE_FILE: &str = "lineage";
+pub use crate::data_dir::LINEAGE as LINEAGE_FILE;
 /// Its format line.
 pub const FORMAT: &str = "rltp-carrier-lineage/1";
-/// The files whose names the refusals use, relative to the data dir.
-const STORE_INDEX: &str = "store/carrier.redb";
+use crate::data_dir::STORE_INDEX;
 
 /// What a data dir was made as.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -223,7 +222,7 @@ pub fn account(data_dir: &Path, generated_tls: bool) -> Result<Life, LineageErro
         way_back: way_back.to_owned(),
     };
     let key_path = data_dir.join(super::declaration::KEY_FILE);
-    let tls_dir = data_dir.join("tls");
+    let tls_dir = crate::data_dir::tls(data_dir);
     let clock_path = data_dir.join(super::clock::HIGH_WATER_FILE);
     let index = data_dir.join(STORE_INDEX);
     let index_present = std::fs::metadata(&index).is_ok_and(|m| m.len() > 0);
@@ -231,18 +230,13 @@ pub fn account(data_dir: &Path, generated_tls: bool) -> Result<Life, LineageErro
         if index_present {
             return Ok(Life::Adopt);
         }
-        let leftovers: Vec<String> = [
-            super::declaration::KEY_FILE,
-            super::declaration::SIGNED_FILE,
-            "tls",
-            super::clock::HIGH_WATER_FILE,
-            "store",
-        ]
-        .into_iter()
-        .filter(|name| data_dir.join(name).exists())
-        .map(str::to_owned)
-        .collect();
-        if leftovers.is_empty() || leftovers == ["store"] && store_is_empty(data_dir) {
+        let leftovers: Vec<String> = crate::data_dir::MADE_BY_A_CARRIER
+            .into_iter()
+            .filter(|name| data_dir.join(name).exists())
+            .map(str::to_owned)
+            .collect();
+        if leftovers.is_empty() || leftovers == [crate::data_dir::STORE] && store_is_empty(data_dir)
+        {
             return Ok(Life::Fresh);
         }
         return Err(damaged(
@@ -357,7 +351,7 @@ fn store_is_empty(data_dir: &Path) -> bool {
                 .all(|e| e.file_type().is_ok_and(|t| t.is_dir()) && empty(&e.path()))
         })
     }
-    empty(&data_dir.join("store"))
+    empty(&crate::data_dir::store(data_dir))
 }
 
 /// The SPKI fingerprint of the generated identity in `tls_dir`, if there
@@ -400,7 +394,7 @@ pub fn describe(data_dir: &Path, store_id: StoreId, now: Ms) -> Result<Lineage, 
         store_id,
         created_at: now,
         declaration_issuer: DidKey::from_verifying_key(&key.verifying_key()).to_did_key(),
-        tls_identity: generated_fingerprint(&data_dir.join("tls")),
+        tls_identity: generated_fingerprint(&crate::data_dir::tls(data_dir)),
     })
 }
 

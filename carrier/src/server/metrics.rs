@@ -1,198 +1,83 @@
-//! The carrier's metrics, rendered as Prometheus text on `/metrics`
-//! (`deploy/OPERATIONS.md`, "Reading the metrics").
+//! The carrier's metrics, rendered as Prometheus text (format 0.0.4) on
+//! `/metrics` (`deploy/OPERATIONS.md`, "Reading the metrics"), through the
+//! `prometheus-client` registry: one documented field per metric, help
+//! text at registration, label sets derived from closed types.
 //!
 //! ## Privacy (§5a.1, §10)
-//! Every label value is taken from a closed set written in this file: an
-//! operation name ([`Op`]), a verdict spelling of §5a.3/§5a.5 (or a
-//! deposit status of §5a.8), a binding phase. No `rkid`, principal,
-//! deposit id, generation or network address is ever a label or a value,
-//! and nothing here keeps a per-client map: the memory of this module is
-//! fixed at start (`tests/operations.rs` scrapes after real traffic and
-//! checks that none of those values appear).
+//! Every label value is taken from a closed set: an operation name
+//! ([`Op`], `rltp_wire`), a verdict spelling of §5a.3/§5a.5 (or a deposit
+//! status of §5a.8: [`Op::answers`]), a binding phase. No `rkid`,
+//! principal, deposit id, generation or network address is ever a label or
+//! a value, and nothing here keeps a per-client map: every series exists
+//! from the start and the memory of this module is fixed then
+//! (`tests/operations.rs` scrapes after real traffic and checks that none
+//! of those values appear).
 //!
-//! ## One recorder per server
-//! Each [`crate::server::Server`] builds its own recorder
-//! (`PrometheusBuilder::build_recorder`) and registers every handle on it
-//! once, at start; nothing is installed as the process-global `metrics`
-//! recorder. Several carriers in one process (tests, the in-process demo)
-//! therefore keep separate counts, and no other code in the process can add
-//! series to a carrier's page. The price is that the `metrics` macros are
-//! not used: handles are fields.
+//! ## One registry per server
+//! Each [`crate::server::Server`] builds its own [`Registry`]; nothing is
+//! process-global. Several carriers in one process (tests, the in-process
+//! demo) therefore keep separate counts.
 //!
 //! ## Where the numbers come from
-//! - verdict counters: counted by the server as it answers (`ops.rs`);
-//! - transition counters: the engine's durable counts
-//!   ([`crate::engine::events`]), copied at each scrape;
+//! - verdict counters: counted by the server as it answers (`ops.rs`),
+//!   with the status page's per-minute [`History`] beside them;
+//! - transition counters: the writer's durable event counts
+//!   ([`rltp_engine::events`]), copied at each scrape;
 //! - gauges: read from one store snapshot at each scrape;
 //! - histograms: the group-commit writer's batch observer.
 
-use crate::engine::verdict::{DepositStatus, SubmitVerdict, Verdict};
-use crate::engine::{EngineConstants, EventSnapshot, Limits};
-use metrics::{Counter, Gauge, Histogram, Key, KeyName, Label, Level, Metadata, Recorder};
-use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use rltp_storage::committer::BatchReport;
-use rltp_storage::{BindingPhases, Ms, Occupancy};
-use std::sync::{Mutex, PoisonError};
+use crate::server::status_page::{History, VerdictHistory};
+use crate::writer::BatchReport;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use rltp_engine::{EngineConstants, EventSnapshot, Limits};
+use rltp_proofs::Ms;
+use rltp_storage::{BindingPhases, Occupancy};
+use std::sync::atomic::Ordering;
 
-/// Minutes of verdict history kept for the status page's chart.
-pub const HISTORY_MINUTES: usize = 60;
+pub use rltp_wire::Op;
 
-/// The operations of `PROTOCOL.md` §7, as metric labels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
-    /// `declaration`.
-    Declaration,
-    /// `submit` and each `submit-stream` item (§5a.5).
-    Submit,
-    /// `status` (§5a.8).
-    Status,
-    /// `challenge` (§5a.3).
-    Challenge,
-    /// `register` / `rebind` (§5a.3).
-    Register,
-    /// `collect` (§5a.7).
-    Collect,
-    /// `conclude` (§5a.8).
-    Conclude,
+/// The operations that are metric labels: every [`Op`] that answers as
+/// itself (a `submit-stream` item counts as a `submit`).
+fn metric_ops() -> impl Iterator<Item = Op> {
+    Op::ALL.into_iter().filter(|op| op.answered_as() == *op)
 }
 
-impl Op {
-    /// Every operation.
-    pub const ALL: [Op; 7] = [
-        Op::Declaration,
-        Op::Submit,
-        Op::Status,
-        Op::Challenge,
-        Op::Register,
-        Op::Collect,
-        Op::Conclude,
-    ];
-
-    /// The label value (the wire `op`).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Op::Declaration => "declaration",
-            Op::Submit => "submit",
-            Op::Status => "status",
-            Op::Challenge => "challenge",
-            Op::Register => "register",
-            Op::Collect => "collect",
-            Op::Conclude => "conclude",
-        }
-    }
-
-    /// The closed set of answers this operation gives (the engine's
-    /// documented verdicts of each operation).
-    fn outcomes(self) -> Vec<&'static str> {
-        let refusals = [
-            Verdict::Malformed,
-            Verdict::AdmissionResource,
-            Verdict::PossessionFailed,
-        ];
-        let spell = |vs: &[Verdict]| vs.iter().map(|v| v.as_str()).collect::<Vec<_>>();
-        match self {
-            Op::Declaration => vec!["ok"],
-            Op::Submit => SubmitVerdict::ALL.iter().map(|v| v.as_str()).collect(),
-            Op::Status => [
-                DepositStatus::Accepted,
-                DepositStatus::GivenUp,
-                DepositStatus::Unknown,
-            ]
-            .iter()
-            .map(|s| s.as_str())
-            .collect(),
-            Op::Challenge => std::iter::once("issued")
-                .chain(spell(&[
-                    Verdict::AdmissionResource,
-                    Verdict::PossessionFailed,
-                ]))
-                .collect(),
-            Op::Register => spell(&[
-                Verdict::Registered,
-                Verdict::RegisteredIdempotent,
-                Verdict::Rebound,
-                Verdict::StaleGeneration { held: 0 },
-                Verdict::RegistrationCapacity,
-            ])
-            .into_iter()
-            .chain(spell(&refusals))
-            .collect(),
-            Op::Collect | Op::Conclude => spell(&[Verdict::Served, Verdict::NoSuchQueue])
-                .into_iter()
-                .chain(spell(&refusals))
-                .collect(),
-        }
-    }
-
-    fn index(self) -> usize {
-        Op::ALL.iter().position(|o| *o == self).unwrap_or(0)
-    }
+/// The label model: every `(operation, verdict)` series, in order (the
+/// verdict counters and the status page's history share it).
+pub fn series() -> Vec<(Op, &'static str)> {
+    metric_ops()
+        .flat_map(|op| op.answers().into_iter().map(move |verdict| (op, verdict)))
+        .collect()
 }
 
-/// One verdict series: `rltp_carrier_verdicts_total{operation, verdict}`.
-struct Series {
-    op: Op,
+/// `rltp_carrier_verdicts_total{operation, verdict}`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VerdictLabels {
+    operation: &'static str,
     verdict: &'static str,
-    counter: Counter,
 }
 
-/// Per-minute verdict counts of the last [`HISTORY_MINUTES`] minutes
-/// (fixed size: one slot per minute, one count per series).
-struct MinuteRing {
-    slots: Vec<(u64, Vec<u64>)>,
+/// `{operation}`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OperationLabel {
+    operation: &'static str,
 }
 
-impl MinuteRing {
-    fn new(series: usize) -> MinuteRing {
-        MinuteRing {
-            slots: vec![(u64::MAX, vec![0; series]); HISTORY_MINUTES],
-        }
-    }
-
-    fn add(&mut self, minute: u64, series: usize) {
-        let Some(slot) = self
-            .slots
-            .get_mut((minute % HISTORY_MINUTES as u64) as usize)
-        else {
-            return;
-        };
-        if slot.0 != minute {
-            slot.0 = minute;
-            slot.1.iter_mut().for_each(|c| *c = 0);
-        }
-        if let Some(count) = slot.1.get_mut(series) {
-            *count += 1;
-        }
-    }
-
-    /// Counts per minute for the minutes ending with `now_minute`, oldest
-    /// first (`HISTORY_MINUTES` rows, zeros where nothing was counted).
-    fn window(&self, now_minute: u64, series: usize) -> Vec<Vec<u64>> {
-        (0..HISTORY_MINUTES as u64)
-            .rev()
-            .map(|ago| {
-                now_minute
-                    .checked_sub(ago)
-                    .and_then(|minute| {
-                        self.slots
-                            .get((minute % HISTORY_MINUTES as u64) as usize)
-                            .filter(|slot| slot.0 == minute)
-                    })
-                    .map_or_else(|| vec![0; series], |slot| slot.1.clone())
-            })
-            .collect()
-    }
+/// `{state}` of a held binding.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabel {
+    state: &'static str,
 }
 
-/// The verdict history the status page charts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VerdictHistory {
-    /// The last minute of the window (ms since the epoch / 60 000).
-    pub last_minute: u64,
-    /// `(operation, verdict)` of each series.
-    pub series: Vec<(Op, &'static str)>,
-    /// `HISTORY_MINUTES` rows, oldest first; each row one count per series.
-    pub minutes: Vec<Vec<u64>>,
+/// `{version}` of the build.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VersionLabel {
+    version: &'static str,
 }
 
 /// What a scrape reads from the engine and one store snapshot.
@@ -217,327 +102,241 @@ pub struct Reading {
     /// The declaration revision served.
     pub revision: u64,
     /// The guarantee-3 work counters (§4.4).
-    pub work: crate::engine::CounterSnapshot,
+    pub work: rltp_engine::CounterSnapshot,
     /// Wall-clock steps noticed (`PROTOCOL.md` §11).
     pub clock_steps: u64,
 }
 
-/// Every handle of one carrier's metrics.
+/// Every metric of one carrier, each registered once on its own registry.
+#[derive(Debug)]
+#[non_exhaustive]
 pub struct Metrics {
-    handle: PrometheusHandle,
-    series: Vec<Series>,
-    by_op: Vec<Vec<(&'static str, usize)>>,
-    ring: Mutex<MinuteRing>,
-    unavailable: Vec<Counter>,
+    registry: Registry,
+    series: Vec<(Op, &'static str)>,
+    history: History,
+    /// Answers given, by operation and verdict.
+    verdicts: Family<VerdictLabels, Counter>,
+    /// `unavailable` answers, by operation.
+    unavailable: Family<OperationLabel, Counter>,
+    /// Deposits delivered.
     collected: Counter,
+    /// QUIC connections open now.
     connections_open: Gauge,
+    /// QUIC connections established.
     connections_accepted: Counter,
+    /// QUIC handshakes refused at `max-connections`.
     connections_refused: Counter,
+    /// Streams being served now.
     streams_open: Gauge,
+    /// Streams accepted.
     streams_accepted: Counter,
-    bindings_live: Gauge,
-    bindings_closing: Gauge,
+    /// Held bindings by state.
+    bindings: Family<StateLabel, Gauge>,
+    /// `max-bindings`.
     bindings_max: Gauge,
+    /// Tombstones held.
     tombstones: Gauge,
+    /// `max-binding-tombstones`.
     tombstones_max: Gauge,
+    /// Deposits held.
     deposits: Gauge,
+    /// Envelope bytes held.
     deposit_bytes: Gauge,
+    /// `capacity-bytes`.
     capacity_bytes: Gauge,
+    /// Occupancy judged by s6 and r4.
     capacity_used: Gauge,
+    /// Bytes reserved as floors.
     capacity_reserved: Gauge,
+    /// Bytes above floors.
     capacity_elastic: Gauge,
+    /// Live challenges.
     challenges: Gauge,
+    /// Quarantine records held.
     quarantined: Gauge,
+    /// Deposits quarantined since start.
     quarantined_total: Counter,
+    /// The revision served.
     revision: Gauge,
+    /// Wind-ups begun.
     wind_ups: Counter,
+    /// Releases at the deadline.
     releases: Counter,
+    /// Tombstone evictions.
     evictions: Counter,
+    /// Deposits given up.
     given_up: Counter,
+    /// Deposits concluded.
     concluded: Counter,
+    /// Failed group-commit batches.
     failed_batches: Counter,
+    /// Asymmetric operations for requests.
     asymmetric_ops: Counter,
+    /// CSPRNG draws for requests.
     random_draws: Counter,
+    /// Proof verifications.
     verifications: Counter,
+    /// Wall-clock steps noticed.
     clock_steps: Counter,
+    /// Time to make one batch durable, seconds.
     commit_seconds: Histogram,
+    /// Operations per batch.
     batch_operations: Histogram,
 }
 
-impl std::fmt::Debug for Metrics {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Metrics")
-            .field("series", &self.series.len())
-            .finish_non_exhaustive()
-    }
+/// Commit-time buckets, seconds: 0.5 ms (one fdatasync on fast NVMe) to
+/// 2.5 s (a stalled disk).
+const COMMIT_BUCKETS: [f64; 12] = [
+    0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+];
+/// Batch-size buckets, operations: powers of two up to the writer's bound
+/// ([`crate::defaults::MAX_BATCH`]).
+const BATCH_BUCKETS: [f64; 11] = [
+    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0,
+];
+
+fn set(gauge: &Gauge, value: u64) {
+    gauge.set(i64::try_from(value).unwrap_or(i64::MAX));
 }
 
-const COMMIT_SECONDS: &str = "rltp_carrier_commit_seconds";
-const BATCH_OPERATIONS: &str = "rltp_carrier_batch_operations";
-
-/// Registers metrics on one recorder, with their help text.
-struct Registrar<R: Recorder> {
-    recorder: R,
-}
-
-const META: Metadata<'static> = Metadata::new("rltp_carrier", Level::INFO, None);
-
-impl<R: Recorder> Registrar<R> {
-    fn key(name: &'static str, labels: &[(&'static str, &'static str)]) -> Key {
-        Key::from_parts(
-            name,
-            labels
-                .iter()
-                .map(|(k, v)| Label::new(*k, *v))
-                .collect::<Vec<_>>(),
-        )
-    }
-
-    fn counter(&self, name: &'static str, help: &'static str) -> Counter {
-        self.counter_with(name, help, &[])
-    }
-
-    fn counter_with(
-        &self,
-        name: &'static str,
-        help: &'static str,
-        labels: &[(&'static str, &'static str)],
-    ) -> Counter {
-        self.recorder
-            .describe_counter(KeyName::from(name), None, help.into());
-        let counter = self
-            .recorder
-            .register_counter(&Self::key(name, labels), &META);
-        // Present (at 0) from the first scrape, so rates start at once.
-        counter.increment(0);
-        counter
-    }
-
-    fn gauge(&self, name: &'static str, help: &'static str) -> Gauge {
-        self.gauge_with(name, help, &[])
-    }
-
-    fn gauge_with(
-        &self,
-        name: &'static str,
-        help: &'static str,
-        labels: &[(&'static str, &'static str)],
-    ) -> Gauge {
-        self.recorder
-            .describe_gauge(KeyName::from(name), None, help.into());
-        let gauge = self
-            .recorder
-            .register_gauge(&Self::key(name, labels), &META);
-        gauge.set(0.0);
-        gauge
-    }
-
-    fn histogram(&self, name: &'static str, help: &'static str) -> Histogram {
-        self.recorder
-            .describe_histogram(KeyName::from(name), None, help.into());
-        self.recorder
-            .register_histogram(&Self::key(name, &[]), &META)
-    }
-}
-
-fn gauge_u64(gauge: &Gauge, value: u64) {
-    // f64 is exact up to 2^53, beyond any count a carrier holds.
-    gauge.set(value as f64);
+fn absolute(counter: &Counter, value: u64) {
+    counter.inner().store(value, Ordering::Relaxed);
 }
 
 impl Metrics {
-    /// A fresh set of metrics on its own recorder.
+    /// A fresh set of metrics on its own registry; every series is present
+    /// (at 0) from the first scrape, so rates start at once.
     pub fn new() -> Metrics {
-        let builder = PrometheusBuilder::new()
-            .set_buckets_for_metric(
-                Matcher::Full(COMMIT_SECONDS.into()),
-                &[
-                    0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
-                ],
-            )
-            .and_then(|b| {
-                b.set_buckets_for_metric(
-                    Matcher::Full(BATCH_OPERATIONS.into()),
-                    &[
-                        1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0,
-                    ],
-                )
-            })
-            // Non-empty bucket lists cannot fail; keep summaries otherwise.
-            .unwrap_or_else(|_| PrometheusBuilder::new());
-        let recorder = builder.build_recorder();
-        let handle = recorder.handle();
-        let r = Registrar { recorder };
+        let mut registry = Registry::default();
+        let mut counter = |name: &str, help: &str| {
+            let c = Counter::default();
+            registry.register(name, help, c.clone());
+            c
+        };
+        let collected = counter("rltp_carrier_collected_deposits", HELP_COLLECTED);
+        let connections_accepted = counter("rltp_carrier_quic_connections", HELP_CONNECTIONS_TOTAL);
+        let connections_refused = counter(
+            "rltp_carrier_quic_connections_refused",
+            HELP_CONNECTIONS_REFUSED,
+        );
+        let streams_accepted = counter("rltp_carrier_quic_streams", HELP_STREAMS_TOTAL);
+        let quarantined_total =
+            counter("rltp_carrier_quarantined_deposits", HELP_QUARANTINED_TOTAL);
+        let wind_ups = counter("rltp_carrier_wind_ups", HELP_WIND_UPS);
+        let releases = counter("rltp_carrier_releases", HELP_RELEASES);
+        let evictions = counter("rltp_carrier_evictions", HELP_EVICTIONS);
+        let given_up = counter("rltp_carrier_given_up_deposits", HELP_GIVEN_UP);
+        let concluded = counter("rltp_carrier_concluded_deposits", HELP_CONCLUDED);
+        let failed_batches = counter("rltp_carrier_commit_failures", HELP_COMMIT_FAILURES);
+        let asymmetric_ops = counter("rltp_carrier_asymmetric_operations", HELP_ASYMMETRIC);
+        let random_draws = counter("rltp_carrier_random_draws", HELP_RANDOM_DRAWS);
+        let verifications = counter("rltp_carrier_proof_verifications", HELP_VERIFICATIONS);
+        let clock_steps = counter("rltp_carrier_clock_steps", HELP_CLOCK_STEPS);
+        let mut gauge = |name: &str, help: &str| {
+            let g = Gauge::default();
+            registry.register(name, help, g.clone());
+            g
+        };
+        let connections_open = gauge("rltp_carrier_quic_connections", HELP_CONNECTIONS);
+        let streams_open = gauge("rltp_carrier_quic_streams", HELP_STREAMS);
+        let bindings_max = gauge("rltp_carrier_bindings_max", HELP_BINDINGS_MAX);
+        let tombstones = gauge("rltp_carrier_tombstones", HELP_TOMBSTONES);
+        let tombstones_max = gauge("rltp_carrier_tombstones_max", HELP_TOMBSTONES_MAX);
+        let deposits = gauge("rltp_carrier_deposits", HELP_DEPOSITS);
+        let deposit_bytes = gauge("rltp_carrier_deposit_bytes", HELP_DEPOSIT_BYTES);
+        let capacity_bytes = gauge("rltp_carrier_capacity_bytes", HELP_CAPACITY);
+        let capacity_used = gauge("rltp_carrier_capacity_used_bytes", HELP_CAPACITY_USED);
+        let capacity_reserved = gauge(
+            "rltp_carrier_capacity_reserved_bytes",
+            HELP_CAPACITY_RESERVED,
+        );
+        let capacity_elastic = gauge("rltp_carrier_capacity_elastic_bytes", HELP_CAPACITY_ELASTIC);
+        let challenges = gauge("rltp_carrier_challenges", HELP_CHALLENGES);
+        let quarantined = gauge("rltp_carrier_quarantined_deposits", HELP_QUARANTINED);
+        let revision = gauge("rltp_carrier_declaration_revision", HELP_REVISION);
 
-        let mut series = Vec::new();
-        let mut by_op = Vec::new();
-        for op in Op::ALL {
-            let mut entries = Vec::new();
-            for verdict in op.outcomes() {
-                entries.push((verdict, series.len()));
-                series.push(Series {
-                    op,
-                    verdict,
-                    counter: r.counter_with(
-                        "rltp_carrier_verdicts_total",
-                        "Answers given, by operation and verdict (the closed sets of §5a.3 and \
-                         §5a.5; the deposit statuses of §5a.8 for `status`).",
-                        &[("operation", op.as_str()), ("verdict", verdict)],
-                    ),
-                });
-            }
-            by_op.push(entries);
+        let series = series();
+        let verdicts = Family::<VerdictLabels, Counter>::default();
+        for (op, verdict) in &series {
+            let _ = verdicts.get_or_create(&VerdictLabels {
+                operation: op.as_str(),
+                verdict,
+            });
         }
-        let unavailable = Op::ALL
-            .iter()
-            .map(|op| {
-                r.counter_with(
-                    "rltp_carrier_unavailable_total",
-                    "Requests answered `unavailable` because the store could not complete them \
-                     (retriable; nothing changed).",
-                    &[("operation", op.as_str())],
-                )
+        registry.register("rltp_carrier_verdicts", HELP_VERDICTS, verdicts.clone());
+        let unavailable = Family::<OperationLabel, Counter>::default();
+        for op in metric_ops() {
+            let _ = unavailable.get_or_create(&OperationLabel {
+                operation: op.as_str(),
+            });
+        }
+        registry.register(
+            "rltp_carrier_unavailable",
+            HELP_UNAVAILABLE,
+            unavailable.clone(),
+        );
+        let bindings = Family::<StateLabel, Gauge>::default();
+        for state in ["live", "closing"] {
+            let _ = bindings.get_or_create(&StateLabel { state });
+        }
+        registry.register("rltp_carrier_bindings", HELP_BINDINGS, bindings.clone());
+        let commit_seconds = Histogram::new(COMMIT_BUCKETS);
+        registry.register(
+            "rltp_carrier_commit_seconds",
+            HELP_COMMIT_SECONDS,
+            commit_seconds.clone(),
+        );
+        let batch_operations = Histogram::new(BATCH_BUCKETS);
+        registry.register(
+            "rltp_carrier_batch_operations",
+            HELP_BATCH_OPERATIONS,
+            batch_operations.clone(),
+        );
+        let build = Family::<VersionLabel, Gauge>::default();
+        build
+            .get_or_create(&VersionLabel {
+                version: env!("CARGO_PKG_VERSION"),
             })
-            .collect();
-        let bindings = "Held bindings by §5a.3 state (live, closing).";
+            .set(1);
+        registry.register("rltp_carrier_build_info", "The running build", build);
         Metrics {
-            ring: Mutex::new(MinuteRing::new(series.len())),
-            unavailable,
-            collected: r.counter(
-                "rltp_carrier_collected_deposits_total",
-                "Deposits delivered by collect pages and watch pushes (a deposit collected twice \
-                 counts twice).",
-            ),
-            connections_open: r.gauge(
-                "rltp_carrier_quic_connections",
-                "QUIC connections open now.",
-            ),
-            connections_accepted: r.counter(
-                "rltp_carrier_quic_connections_total",
-                "QUIC connections established since start.",
-            ),
-            connections_refused: r.counter(
-                "rltp_carrier_quic_connections_refused_total",
-                "QUIC handshakes refused because limits.max-connections was reached.",
-            ),
-            streams_open: r.gauge(
-                "rltp_carrier_quic_streams",
-                "Bidirectional QUIC streams (operations) being served now.",
-            ),
-            streams_accepted: r.counter(
-                "rltp_carrier_quic_streams_total",
-                "Bidirectional QUIC streams (operations) accepted since start.",
-            ),
-            bindings_live: r.gauge_with("rltp_carrier_bindings", bindings, &[("state", "live")]),
-            bindings_closing: r.gauge_with(
-                "rltp_carrier_bindings",
-                bindings,
-                &[("state", "closing")],
-            ),
-            bindings_max: r.gauge(
-                "rltp_carrier_bindings_max",
-                "Most held bindings (private limit limits.max-bindings).",
-            ),
-            tombstones: r.gauge(
-                "rltp_carrier_tombstones",
-                "Binding tombstones held (§5a.3 released).",
-            ),
-            tombstones_max: r.gauge(
-                "rltp_carrier_tombstones_max",
-                "The declared max-binding-tombstones.",
-            ),
-            deposits: r.gauge("rltp_carrier_deposits", "Deposits held."),
-            deposit_bytes: r.gauge(
-                "rltp_carrier_deposit_bytes",
-                "Envelope bytes held across all queues.",
-            ),
-            capacity_bytes: r.gauge(
-                "rltp_carrier_capacity_bytes",
-                "The private byte budget (limits.capacity-bytes).",
-            ),
-            capacity_used: r.gauge(
-                "rltp_carrier_capacity_used_bytes",
-                "Global occupancy judged by s6 and r4: held bindings x queue-floor + elastic bytes.",
-            ),
-            capacity_reserved: r.gauge(
-                "rltp_carrier_capacity_reserved_bytes",
-                "Bytes reserved as queue floors (held bindings x queue-floor).",
-            ),
-            capacity_elastic: r.gauge(
-                "rltp_carrier_capacity_elastic_bytes",
-                "Bytes queues hold above their floors (shared elastic room in use).",
-            ),
-            challenges: r.gauge(
-                "rltp_carrier_challenges",
-                "Live (issued, not yet consumed) challenges.",
-            ),
-            quarantined: r.gauge(
-                "rltp_carrier_quarantined_deposits",
-                "Deposits whose stored bytes failed their check, quarantined and given up \
-                 (records held by the store; any value above 0 means damaged data on disk).",
-            ),
-            quarantined_total: r.counter(
-                "rltp_carrier_quarantined_deposits_total",
-                "Deposits quarantined since start (each also counted as given up).",
-            ),
-            revision: r.gauge(
-                "rltp_carrier_declaration_revision",
-                "The revision of the declaration being served.",
-            ),
-            wind_ups: r.counter(
-                "rltp_carrier_wind_ups_total",
-                "Bindings that began their wind-up at the orphan horizon (live -> closing).",
-            ),
-            releases: r.counter(
-                "rltp_carrier_releases_total",
-                "Bindings released at their wind-up deadline (closing -> released).",
-            ),
-            evictions: r.counter(
-                "rltp_carrier_evictions_total",
-                "Binding tombstones evicted over max-binding-tombstones.",
-            ),
-            given_up: r.counter(
-                "rltp_carrier_given_up_deposits_total",
-                "Deposits given up at their give-up horizon or a wind-up deadline.",
-            ),
-            concluded: r.counter(
-                "rltp_carrier_concluded_deposits_total",
-                "Deposits concluded by their recipients.",
-            ),
-            failed_batches: r.counter(
-                "rltp_carrier_commit_failures_total",
-                "Group-commit batches that failed (their callers were answered retriably).",
-            ),
-            asymmetric_ops: r.counter(
-                "rltp_carrier_asymmetric_operations_total",
-                "X25519 and Ed25519 operations done for requests (sealing address challenges, \
-                 verifying proofs); guarantee 3: none for a request refused before its decision.",
-            ),
-            random_draws: r.counter(
-                "rltp_carrier_random_draws_total",
-                "Draws from the carrier's CSPRNG for requests (guarantee 3).",
-            ),
-            verifications: r.counter(
-                "rltp_carrier_proof_verifications_total",
-                "Ed25519 proof verifications (a subset of the asymmetric operations).",
-            ),
-            clock_steps: r.counter(
-                "rltp_carrier_clock_steps_total",
-                "Wall-clock steps noticed; horizons keep running on the monotonic clock \
-                 (PROTOCOL.md §11).",
-            ),
-            commit_seconds: r.histogram(
-                COMMIT_SECONDS,
-                "Time to make one group-commit batch durable (segment fdatasync + redb commit), \
-                 seconds.",
-            ),
-            batch_operations: r.histogram(
-                BATCH_OPERATIONS,
-                "Operations per group-commit batch.",
-            ),
+            registry,
+            history: History::new(series.clone()),
             series,
-            by_op,
-            handle,
+            verdicts,
+            unavailable,
+            collected,
+            connections_open,
+            connections_accepted,
+            connections_refused,
+            streams_open,
+            streams_accepted,
+            bindings,
+            bindings_max,
+            tombstones,
+            tombstones_max,
+            deposits,
+            deposit_bytes,
+            capacity_bytes,
+            capacity_used,
+            capacity_reserved,
+            capacity_elastic,
+            challenges,
+            quarantined,
+            quarantined_total,
+            revision,
+            wind_ups,
+            releases,
+            evictions,
+            given_up,
+            concluded,
+            failed_batches,
+            asymmetric_ops,
+            random_draws,
+            verifications,
+            clock_steps,
+            commit_seconds,
+            batch_operations,
         }
     }
 
@@ -545,61 +344,66 @@ impl Metrics {
     /// (ms). A spelling outside the operation's closed set is not counted
     /// (and logged): label values never come from anywhere else.
     pub fn verdict(&self, op: Op, verdict: &str, now: Ms) {
-        let Some(&(_, index)) = self
-            .by_op
-            .get(op.index())
-            .and_then(|entries| entries.iter().find(|(v, _)| *v == verdict))
+        let op = op.answered_as();
+        let Some((index, &(op, verdict))) = self
+            .series
+            .iter()
+            .enumerate()
+            .find(|(_, (o, v))| *o == op && *v == verdict)
         else {
             tracing::warn!(op = op.as_str(), verdict, "verdict outside the metric set");
             return;
         };
-        if let Some(series) = self.series.get(index) {
-            series.counter.increment(1);
-        }
-        self.ring
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .add(now / 60_000, index);
+        self.verdicts
+            .get_or_create(&VerdictLabels {
+                operation: op.as_str(),
+                verdict,
+            })
+            .inc();
+        self.history.add(index, now);
     }
 
     /// Counts an established QUIC connection; the gauge of open ones is up
     /// by one until the returned guard drops.
     pub fn connection_opened(&self) -> Open {
-        self.connections_accepted.increment(1);
-        self.connections_open.increment(1.0);
+        self.connections_accepted.inc();
+        self.connections_open.inc();
         Open(self.connections_open.clone())
     }
 
     /// Counts an accepted stream; the gauge of open ones is up by one until
     /// the returned guard drops.
     pub fn stream_opened(&self) -> Open {
-        self.streams_accepted.increment(1);
-        self.streams_open.increment(1.0);
+        self.streams_accepted.inc();
+        self.streams_open.inc();
         Open(self.streams_open.clone())
     }
 
     /// Counts a handshake refused at `limits.max-connections`.
     pub fn connection_refused(&self) {
-        self.connections_refused.increment(1);
+        self.connections_refused.inc();
     }
 
     /// Counts an `unavailable` answer of `op`.
     pub fn unavailable(&self, op: Op) {
-        if let Some(counter) = self.unavailable.get(op.index()) {
-            counter.increment(1);
-        }
+        self.unavailable
+            .get_or_create(&OperationLabel {
+                operation: op.answered_as().as_str(),
+            })
+            .inc();
     }
 
     /// Counts `n` deposits delivered to a recipient.
     pub fn collected(&self, n: usize) {
-        self.collected.increment(n as u64);
+        self.collected.inc_by(n as u64);
     }
 
-    /// Records one group-commit batch (the engine's batch observer).
+    /// Records one group-commit batch (the writer's batch observer).
     pub fn batch(&self, report: &BatchReport) {
         if report.committed {
-            self.commit_seconds.record(report.commit_time.as_secs_f64());
-            self.batch_operations.record(report.operations as f64);
+            self.commit_seconds
+                .observe(report.commit_time.as_secs_f64());
+            self.batch_operations.observe(report.operations as f64);
         }
     }
 
@@ -607,71 +411,52 @@ impl Metrics {
     pub fn refresh(&self, reading: &Reading) {
         let o = &reading.occupancy;
         let floor = reading.constants.queue_floor;
-        gauge_u64(&self.bindings_live, reading.phases.live);
-        gauge_u64(&self.bindings_closing, reading.phases.closing);
-        gauge_u64(&self.bindings_max, reading.limits.max_bindings);
-        gauge_u64(&self.tombstones, o.tombstones);
-        gauge_u64(
+        for (state, n) in [
+            ("live", reading.phases.live),
+            ("closing", reading.phases.closing),
+        ] {
+            set(&self.bindings.get_or_create(&StateLabel { state }), n);
+        }
+        set(&self.bindings_max, reading.limits.max_bindings);
+        set(&self.tombstones, o.tombstones);
+        set(
             &self.tombstones_max,
             reading.constants.max_binding_tombstones,
         );
-        gauge_u64(&self.deposits, o.deposits);
-        gauge_u64(&self.deposit_bytes, o.total_bytes);
-        gauge_u64(&self.capacity_bytes, reading.limits.capacity_bytes);
-        gauge_u64(
-            &self.capacity_used,
-            crate::engine::capacity::usage(o, floor),
-        );
-        gauge_u64(&self.capacity_reserved, o.bindings.saturating_mul(floor));
-        gauge_u64(&self.capacity_elastic, o.elastic_bytes);
-        gauge_u64(&self.challenges, reading.challenges);
-        gauge_u64(&self.quarantined, reading.quarantined);
-        gauge_u64(&self.revision, reading.revision);
+        set(&self.deposits, o.deposits);
+        set(&self.deposit_bytes, o.total_bytes);
+        set(&self.capacity_bytes, reading.limits.capacity_bytes);
+        set(&self.capacity_used, rltp_engine::capacity::usage(o, floor));
+        set(&self.capacity_reserved, o.bindings.saturating_mul(floor));
+        set(&self.capacity_elastic, o.elastic_bytes);
+        set(&self.challenges, reading.challenges);
+        set(&self.quarantined, reading.quarantined);
+        set(&self.revision, reading.revision);
         let e = &reading.events;
-        self.wind_ups.absolute(e.wind_ups);
-        self.releases.absolute(e.releases);
-        self.evictions.absolute(e.evictions);
-        self.given_up.absolute(e.given_up);
-        self.concluded.absolute(e.concluded);
-        self.quarantined_total.absolute(e.quarantined);
-        self.failed_batches.absolute(reading.failed_batches);
-        self.asymmetric_ops.absolute(reading.work.asymmetric_ops);
-        self.random_draws.absolute(reading.work.random_draws);
-        self.verifications.absolute(reading.work.verifications);
-        self.clock_steps.absolute(reading.clock_steps);
+        absolute(&self.wind_ups, e.wind_ups);
+        absolute(&self.releases, e.releases);
+        absolute(&self.evictions, e.evictions);
+        absolute(&self.given_up, e.given_up);
+        absolute(&self.concluded, e.concluded);
+        absolute(&self.quarantined_total, e.quarantined);
+        absolute(&self.failed_batches, reading.failed_batches);
+        absolute(&self.asymmetric_ops, reading.work.asymmetric_ops);
+        absolute(&self.random_draws, reading.work.random_draws);
+        absolute(&self.verifications, reading.work.verifications);
+        absolute(&self.clock_steps, reading.clock_steps);
     }
 
-    /// The Prometheus text exposition of every metric.
+    /// The Prometheus text exposition (format 0.0.4) of every metric.
     pub fn render(&self) -> String {
-        let mut text = self.handle.render();
-        text.push_str(&format!(
-            "# HELP rltp_carrier_build_info The running build.\n\
-             # TYPE rltp_carrier_build_info gauge\n\
-             rltp_carrier_build_info{{version=\"{}\"}} 1\n",
-            env!("CARGO_PKG_VERSION")
-        ));
+        let mut text = String::with_capacity(16 << 10);
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::prometheus_text::encode(&mut text, &self.registry);
         text
-    }
-
-    /// Drains buffered histogram samples (call every few seconds, so that
-    /// memory stays bounded when nobody scrapes).
-    pub fn upkeep(&self) {
-        self.handle.run_upkeep();
     }
 
     /// The last hour of verdict counts per minute, ending at `now` (ms).
     pub fn history(&self, now: Ms) -> VerdictHistory {
-        let last_minute = now / 60_000;
-        let minutes = self
-            .ring
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .window(last_minute, self.series.len());
-        VerdictHistory {
-            last_minute,
-            series: self.series.iter().map(|s| (s.op, s.verdict)).collect(),
-            minutes,
-        }
+        self.history.window(now)
     }
 }
 
@@ -681,7 +466,7 @@ pub struct Open(Gauge);
 
 impl Drop for Open {
     fn drop(&mut self) {
-        self.0.decrement(1.0);
+        self.0.dec();
     }
 }
 
@@ -691,9 +476,56 @@ impl Default for Metrics {
     }
 }
 
+// Help texts (the registry ends each with a period).
+const HELP_VERDICTS: &str = "Answers given, by operation and verdict (the closed sets of §5a.3 and §5a.5; the deposit statuses of §5a.8 for `status`)";
+const HELP_UNAVAILABLE: &str = "Requests answered `unavailable` because the store could not complete them (retriable; nothing changed)";
+const HELP_COLLECTED: &str =
+    "Deposits delivered by collect pages and watch pushes (a deposit collected twice counts twice)";
+const HELP_CONNECTIONS: &str = "QUIC connections open now";
+const HELP_CONNECTIONS_TOTAL: &str = "QUIC connections established since start";
+const HELP_CONNECTIONS_REFUSED: &str =
+    "QUIC handshakes refused because limits.max-connections was reached";
+const HELP_STREAMS: &str = "Bidirectional QUIC streams (operations) being served now";
+const HELP_STREAMS_TOTAL: &str = "Bidirectional QUIC streams (operations) accepted since start";
+const HELP_BINDINGS: &str = "Held bindings by §5a.3 state (live, closing)";
+const HELP_BINDINGS_MAX: &str = "Most held bindings (private limit limits.max-bindings)";
+const HELP_TOMBSTONES: &str = "Binding tombstones held (§5a.3 released)";
+const HELP_TOMBSTONES_MAX: &str = "The declared max-binding-tombstones";
+const HELP_DEPOSITS: &str = "Deposits held";
+const HELP_DEPOSIT_BYTES: &str = "Envelope bytes held across all queues";
+const HELP_CAPACITY: &str = "The private byte budget (limits.capacity-bytes)";
+const HELP_CAPACITY_USED: &str =
+    "Global occupancy judged by s6 and r4: held bindings x queue-floor + elastic bytes";
+const HELP_CAPACITY_RESERVED: &str = "Bytes reserved as queue floors (held bindings x queue-floor)";
+const HELP_CAPACITY_ELASTIC: &str =
+    "Bytes queues hold above their floors (shared elastic room in use)";
+const HELP_CHALLENGES: &str = "Live (issued, not yet consumed) challenges";
+const HELP_QUARANTINED: &str = "Deposits whose stored bytes failed their check, quarantined and given up (records held by the store; any value above 0 means damaged data on disk)";
+const HELP_QUARANTINED_TOTAL: &str =
+    "Deposits quarantined since start (each also counted as given up)";
+const HELP_REVISION: &str = "The revision of the declaration being served";
+const HELP_WIND_UPS: &str =
+    "Bindings that began their wind-up at the orphan horizon (live -> closing)";
+const HELP_RELEASES: &str = "Bindings released at their wind-up deadline (closing -> released)";
+const HELP_EVICTIONS: &str = "Binding tombstones evicted over max-binding-tombstones";
+const HELP_GIVEN_UP: &str = "Deposits given up at their give-up horizon or a wind-up deadline";
+const HELP_CONCLUDED: &str = "Deposits concluded by their recipients";
+const HELP_COMMIT_FAILURES: &str =
+    "Group-commit batches that failed (their callers were answered retriably)";
+const HELP_ASYMMETRIC: &str = "X25519 and Ed25519 operations done for requests (sealing address challenges, verifying proofs); guarantee 3: none for a request refused before its decision";
+const HELP_RANDOM_DRAWS: &str = "Draws from the carrier's CSPRNG for requests (guarantee 3)";
+const HELP_VERIFICATIONS: &str =
+    "Ed25519 proof verifications (a subset of the asymmetric operations)";
+const HELP_CLOCK_STEPS: &str =
+    "Wall-clock steps noticed; horizons keep running on the monotonic clock (PROTOCOL.md §11)";
+const HELP_COMMIT_SECONDS: &str =
+    "Time to make one group-commit batch durable (segment fdatasync + redb commit), seconds";
+const HELP_BATCH_OPERATIONS: &str = "Operations per group-commit batch";
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::defaults::http::HISTORY_MINUTES;
 
     #[test]
     fn the_verdict_sets_are_closed_and_counted() {

@@ -63,10 +63,10 @@ pub mod status_page;
 mod watch;
 
 use crate::config::{Config, LogFormat};
-use crate::engine::{
-    Engine, EngineConfig, EngineConstants, EngineError, GovernorMeter, MeterQuotas, Rate,
-};
+use crate::driver::Driver;
+use crate::meter::GovernorMeter;
 use crate::tls::{self, SpkiFingerprint, TlsError};
+use rltp_engine::{EngineConfig, EngineConstants, EngineError};
 use rltp_proofs::identity::CarrierId;
 use rltp_proofs::multikey::DidKey;
 use rltp_storage::redb_store::{RedbOptions, RedbStore};
@@ -110,7 +110,7 @@ pub enum ServerError {
 
 /// What every stream handler shares.
 struct Ctx<S: Store> {
-    engine: Engine<S>,
+    engine: Driver<S>,
     carrier: CarrierId,
     declaration: RwLock<Arc<Vec<u8>>>,
     watchers: Arc<watch::Watchers>,
@@ -180,7 +180,7 @@ impl Server<RedbStore> {
             },
             ..RedbOptions::default()
         };
-        let dir = data_dir.join("store");
+        let dir = crate::data_dir::store(&data_dir);
         let store = tokio::task::spawn_blocking(move || RedbStore::open_with(dir, options))
             .await
             .map_err(|e| ServerError::Io {
@@ -248,17 +248,6 @@ fn prepare_data_dir(config: &Config) -> Result<(), ServerError> {
     tls::create_private_dir(&config.data_dir).map_err(ServerError::Tls)
 }
 
-fn quotas(config: &Config) -> MeterQuotas {
-    let m = config.limits.meters;
-    let rate = |r: crate::config::RateConfig| Rate::new(r.per_second, r.burst);
-    MeterQuotas {
-        unknown_address: rate(m.unknown_address),
-        held_binding: rate(m.held_binding),
-        queue: rate(m.queue),
-        shared_submission: rate(m.shared_submission),
-    }
-}
-
 impl<S: Store> Server<S> {
     /// Starts a carrier over `store` (any [`Store`]: the embedded one, or
     /// the in-memory reference store in tests).
@@ -287,9 +276,11 @@ impl<S: Store> Server<S> {
         let engine = {
             let carrier = config.carrier.clone();
             let clock = Arc::clone(&server_clock);
-            let meter = Arc::new(GovernorMeter::new(quotas(config)));
+            let meter = Arc::new(GovernorMeter::new(crate::meter::quotas(
+                &config.limits.meters,
+            )));
             tokio::task::spawn_blocking(move || {
-                Engine::start(
+                Driver::start(
                     store,
                     clock,
                     carrier,
@@ -419,7 +410,7 @@ impl<S: Store> Server<S> {
     }
 
     /// The engine (counters, constants; tests).
-    pub fn engine(&self) -> &Engine<S> {
+    pub fn engine(&self) -> &Driver<S> {
         &self.ctx.engine
     }
 

@@ -10,27 +10,20 @@
 
 use super::metrics::Op;
 use super::{Ctx, current_declaration};
-use crate::engine::table::State;
-use crate::engine::verdict::{SubmitVerdict, Verdict};
-use crate::engine::{CollectedDeposit, SessionError, horizon};
-use crate::net::{self, ReadError};
-use crate::wire::response::{self, ChallengeAnswer, ErrorAnswer, ErrorCode, SubmitAnswer};
-use crate::wire::{self, FrameError, Request};
+use rltp_client::net::{self, ReadError};
+use rltp_engine::{CollectedDeposit, SessionError, WatchPage};
 use rltp_proofs::json::Object;
 use rltp_proofs::multikey::Rkid;
-use rltp_storage::{ReadTxn, Store, StoreError};
+use rltp_storage::Store;
+use rltp_wire::response::{self, ChallengeAnswer, ErrorAnswer, ErrorCode, SubmitAnswer};
+use rltp_wire::verdict::{SubmitVerdict, Verdict};
+use rltp_wire::{self as wire, FrameError, Request};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::task::JoinSet;
 
-/// How many pipelined submissions may await their verdicts on one
-/// `submit-stream` before the server stops reading further items.
-const PIPELINE_DEPTH: usize = 256;
-
-/// Most deposits one watch push reads at once (a push of maximal
-/// envelopes stays near 5.5 MiB).
-const WATCH_PAGE: usize = 64;
+use crate::defaults::{PIPELINE_DEPTH, WATCH_PAGE};
 
 /// Serves one connection until it closes or the server shuts down.
 pub(super) async fn connection<S: Store>(
@@ -93,7 +86,8 @@ async fn stream_task<S: Store>(
             tracing::debug!(error = %e, "malformed request frame");
             refuse(&mut send, &mut recv, &ErrorAnswer::of(&e)).await;
         }
-        Ok(Err(ReadError::Stream(e))) => tracing::debug!(error = %e, "stream failed"),
+        // A reset stream or a lost connection (ReadError is non-exhaustive).
+        Ok(Err(e)) => tracing::debug!(error = %e, "stream failed"),
         Ok(Ok(Read::Empty)) => {
             let _ = send.finish();
         }
@@ -267,7 +261,7 @@ async fn dispatch<S: Store>(
     send: &mut quinn::SendStream,
     recv: &mut quinn::RecvStream,
 ) {
-    let op = request.op();
+    let op = request.op().as_str();
     match request {
         Request::Declaration => {
             let document = current_declaration(ctx);
@@ -476,7 +470,7 @@ async fn submit_stream<S: Store>(
                     }))
                 }
                 Ok(Err(ReadError::Frame(e))) => Pending::Error(ErrorAnswer::of(&e)),
-                Ok(Err(ReadError::Stream(_))) => break,
+                Ok(Err(_stream_failed)) => break,
                 Err(_elapsed) => Pending::Error(ErrorAnswer {
                     code: ErrorCode::ReadTimeout,
                     detail: "the next item did not arrive within the read deadline".into(),
@@ -624,68 +618,6 @@ async fn collect<S: Store>(
     .await;
 }
 
-/// What a watch session sees of its queue.
-enum WatchRead {
-    /// New deposits (possibly none).
-    Deposits(Vec<CollectedDeposit>),
-    /// The binding is no longer held by the session's principal.
-    Gone,
-}
-
-/// Reads the deposits after `after` if `rkid` is still held (`live` or
-/// `closing` at now, §5a.9) by `principal` — the same judgement as the
-/// table's `collect` cell — from a read snapshot. Deposits past their own
-/// give-up instant are left to the sweep. Nothing is pushed before
-/// everything the snapshot sees is durable (`Store::sync_visible`: a
-/// committed batch is visible before its log record is synced).
-fn watch_read<S: Store>(
-    engine: &crate::engine::Engine<S>,
-    rkid: &Rkid,
-    principal: &[u8; 32],
-    after: Option<u64>,
-    limit: usize,
-) -> Result<WatchRead, StoreError> {
-    let now = engine.now();
-    let constants = engine.constants();
-    let read = engine.store().read()?;
-    let binding = read.binding(rkid)?;
-    let held = matches!(
-        horizon::state_at(binding.as_ref(), None, now, &constants),
-        State::Live | State::Closing
-    );
-    if !held || binding.is_none_or(|b| &b.principal != principal) {
-        return Ok(WatchRead::Gone);
-    }
-    let mut deposits = Vec::new();
-    let mut damaged = Vec::new();
-    for d in read.deposits(rkid, after, limit)? {
-        if d.give_up_at > now {
-            match read.deposit_bytes(rkid, &d) {
-                Ok(bytes) => deposits.push(CollectedDeposit {
-                    seq: d.seq,
-                    id: d.id,
-                    bytes,
-                    admitted_at: d.admitted_at,
-                }),
-                Err(StoreError::Corrupt(_)) => damaged.push(d.seq),
-                Err(e) => return Err(e),
-            }
-        }
-    }
-    drop(read);
-    for seq in damaged {
-        // Quarantined in the writer (which judges the bytes again); the
-        // session goes on with the rest of the queue.
-        engine
-            .quarantine_if_damaged(rkid, seq)
-            .map_err(|e| StoreError::Engine(e.to_string()))?;
-    }
-    if !deposits.is_empty() {
-        engine.store().sync_visible()?;
-    }
-    Ok(WatchRead::Deposits(deposits))
-}
-
 /// The rest of a watch session: push each newly admitted deposit of the
 /// queue as a deposit frame. Ends with `refused(no-such-queue)` when the
 /// binding leaves the principal, with `second-proof` if the client sends
@@ -711,9 +643,9 @@ async fn watch_session<S: Store>(
         tokio::pin!(notified);
         notified.as_mut().enable();
         let engine = ctx.engine.clone();
-        let read = blocking(move || watch_read(&engine, &rkid, &principal, after, page)).await;
+        let read = blocking(move || engine.watch_page(&rkid, &principal, after, page)).await;
         match read {
-            Some(Ok(WatchRead::Deposits(deposits))) => {
+            Some(Ok(WatchPage::Deposits { deposits, .. })) => {
                 if !write_deposits(send, &deposits).await {
                     return;
                 }
@@ -724,7 +656,7 @@ async fn watch_session<S: Store>(
                     continue;
                 }
             }
-            Some(Ok(WatchRead::Gone)) => {
+            Some(Ok(WatchPage::Gone)) => {
                 write(
                     send,
                     &response::collect_end_header(Verdict::NoSuchQueue, None),

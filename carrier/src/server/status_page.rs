@@ -7,12 +7,18 @@
 //! per minute, the horizons due in the next 24 h, and the build. Every
 //! number is a count over the whole carrier: nothing per principal, per
 //! `rkid` or per deposit (§5a.1, §10).
+//!
+//! The page's own state is the verdict [`History`]: the last hour per
+//! minute, kept here (the metrics count answers; this module charts them).
 
 use crate::admin::counts::Counts;
-use crate::engine::Limits;
-use crate::server::metrics::{HISTORY_MINUTES, VerdictHistory};
+pub use crate::defaults::http::HISTORY_MINUTES;
+use rltp_engine::Limits;
+use rltp_proofs::Ms;
 use rltp_proofs::constants::CONSTANT_NAMES;
+use rltp_wire::Op;
 use std::fmt::Write as _;
+use std::sync::{Mutex, PoisonError};
 
 /// The declaration as the page shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,20 +52,10 @@ pub struct StatusData {
     pub draining: bool,
 }
 
-/// Escapes text for HTML element content and attribute values.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
+/// Escapes text for HTML element content and quoted attribute values
+/// (`&`, `<`, `>`, `"`, `'`; the `html-escape` crate).
+pub fn escape(text: &str) -> std::borrow::Cow<'_, str> {
+    html_escape::encode_quoted_attribute(text)
 }
 
 /// A byte count for people (binary units, one decimal).
@@ -113,7 +109,7 @@ pub fn render(data: &StatusData) -> String {
          page generated {at}{drain}</p>",
         version = escape(data.version),
         carrier = escape(&data.carrier),
-        at = crate::server::declaration::rfc3339_utc(c.now),
+        at = rltp_proofs::declaration::rfc3339_utc(c.now),
         drain = if data.draining {
             " · <span class=\"drain\">draining</span>"
         } else {
@@ -356,6 +352,112 @@ pub fn constant_rows(
         .collect()
 }
 
+// ---------------------------------------------------------------------------
+// The verdict history the page charts
+// ---------------------------------------------------------------------------
+
+/// Per-minute verdict counts of the last [`HISTORY_MINUTES`] minutes
+/// (fixed size: one slot per minute, one count per series).
+#[derive(Debug)]
+struct MinuteRing {
+    slots: Vec<(u64, Vec<u64>)>,
+}
+
+impl MinuteRing {
+    fn new(series: usize) -> MinuteRing {
+        MinuteRing {
+            slots: vec![(u64::MAX, vec![0; series]); HISTORY_MINUTES],
+        }
+    }
+
+    fn add(&mut self, minute: u64, series: usize) {
+        let Some(slot) = self
+            .slots
+            .get_mut((minute % HISTORY_MINUTES as u64) as usize)
+        else {
+            return;
+        };
+        if slot.0 != minute {
+            slot.0 = minute;
+            slot.1.iter_mut().for_each(|c| *c = 0);
+        }
+        if let Some(count) = slot.1.get_mut(series) {
+            *count += 1;
+        }
+    }
+
+    /// Counts per minute for the minutes ending with `now_minute`, oldest
+    /// first (`HISTORY_MINUTES` rows, zeros where nothing was counted).
+    fn window(&self, now_minute: u64, series: usize) -> Vec<Vec<u64>> {
+        (0..HISTORY_MINUTES as u64)
+            .rev()
+            .map(|ago| {
+                now_minute
+                    .checked_sub(ago)
+                    .and_then(|minute| {
+                        self.slots
+                            .get((minute % HISTORY_MINUTES as u64) as usize)
+                            .filter(|slot| slot.0 == minute)
+                    })
+                    .map_or_else(|| vec![0; series], |slot| slot.1.clone())
+            })
+            .collect()
+    }
+}
+
+/// The verdict history the status page charts (a copy of the window).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerdictHistory {
+    /// The last minute of the window (ms since the epoch / 60 000).
+    pub last_minute: u64,
+    /// `(operation, verdict)` of each series.
+    pub series: Vec<(Op, &'static str)>,
+    /// `HISTORY_MINUTES` rows, oldest first; each row one count per series.
+    pub minutes: Vec<Vec<u64>>,
+}
+
+/// The last hour of verdicts per minute, one count per series of the
+/// metrics' label model ([`crate::server::metrics::series`]): fixed memory,
+/// allocated at start.
+#[derive(Debug)]
+pub struct History {
+    series: Vec<(Op, &'static str)>,
+    ring: Mutex<MinuteRing>,
+}
+
+impl History {
+    /// An empty history over `series`.
+    pub fn new(series: Vec<(Op, &'static str)>) -> History {
+        History {
+            ring: Mutex::new(MinuteRing::new(series.len())),
+            series,
+        }
+    }
+
+    /// Counts one answer of series `index` at `now` (ms).
+    pub fn add(&self, index: usize, now: Ms) {
+        self.ring
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .add(now / 60_000, index);
+    }
+
+    /// The last hour of counts per minute, ending at `now` (ms).
+    pub fn window(&self, now: Ms) -> VerdictHistory {
+        let last_minute = now / 60_000;
+        let minutes = self
+            .ring
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .window(last_minute, self.series.len());
+        VerdictHistory {
+            last_minute,
+            series: self.series.clone(),
+            minutes,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -364,7 +466,7 @@ mod tests {
     fn escaping_and_units() {
         assert_eq!(
             escape("<a href=\"x\">&'"),
-            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#x27;"
         );
         assert_eq!(bytes(1023), "1023 B");
         assert_eq!(bytes(4 << 30), "4.0 GiB");

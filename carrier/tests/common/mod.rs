@@ -5,19 +5,19 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::panic, missing_docs)]
 
 use ed25519_dalek::SigningKey;
-use rltp_carrier::engine::challenge::open_address_challenge;
-use rltp_carrier::engine::clock::ManualClock;
-use rltp_carrier::engine::table::State;
-use rltp_carrier::engine::verdict::{SubmitVerdict, Verdict};
-use rltp_carrier::engine::{
-    BudgetMeter, Collected, Concluded, Engine, EngineConfig, EngineConstants, Limits, Meter,
-    SessionError,
+use rltp_carrier::clock::ManualClock;
+use rltp_carrier::driver::Driver;
+use rltp_engine::table::State;
+use rltp_engine::{
+    BudgetMeter, Collected, Concluded, EngineConfig, EngineConstants, Limits, Meter, SessionError,
 };
 use rltp_proofs::identity::{CarrierId, control_principal};
 use rltp_proofs::multikey::{DidKey, Rkid};
 use rltp_proofs::proof::{Purpose, UnsignedProof};
 use rltp_proofs::seal::SealedEnvelope;
 use rltp_storage::{Binding, DepositId, ReadTxn, Store, Tombstone};
+use rltp_wire::address_challenge::open_address_challenge;
+use rltp_wire::verdict::{SubmitVerdict, Verdict};
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -329,7 +329,7 @@ pub fn constants() -> EngineConstants {
 }
 
 pub struct Harness<S: Store> {
-    pub engine: Engine<S>,
+    pub engine: Driver<S>,
     pub clock: Arc<ManualClock>,
     pub meter: Arc<BudgetMeter>,
 }
@@ -361,7 +361,7 @@ impl<S: Store> Harness<S> {
     ) -> Harness<S> {
         let clock = Arc::new(ManualClock::new(T0));
         let engine =
-            Engine::start(store, clock.clone(), carrier_id(), constants, config, meter).unwrap();
+            Driver::start(store, clock.clone(), carrier_id(), constants, config, meter).unwrap();
         Harness {
             engine,
             clock,

@@ -8,6 +8,7 @@ use crate::{
     Occupancy, ReadTxn, StoreError, StoreResult, Tombstone,
 };
 use rltp_proofs::multikey::Rkid;
+use std::future::Future;
 use std::sync::Arc;
 
 /// A consistent read snapshot of a [`PgStore`].
@@ -48,7 +49,7 @@ impl<'a> PgRead<'a> {
     where
         T: Send + 'static,
         F: FnOnce(Arc<deadpool_postgres::Object>) -> Fut,
-        Fut: std::future::Future<Output = StoreResult<T>> + Send + 'static,
+        Fut: Future<Output = StoreResult<T>> + Send + 'static,
     {
         let conn = self
             .conn

@@ -2,8 +2,6 @@
 //! observable-state dump used to compare stores, and store constructors.
 #![allow(dead_code, clippy::panic)]
 
-pub mod journal;
-
 use rltp_proofs::multikey::Rkid;
 use rltp_storage::redb_store::{Placement, RedbOptions, RedbStore};
 use rltp_storage::{

@@ -1,0 +1,74 @@
+//! The data directory's layout, in one place: every file and folder a
+//! carrier keeps under `data-dir` (mode 0700), what it is, and who writes
+//! it. Every other module names these paths through this one; nothing
+//! spells them by hand.
+//!
+//! | path | what | written by |
+//! |---|---|---|
+//! | `store/` | the embedded store (`carrier.redb` + segments) | `rltp_storage::redb_store` |
+//! | `tls/cert.der`, `tls/key.der` | the generated self-signed TLS identity (mode 0600) | [`crate::tls::load_or_generate`] |
+//! | `declaration.key` | the declaration signing key (mode 0600) | [`crate::server::declaration`] |
+//! | `declaration.signed` | every declaration revision signed, before it is stored | [`crate::server::declaration`] |
+//! | `clock` | the clock's high-water instant, then the store id | [`crate::server::clock`] |
+//! | `lineage` | what the data dir was made as (store id, issuer, TLS fingerprint) | [`crate::server::lineage`] |
+//! | `control.sock` | the control socket (online backup, stats; mode 0600) | [`crate::server`] |
+
+use std::path::{Path, PathBuf};
+
+/// The embedded store's folder.
+pub const STORE: &str = "store";
+/// The embedded store's index file, relative to the data dir (named by
+/// refusals of a damaged data dir).
+pub const STORE_INDEX: &str = "store/carrier.redb";
+/// The generated TLS identity's folder.
+pub const TLS: &str = "tls";
+/// The generated certificate's file name inside [`TLS`] (DER).
+pub const TLS_CERT_FILE: &str = "cert.der";
+/// The generated private key's file name inside [`TLS`] (PKCS#8 DER).
+pub const TLS_KEY_FILE: &str = "key.der";
+/// The generated certificate, relative to the data dir.
+pub const TLS_CERT: &str = "tls/cert.der";
+/// The generated private key, relative to the data dir.
+pub const TLS_KEY: &str = "tls/key.der";
+/// The declaration signing key.
+pub const DECLARATION_KEY: &str = "declaration.key";
+/// The record of every signed declaration revision.
+pub const DECLARATION_SIGNED: &str = "declaration.signed";
+/// The clock's high-water file.
+pub const CLOCK: &str = "clock";
+/// The lineage file.
+pub const LINEAGE: &str = "lineage";
+/// The control socket.
+pub const CONTROL_SOCKET: &str = "control.sock";
+
+/// The files a backup archive carries beside the store, relative to the
+/// data dir, when present.
+pub const BACKED_UP: [&str; 4] = [DECLARATION_KEY, DECLARATION_SIGNED, TLS_CERT, TLS_KEY];
+
+/// The entries a fresh data dir may not hold without a lineage (anything
+/// else of a carrier's making means it is not fresh).
+pub const MADE_BY_A_CARRIER: [&str; 5] = [DECLARATION_KEY, DECLARATION_SIGNED, TLS, CLOCK, STORE];
+
+/// The embedded store's folder of `data_dir`.
+pub fn store(data_dir: &Path) -> PathBuf {
+    data_dir.join(STORE)
+}
+
+/// The TLS identity's folder of `data_dir`.
+pub fn tls(data_dir: &Path) -> PathBuf {
+    data_dir.join(TLS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_relative_paths_agree_with_their_parts() {
+        assert_eq!(TLS_CERT, format!("{TLS}/{TLS_CERT_FILE}"));
+        assert_eq!(TLS_KEY, format!("{TLS}/{TLS_KEY_FILE}"));
+        assert!(STORE_INDEX.starts_with(&format!("{STORE}/")));
+        assert_eq!(store(Path::new("/d")), Path::new("/d/store"));
+        assert_eq!(tls(Path::new("/d")), Path::new("/d/tls"));
+    }
+}

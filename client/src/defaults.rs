@@ -1,0 +1,40 @@
+//! Every operational constant of the client library, in one place, each
+//! with its reason and arithmetic (the carrier's own are in
+//! `rltp_carrier::defaults`). Protocol limits are not here: they live
+//! beside their codecs in `rltp_wire`.
+
+use std::time::Duration;
+
+/// How often a client connection sends a keep-alive (a QUIC PING) by
+/// default ([`crate::ConnectOptions::keep_alive`]): every 5 s, a sixth of
+/// the carrier's default idle timeout (30 s), so an idle watch session is
+/// never closed for silence.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(5);
+
+/// A client connection that hears nothing from the carrier for this long
+/// is lost (a carrier that crashed, a network that went away): 15 s =
+/// three keep-alives unanswered. The carrier's own idle timeout still
+/// applies; QUIC uses the smaller of the two.
+pub const CLIENT_IDLE_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Backoff base: attempt 0 waits at most 250 ms (full jitter), long enough
+/// for a restarting carrier to bind again, short enough to be unnoticed.
+pub const BACKOFF_BASE: Duration = Duration::from_millis(250);
+
+/// Backoff ceiling: no wait is longer than 60 s; the doubling reaches it
+/// at attempt 8 (250 ms × 2^8 = 64 s).
+pub const BACKOFF_CAP: Duration = Duration::from_secs(60);
+
+/// How often a schedule on the wall clock is checked (the watch refresh,
+/// `PROTOCOL.md` §10): every 30 s, against a 42 h refresh interval.
+pub const POLL: Duration = Duration::from_secs(30);
+
+/// How often under the test clock hook: 100 ms, since simulated days pass
+/// in jumps.
+pub const TEST_POLL: Duration = Duration::from_millis(100);
+
+/// Bytes reserved ahead of a header or body before any of it arrives
+/// (4 KiB): the buffer grows only with bytes received, so a peer that
+/// announces a large body and sends nothing costs nothing (issue 6,
+/// slowloris).
+pub const FIRST_RESERVE: usize = 4_096;

@@ -1,0 +1,787 @@
+//! # rltp-client: the sender and recipient library of the RLTP carrier profile
+//!
+//! The async client of the wire profile (`PROTOCOL.md` §5–§10), over QUIC
+//! (quinn) and TLS 1.3 (rustls), for senders and recipients.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), rltp_client::ClientError> {
+//! use rltp_client::{Client, ConnectOptions};
+//! use rltp_client::tls::ServerTrust;
+//! let pin = "sha256/…".parse().map_err(rltp_client::ClientError::from)?;
+//! let client = Client::connect(&ConnectOptions::new("127.0.0.1:4433", ServerTrust::Pin(pin))).await?;
+//! let declaration = client.declaration().await?;          // fetched, verified, accepted
+//! println!("revision {}", declaration.declaration.revision());
+//! # Ok(()) }
+//! ```
+//!
+//! | module | what |
+//! |---|---|
+//! | [`Client`] (this module) | one connection, one stream per operation; every operation of `PROTOCOL.md` §7 |
+//! | [`sender`] | §6.1 sender status and pre-transport reports, the retrying [`Sender::send`] |
+//! | [`retry`] | the one retry driver: full-jitter backoff, reports on the clock, the give-up on its instant (`PROTOCOL.md` §9) |
+//! | [`RecipientKeys`] | register, collect, watch and conclude, each with a fresh proof over a fresh challenge |
+//! | [`net`] | frame I/O over quinn streams (also used by the carrier's server) |
+//! | [`tls`] | the SPKI pin and CA trust modes, the client config |
+//! | [`clock`] | the wall clock for schedules the carrier judges by its clock, and the test clock hook |
+//! | [`defaults`] | every operational constant, with its reason |
+//!
+//! - **One connection, one stream per operation**: every method opens a
+//!   bidirectional stream, writes one request frame, finishes its side,
+//!   and reads the answer. Methods take `&self`; many may run at once.
+//! - **Sender**: [`Client::submit`], the pipelined [`Submitter`] /
+//!   [`Client::submit_many`], [`Client::status`], and the retrying
+//!   [`sender::Sender::send`] with §6.1 / §4.4 status reports.
+//! - **Recipient**: [`Client::challenge`], [`Client::register`],
+//!   [`Client::collect`], [`Client::watch`], [`Client::conclude`], all
+//!   driven by [`RecipientKeys`].
+//! - Refusals are values (verdicts), never `Err`: `Err` is for transport
+//!   failures, closed stream errors ([`ClientError::Server`]) and
+//!   protocol violations by the server.
+//!
+//! The connection carries no authority (§5a.5): every recipient operation
+//! is authorized by its own fresh proof over a fresh challenge.
+//!
+//! What this crate does **not** do: it holds no store, runs no carrier,
+//! reads no configuration file, parses no command line and installs no
+//! log subscriber (it emits `tracing` events; the application chooses
+//! where they go): its dependencies are the wire codec, the protocol
+//! core, quinn, rustls and tokio. The command-line
+//! client is `rltp-carrier`'s.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod clock;
+pub mod defaults;
+pub mod net;
+mod recipient;
+pub mod retry;
+pub mod sender;
+pub mod tls;
+
+pub use recipient::{CollectPage, Delivered, RecipientKeys, RegisterOutcome, Watch, WatchEvent};
+pub use retry::{
+    AwaitingReason, Backoff, Finished, Link, RetryEvent, RetryPolicy, Schedule, Try, persist,
+};
+pub use sender::{FailReason, SendEvent, Sender, SenderStatus};
+
+use crate::net::ReadError;
+use crate::tls::{ServerTrust, TlsError};
+use rltp_proofs::DepositId;
+use rltp_proofs::declaration::{
+    CarrierDeclaration, accept_carrier_declaration, parse_declaration, verify_declaration,
+};
+use rltp_proofs::json::Object;
+use rltp_proofs::multikey::{DidKey, Rkid};
+use rltp_proofs::proof::Purpose;
+use rltp_wire::response::{self, ChallengeAnswer, ErrorAnswer, SubmitAnswer};
+use rltp_wire::verdict::DepositStatus;
+use rltp_wire::{self as wire, FrameError, Request};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Why a client operation did not produce an answer.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// The server address could not be resolved.
+    #[error("cannot resolve {0:?}")]
+    Resolve(String),
+    /// TLS configuration (pin, CA file) failed.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    /// The connection could not be made or was lost (retriable).
+    #[error("transport: {0}")]
+    Transport(#[source] TransportError),
+    /// No answer within the client's timeout (retriable).
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    /// The server answered with a closed stream error; `unavailable` is
+    /// retriable, the others mean this client sent a bad frame.
+    #[error("server error {}: {}", .0.code, .0.detail)]
+    Server(ErrorAnswer),
+    /// The server's answer violates the wire profile.
+    #[error("protocol violation by the server: {0}")]
+    Protocol(#[source] ProtocolError),
+    /// The declaration did not parse, verify or pass the carrier role.
+    #[error("declaration refused: {0}")]
+    Declaration(#[source] DeclarationError),
+    /// The TLS handshake failed (a pin or certificate that does not match
+    /// the carrier's): a configuration fault, never retried.
+    #[error("TLS handshake: {0}")]
+    Handshake(#[source] quinn::ConnectionError),
+    /// The sealed address challenge could not be used (`PROTOCOL.md` §8).
+    #[error(transparent)]
+    AddressChallenge(#[from] rltp_wire::address_challenge::AddressChallengeError),
+    /// A proof could not be built.
+    #[error("proof: {0}")]
+    Proof(#[source] ProofError),
+}
+
+/// How the transport failed (each variant keeps quinn's error as its
+/// source).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransportError {
+    /// No UDP socket could be opened for the client endpoint.
+    #[error("cannot open a udp socket: {0}")]
+    Socket(#[source] std::io::Error),
+    /// The connection attempt was refused before any packet was sent.
+    #[error("{0}")]
+    Connect(#[source] quinn::ConnectError),
+    /// The connection failed or was lost.
+    #[error("{0}")]
+    Connection(#[source] quinn::ConnectionError),
+    /// Writing to a stream failed.
+    #[error("{0}")]
+    Write(#[source] quinn::WriteError),
+    /// Reading from a stream failed.
+    #[error("{0}")]
+    Read(#[source] quinn::ReadError),
+    /// The retry driver holds no connection (a connection attempt failed).
+    #[error("not connected")]
+    NotConnected,
+}
+
+/// How the server's answer violates the wire profile.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProtocolError {
+    /// An answer frame or header did not decode (`rltp_wire`).
+    #[error("{0}")]
+    Frame(#[source] FrameError),
+    /// An answer decoded but contradicts the request or the profile
+    /// (named in the text).
+    #[error("{0}")]
+    Violation(String),
+}
+
+/// Why a fetched declaration was refused (parse ≠ verify ≠ accept, each
+/// with its own typed error from `rltp_proofs::declaration`).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DeclarationError {
+    /// Not a well-formed `registry-declaration/0.1`.
+    #[error("parse: {0}")]
+    Parse(#[source] rltp_proofs::declaration::DeclarationParseError),
+    /// Its proof does not verify under its issuer.
+    #[error("verify: {0}")]
+    Verify(#[source] rltp_proofs::declaration::DeclarationVerifyError),
+    /// It does not pass the carrier role.
+    #[error("accept: {0}")]
+    Accept(#[source] rltp_proofs::declaration::CarrierDeclarationError),
+    /// It is signed by another issuer than the configured one.
+    #[error("issuer {found} is not the configured {expected}")]
+    ForeignIssuer {
+        /// The issuer found (`did:key`).
+        found: String,
+        /// The issuer configured (`did:key`).
+        expected: String,
+    },
+}
+
+/// Why a proof could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProofError {
+    /// The field set does not fit the purpose (§5a.3 purpose matrix).
+    #[error("{0}")]
+    Build(#[source] rltp_proofs::proof::BuildError),
+    /// The proof object could not be canonicalized for signing.
+    #[error("{0}")]
+    Sign(#[source] rltp_proofs::jcs::JcsError),
+    /// `register` was asked with a purpose that is not register or rebind.
+    #[error("{0} is not register or rebind")]
+    NotSuccession(Purpose),
+}
+
+impl ClientError {
+    /// A protocol violation described by `text`.
+    pub(crate) fn violation(text: impl Into<String>) -> ClientError {
+        ClientError::Protocol(ProtocolError::Violation(text.into()))
+    }
+}
+
+impl ClientError {
+    /// Whether retrying the same request later may succeed: transport
+    /// failures, timeouts and `unavailable` (`PROTOCOL.md` §9).
+    pub fn is_retriable(&self) -> bool {
+        match self {
+            ClientError::Transport(_) | ClientError::Timeout(_) => true,
+            ClientError::Server(answer) => answer.code.retriable(),
+            _ => false,
+        }
+    }
+
+    /// Whether this is a failure to reach or keep the carrier.
+    pub fn is_transport(&self) -> bool {
+        matches!(
+            self,
+            ClientError::Transport(_) | ClientError::Timeout(_) | ClientError::Resolve(_)
+        )
+    }
+}
+
+impl From<quinn::ConnectionError> for ClientError {
+    fn from(e: quinn::ConnectionError) -> ClientError {
+        ClientError::Transport(TransportError::Connection(e))
+    }
+}
+
+impl From<quinn::WriteError> for ClientError {
+    fn from(e: quinn::WriteError) -> ClientError {
+        ClientError::Transport(TransportError::Write(e))
+    }
+}
+
+impl From<ReadError> for ClientError {
+    fn from(e: ReadError) -> ClientError {
+        match e {
+            ReadError::Frame(f) => ClientError::from(f),
+            ReadError::Stream(s) => ClientError::Transport(TransportError::Read(s)),
+        }
+    }
+}
+
+impl From<FrameError> for ClientError {
+    fn from(e: FrameError) -> ClientError {
+        ClientError::Protocol(ProtocolError::Frame(e))
+    }
+}
+
+impl From<DeclarationError> for ClientError {
+    fn from(e: DeclarationError) -> ClientError {
+        ClientError::Declaration(e)
+    }
+}
+
+impl From<ProofError> for ClientError {
+    fn from(e: ProofError) -> ClientError {
+        ClientError::Proof(e)
+    }
+}
+
+pub use defaults::{CLIENT_IDLE_TIMEOUT, KEEP_ALIVE};
+
+/// Where and how to connect.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ConnectOptions {
+    /// `host:port` of the carrier.
+    pub server: String,
+    /// How the server certificate is trusted.
+    pub trust: ServerTrust,
+    /// TLS server name; default: the host part of `server` (any name
+    /// works with a pin).
+    pub server_name: Option<String>,
+    /// Longest wait for a connection or an answer.
+    pub timeout: Duration,
+    /// How often to send a QUIC PING while the connection is otherwise
+    /// quiet (`PROTOCOL.md` §5: the carrier closes a connection idle for
+    /// its `idle-timeout-ms`); `None` sends none.
+    pub keep_alive: Option<Duration>,
+}
+
+impl ConnectOptions {
+    /// Options for `server` (`host:port`) trusted by `trust`, with a 30 s
+    /// timeout and a keep-alive every [`KEEP_ALIVE`].
+    pub fn new(server: impl Into<String>, trust: ServerTrust) -> ConnectOptions {
+        ConnectOptions {
+            server: server.into(),
+            trust,
+            server_name: None,
+            timeout: Duration::from_secs(30),
+            keep_alive: Some(KEEP_ALIVE),
+        }
+    }
+
+    /// The same options with another keep-alive interval (`None`: none).
+    pub fn with_keep_alive(mut self, keep_alive: Option<Duration>) -> ConnectOptions {
+        self.keep_alive = keep_alive;
+        self
+    }
+
+    /// The same options with another timeout.
+    pub fn with_timeout(mut self, timeout: Duration) -> ConnectOptions {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The same options with an explicit TLS server name.
+    pub fn with_server_name(mut self, name: impl Into<String>) -> ConnectOptions {
+        self.server_name = Some(name.into());
+        self
+    }
+
+    fn host(&self) -> &str {
+        let s = self.server.as_str();
+        if let Some(rest) = s.strip_prefix('[') {
+            return rest.split(']').next().unwrap_or(rest);
+        }
+        s.rsplit_once(':').map_or(s, |(host, _)| host)
+    }
+}
+
+/// A fetched carrier declaration: the served bytes and the accepted value.
+#[derive(Debug, Clone)]
+pub struct FetchedDeclaration {
+    /// The signed document as served (JCS).
+    pub bytes: Vec<u8>,
+    /// Parsed, verified under its issuer, accepted for the carrier role.
+    pub declaration: CarrierDeclaration,
+}
+
+/// A connection to a carrier.
+#[derive(Debug, Clone)]
+pub struct Client {
+    endpoint: quinn::Endpoint,
+    connection: quinn::Connection,
+    timeout: Duration,
+}
+
+impl Client {
+    /// Connects (QUIC + TLS 1.3, ALPN `rltp-carrier/1`).
+    ///
+    /// # Errors
+    /// [`ClientError::Resolve`], [`ClientError::Tls`],
+    /// [`ClientError::Transport`] (also a pin mismatch: the handshake
+    /// fails), [`ClientError::Timeout`].
+    pub async fn connect(options: &ConnectOptions) -> Result<Client, ClientError> {
+        let addr = resolve(&options.server).await?;
+        let rustls_config = tls::rustls_client_config(&options.trust)?;
+        let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(rustls_config)
+            .map_err(|e| TlsError::Config(e.to_string()))?;
+        let mut config = quinn::ClientConfig::new(Arc::new(crypto));
+        let mut transport = quinn::TransportConfig::default();
+        transport
+            .keep_alive_interval(options.keep_alive)
+            .max_idle_timeout(Some(
+                quinn::IdleTimeout::try_from(CLIENT_IDLE_TIMEOUT)
+                    .map_err(|e| TlsError::Config(e.to_string()))?,
+            ))
+            .max_concurrent_uni_streams(quinn::VarInt::from_u32(0));
+        config.transport_config(Arc::new(transport));
+        let bind: SocketAddr = if addr.is_ipv6() {
+            (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+        } else {
+            (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+        };
+        let mut endpoint = quinn::Endpoint::client(bind)
+            .map_err(|e| ClientError::Transport(TransportError::Socket(e)))?;
+        endpoint.set_default_client_config(config);
+        let name = options
+            .server_name
+            .as_deref()
+            .unwrap_or_else(|| options.host());
+        let connecting = endpoint
+            .connect(addr, name)
+            .map_err(|e| ClientError::Transport(TransportError::Connect(e)))?;
+        let connection = tokio::time::timeout(options.timeout, connecting)
+            .await
+            .map_err(|_| ClientError::Timeout(options.timeout))?
+            .map_err(|e| {
+                if is_handshake_failure(&e) {
+                    ClientError::Handshake(e)
+                } else {
+                    ClientError::from(e)
+                }
+            })?;
+        Ok(Client {
+            endpoint,
+            connection,
+            timeout: options.timeout,
+        })
+    }
+
+    /// The underlying QUIC connection, for raw frames in conformance
+    /// tests (malformed frames, oversize prefixes). Not needed otherwise.
+    pub fn connection(&self) -> &quinn::Connection {
+        &self.connection
+    }
+
+    /// The carrier's address.
+    pub fn remote_address(&self) -> SocketAddr {
+        self.connection.remote_address()
+    }
+
+    /// Closes the connection and waits until the close is sent.
+    pub async fn close(self) {
+        self.connection.close(quinn::VarInt::from_u32(0), b"done");
+        self.endpoint.wait_idle().await;
+    }
+
+    /// Opens a stream and writes one request frame (the send side stays
+    /// open only if `keep_open`).
+    async fn open(
+        &self,
+        request: &Request,
+        body: &[u8],
+        keep_open: bool,
+    ) -> Result<(quinn::SendStream, quinn::RecvStream), ClientError> {
+        let (mut send, recv) = self.connection.open_bi().await?;
+        match net::write_frame(&mut send, &request.to_header(), body).await {
+            // The server decided without reading the rest (a `submit` above
+            // the s2 bound, a malformed frame): its answer follows.
+            Ok(()) | Err(quinn::WriteError::Stopped(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+        if !keep_open {
+            let _ = send.finish();
+        }
+        Ok((send, recv))
+    }
+
+    /// Reads one answer frame within the timeout; a closed stream error
+    /// becomes [`ClientError::Server`].
+    async fn answer(
+        &self,
+        recv: &mut quinn::RecvStream,
+        max_body: usize,
+    ) -> Result<(Object, Vec<u8>), ClientError> {
+        read_answer(recv, max_body, self.timeout).await
+    }
+
+    /// One request → one answer header (no body expected).
+    async fn call(&self, request: &Request, body: &[u8]) -> Result<Object, ClientError> {
+        let (_send, mut recv) = self.open(request, body, false).await?;
+        let (header, _) = self.answer(&mut recv, 0).await?;
+        Ok(header)
+    }
+
+    /// `declaration` (§4.4): fetches the served declaration, then parses,
+    /// verifies (the proof must be by the document `issuer`) and accepts
+    /// it for the carrier role (all seven constants in their §11 domains).
+    ///
+    /// # Errors
+    /// [`ClientError::Declaration`] naming the failed step; transport errors.
+    pub async fn declaration(&self) -> Result<FetchedDeclaration, ClientError> {
+        let (_send, mut recv) = self.open(&Request::Declaration, b"", false).await?;
+        let (header, bytes) = self.answer(&mut recv, wire::MAX_BODY_BYTES).await?;
+        response::parse_declaration_header(&header)?;
+        let declaration = accept_declaration(&bytes)?;
+        Ok(FetchedDeclaration { bytes, declaration })
+    }
+
+    /// [`Client::declaration`], also requiring the issuer to be
+    /// `expected` (the declaration key bound to `C` by configuration,
+    /// `PROTOCOL.md` §3).
+    ///
+    /// # Errors
+    /// As [`Client::declaration`]; a foreign issuer is
+    /// [`ClientError::Declaration`].
+    pub async fn declaration_from(
+        &self,
+        expected: &DidKey,
+    ) -> Result<FetchedDeclaration, ClientError> {
+        let fetched = self.declaration().await?;
+        if fetched.declaration.issuer() != expected {
+            return Err(DeclarationError::ForeignIssuer {
+                found: fetched.declaration.issuer().to_did_key(),
+                expected: expected.to_did_key(),
+            }
+            .into());
+        }
+        Ok(fetched)
+    }
+
+    /// `submit` (§5a.5): one sealed envelope into the queue of `rkid`.
+    /// The answer carries the verdict and, for `admitted`/`duplicate`,
+    /// the deposit id.
+    ///
+    /// # Errors
+    /// Transport errors, [`ClientError::Server`], [`ClientError::Protocol`].
+    pub async fn submit(&self, rkid: &Rkid, envelope: &[u8]) -> Result<SubmitAnswer, ClientError> {
+        let size = u32::try_from(envelope.len())
+            .map_err(|_| ClientError::violation("envelope longer than 4 GiB"))?;
+        let header = self
+            .call(&Request::Submit { rkid: *rkid, size }, envelope)
+            .await?;
+        let answer = SubmitAnswer::from_header(&header)?;
+        check_deposit(&answer, envelope)?;
+        Ok(answer)
+    }
+
+    /// Opens a pipelined `submit-stream`.
+    ///
+    /// # Errors
+    /// Transport errors.
+    pub async fn submitter(&self) -> Result<Submitter, ClientError> {
+        let (send, recv) = self.open(&Request::SubmitStream, b"", true).await?;
+        Ok(Submitter {
+            writer: SubmitWriter { send },
+            reader: SubmitReader {
+                recv,
+                timeout: self.timeout,
+            },
+        })
+    }
+
+    /// Submits every `(rkid, envelope)` on one pipelined stream, writing
+    /// and reading concurrently; answers come back in order.
+    ///
+    /// # Errors
+    /// As [`Submitter`]'s methods.
+    pub async fn submit_many(
+        &self,
+        items: &[(Rkid, Vec<u8>)],
+    ) -> Result<Vec<SubmitAnswer>, ClientError> {
+        let (mut writer, mut reader) = self.submitter().await?.split();
+        let write = async {
+            for (rkid, envelope) in items {
+                writer.send(rkid, envelope).await?;
+            }
+            writer.finish();
+            Ok::<(), ClientError>(())
+        };
+        let read = async {
+            let mut answers = Vec::with_capacity(items.len());
+            for (_, envelope) in items {
+                let answer = reader
+                    .recv()
+                    .await?
+                    .ok_or_else(|| ClientError::violation("submit-stream ended early"))?;
+                check_deposit(&answer, envelope)?;
+                answers.push(answer);
+            }
+            Ok::<_, ClientError>(answers)
+        };
+        let (written, answers) = tokio::join!(write, read);
+        let answers = answers?;
+        written?;
+        Ok(answers)
+    }
+
+    /// `status` (§5a.8, §6.1): `accepted`, `given-up` or `unknown`.
+    ///
+    /// # Errors
+    /// Transport errors, [`ClientError::Server`], [`ClientError::Protocol`].
+    pub async fn status(
+        &self,
+        rkid: &Rkid,
+        deposit: &DepositId,
+    ) -> Result<DepositStatus, ClientError> {
+        let header = self
+            .call(
+                &Request::Status {
+                    rkid: *rkid,
+                    deposit: *deposit,
+                },
+                b"",
+            )
+            .await?;
+        Ok(response::parse_status_header(&header)?)
+    }
+
+    /// `challenge` (§5a.3): a challenge for `(rkid, purpose)`; for
+    /// register/rebind it carries the address challenge sealed to `rkid`.
+    ///
+    /// # Errors
+    /// Transport errors, [`ClientError::Server`], [`ClientError::Protocol`].
+    pub async fn challenge(
+        &self,
+        rkid: &Rkid,
+        purpose: Purpose,
+    ) -> Result<ChallengeAnswer, ClientError> {
+        let header = self
+            .call(
+                &Request::Challenge {
+                    rkid: *rkid,
+                    purpose,
+                },
+                b"",
+            )
+            .await?;
+        let answer = ChallengeAnswer::from_header(&header, rkid)?;
+        if let ChallengeAnswer::Issued {
+            address_challenge, ..
+        } = &answer
+            && address_challenge.is_some() != purpose.changes_succession()
+        {
+            return Err(ClientError::violation(format!(
+                "addressChallenge presence does not fit purpose {purpose}"
+            )));
+        }
+        Ok(answer)
+    }
+}
+
+/// Whether a connection failed in the TLS handshake: a QUIC crypto error
+/// (codes `0x100`–`0x1ff`, RFC 9000 §20.1) raised locally (our verifier
+/// refused the certificate) or by the carrier.
+fn is_handshake_failure(e: &quinn::ConnectionError) -> bool {
+    let crypto = |code: quinn::TransportErrorCode| (0x100..0x200).contains(&u64::from(code));
+    match e {
+        quinn::ConnectionError::TransportError(t) => crypto(t.code),
+        quinn::ConnectionError::ConnectionClosed(c) => crypto(c.error_code),
+        _ => false,
+    }
+}
+
+/// Parses, verifies and accepts a served declaration.
+///
+/// # Errors
+/// [`ClientError::Declaration`].
+pub fn accept_declaration(bytes: &[u8]) -> Result<CarrierDeclaration, ClientError> {
+    let parsed = parse_declaration(bytes).map_err(DeclarationError::Parse)?;
+    let verified = verify_declaration(parsed).map_err(DeclarationError::Verify)?;
+    accept_carrier_declaration(&verified).map_err(|e| DeclarationError::Accept(e).into())
+}
+
+async fn resolve(server: &str) -> Result<SocketAddr, ClientError> {
+    tokio::net::lookup_host(server)
+        .await
+        .map_err(|_| ClientError::Resolve(server.to_owned()))?
+        .next()
+        .ok_or_else(|| ClientError::Resolve(server.to_owned()))
+}
+
+async fn read_answer(
+    recv: &mut quinn::RecvStream,
+    max_body: usize,
+    timeout: Duration,
+) -> Result<(Object, Vec<u8>), ClientError> {
+    let read = async {
+        let Some(prefix) = net::read_prefix(recv).await? else {
+            return Err(ClientError::violation("the stream ended without an answer"));
+        };
+        let header = net::read_header(recv, prefix).await?;
+        if let Some(error) = error_answer(&header)? {
+            return Err(ClientError::Server(error));
+        }
+        let body = net::read_body(recv, prefix, max_body).await?;
+        Ok((header, body))
+    };
+    tokio::time::timeout(timeout, read)
+        .await
+        .map_err(|_| ClientError::Timeout(timeout))?
+}
+
+/// The closed error in `header`, if it is one.
+fn error_answer(header: &Object) -> Result<Option<ErrorAnswer>, ClientError> {
+    if header.get("error").is_none() {
+        return Ok(None);
+    }
+    let bytes = wire::encode_frame(header, b"");
+    let jcs = bytes.get(wire::PREFIX_BYTES..).unwrap_or_default();
+    match response::split_error(jcs)? {
+        Err(answer) => Ok(Some(answer)),
+        Ok(_) => Ok(None),
+    }
+}
+
+fn check_deposit(answer: &SubmitAnswer, envelope: &[u8]) -> Result<(), ClientError> {
+    match answer.deposit {
+        Some(id) if id != DepositId::of(envelope) => Err(ClientError::violation(format!(
+            "deposit id {} is not the digest of the submitted envelope",
+            id.to_multibase()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+async fn write_stream_item(
+    send: &mut quinn::SendStream,
+    rkid: &Rkid,
+    envelope: &[u8],
+) -> Result<(), ClientError> {
+    let size = u32::try_from(envelope.len())
+        .map_err(|_| ClientError::violation("envelope longer than 4 GiB"))?;
+    net::write_frame(send, &wire::stream_item_header(rkid, size), envelope).await?;
+    Ok(())
+}
+
+/// A pipelined `submit-stream` (`PROTOCOL.md` §6): write many
+/// submissions with [`Submitter::send`], read their answers in the same
+/// order with [`Submitter::recv`]. Interleave, [`Submitter::split`] the
+/// two halves into two tasks, or use [`Client::submit_many`], so the
+/// server's pipeline never stalls on unread answers.
+#[derive(Debug)]
+pub struct Submitter {
+    writer: SubmitWriter,
+    reader: SubmitReader,
+}
+
+/// The writing half of a [`Submitter`].
+#[derive(Debug)]
+pub struct SubmitWriter {
+    send: quinn::SendStream,
+}
+
+/// The reading half of a [`Submitter`].
+#[derive(Debug)]
+pub struct SubmitReader {
+    recv: quinn::RecvStream,
+    timeout: Duration,
+}
+
+impl Submitter {
+    /// Writes one submission.
+    ///
+    /// # Errors
+    /// Transport errors.
+    pub async fn send(&mut self, rkid: &Rkid, envelope: &[u8]) -> Result<(), ClientError> {
+        self.writer.send(rkid, envelope).await
+    }
+
+    /// Reads the next answer; see [`SubmitReader::recv`].
+    ///
+    /// # Errors
+    /// As [`SubmitReader::recv`].
+    pub async fn recv(&mut self) -> Result<Option<SubmitAnswer>, ClientError> {
+        self.reader.recv().await
+    }
+
+    /// Says that no more submissions follow.
+    pub fn finish(&mut self) {
+        self.writer.finish();
+    }
+
+    /// The two halves, for a writer task and a reader task.
+    pub fn split(self) -> (SubmitWriter, SubmitReader) {
+        (self.writer, self.reader)
+    }
+}
+
+impl SubmitWriter {
+    /// Writes one submission.
+    ///
+    /// # Errors
+    /// Transport errors.
+    pub async fn send(&mut self, rkid: &Rkid, envelope: &[u8]) -> Result<(), ClientError> {
+        write_stream_item(&mut self.send, rkid, envelope).await
+    }
+
+    /// Says that no more submissions follow.
+    pub fn finish(&mut self) {
+        let _ = self.send.finish();
+    }
+}
+
+impl SubmitReader {
+    /// Reads the next answer, in submission order; `Ok(None)` once the
+    /// server has answered everything (after the writer finished, or when
+    /// the carrier stops reading at shutdown).
+    ///
+    /// # Errors
+    /// Transport errors, [`ClientError::Server`] (a malformed item ends
+    /// the stream), [`ClientError::Protocol`].
+    pub async fn recv(&mut self) -> Result<Option<SubmitAnswer>, ClientError> {
+        let read = async {
+            match net::read_prefix(&mut self.recv).await? {
+                None => Ok(None),
+                Some(prefix) => {
+                    let header = net::read_header(&mut self.recv, prefix).await?;
+                    if let Some(error) = error_answer(&header)? {
+                        return Err(ClientError::Server(error));
+                    }
+                    net::read_body(&mut self.recv, prefix, 0).await?;
+                    Ok(Some(SubmitAnswer::from_header(&header)?))
+                }
+            }
+        };
+        tokio::time::timeout(self.timeout, read)
+            .await
+            .map_err(|_| ClientError::Timeout(self.timeout))?
+    }
+}

@@ -1,0 +1,358 @@
+//! Requests (`PROTOCOL.md` §6–§7): the header of each operation, with its
+//! closed member set, parsed strictly and written as JCS.
+
+use crate::fields::Fields;
+use crate::frame::{FrameError, MAX_COLLECT_LIMIT, MAX_CONCLUDE_IDS};
+use crate::op::Op;
+use rltp_proofs::DepositId;
+use rltp_proofs::json::{Number, Object, Value};
+use rltp_proofs::multikey::Rkid;
+use rltp_proofs::proof::Purpose;
+use std::fmt;
+
+/// The operations of this profile (`PROTOCOL.md` §6).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// `declaration`: the current signed `registry-declaration/0.1`.
+    Declaration,
+    /// `submit {rkid, size}` + envelope body (§5a.5).
+    Submit {
+        /// The queue.
+        rkid: Rkid,
+        /// The body length the sender announces (bytes); must equal the
+        /// body's length.
+        size: u32,
+    },
+    /// `submit-stream`: many `{rkid, size}` + envelope frames follow on the
+    /// same stream; verdicts come back in order.
+    SubmitStream,
+    /// `status {rkid, deposit}` (§5a.8, §6.1).
+    Status {
+        /// The queue.
+        rkid: Rkid,
+        /// The deposit id.
+        deposit: DepositId,
+    },
+    /// `challenge {rkid, purpose}` (§5a.3).
+    Challenge {
+        /// The queue.
+        rkid: Rkid,
+        /// The purpose the challenge is for.
+        purpose: Purpose,
+    },
+    /// `register` + proof body (register or rebind, §5a.3).
+    Register,
+    /// `collect {after?, limit?, watch?}` + proof body (§5a.3, §5a.8).
+    Collect {
+        /// Return deposits with `seq` above this (paging).
+        after: Option<u64>,
+        /// Most deposits in the page (1..=[`MAX_COLLECT_LIMIT`]).
+        limit: u32,
+        /// Keep the stream open and push new deposits.
+        watch: bool,
+    },
+    /// `conclude {deposits}` + proof body (§5a.8).
+    Conclude {
+        /// The deposit ids to conclude.
+        deposits: Vec<DepositId>,
+    },
+}
+
+impl Request {
+    /// The operation ([`Op::as_str`] is the `op` member).
+    pub const fn op(&self) -> Op {
+        match self {
+            Request::Declaration => Op::Declaration,
+            Request::Submit { .. } => Op::Submit,
+            Request::SubmitStream => Op::SubmitStream,
+            Request::Status { .. } => Op::Status,
+            Request::Challenge { .. } => Op::Challenge,
+            Request::Register => Op::Register,
+            Request::Collect { .. } => Op::Collect,
+            Request::Conclude { .. } => Op::Conclude,
+        }
+    }
+
+    /// The largest body this operation's frame may carry (bytes,
+    /// [`Op::max_body`]).
+    pub const fn max_body(&self) -> usize {
+        self.op().max_body()
+    }
+
+    /// Parses a request header (closed member set per operation).
+    ///
+    /// # Errors
+    /// [`FrameError::UnknownOp`] or [`FrameError::Header`].
+    pub fn from_header(header: &Object) -> Result<Request, FrameError> {
+        let fields = Fields(header);
+        let op = fields.str("op")?;
+        let Some(op) = Op::from_wire(op) else {
+            return Err(FrameError::UnknownOp(op.to_owned()));
+        };
+        let request = match op {
+            Op::Declaration => {
+                fields.closed(&["op"])?;
+                Request::Declaration
+            }
+            Op::Submit => {
+                fields.closed(&["op", "rkid", "size"])?;
+                Request::Submit {
+                    rkid: fields.rkid()?,
+                    size: u32::try_from(fields.uint0("size")?)
+                        .map_err(|_| FrameError::Header("size out of range".into()))?,
+                }
+            }
+            Op::SubmitStream => {
+                fields.closed(&["op"])?;
+                Request::SubmitStream
+            }
+            Op::Status => {
+                fields.closed(&["op", "rkid", "deposit"])?;
+                Request::Status {
+                    rkid: fields.rkid()?,
+                    deposit: Fields::deposit_id(fields.str("deposit")?)?,
+                }
+            }
+            Op::Challenge => {
+                fields.closed(&["op", "rkid", "purpose"])?;
+                let purpose = fields.str("purpose")?;
+                Request::Challenge {
+                    rkid: fields.rkid()?,
+                    purpose: Purpose::from_wire(purpose).ok_or_else(|| {
+                        FrameError::Header(format!("unknown purpose {purpose:?}"))
+                    })?,
+                }
+            }
+            Op::Register => {
+                fields.closed(&["op"])?;
+                Request::Register
+            }
+            Op::Collect => {
+                fields.closed(&["op", "after", "limit", "watch"])?;
+                let limit = match fields.opt_uint0("limit")? {
+                    None => MAX_COLLECT_LIMIT,
+                    Some(n) if (1..=u64::from(MAX_COLLECT_LIMIT)).contains(&n) => n as u32,
+                    Some(n) => {
+                        return Err(FrameError::Header(format!(
+                            "limit {n} outside 1..={MAX_COLLECT_LIMIT}"
+                        )));
+                    }
+                };
+                Request::Collect {
+                    after: fields.opt_uint0("after")?,
+                    limit,
+                    watch: fields.opt_bool("watch")?.unwrap_or(false),
+                }
+            }
+            Op::Conclude => {
+                fields.closed(&["op", "deposits"])?;
+                let items = header
+                    .get("deposits")
+                    .and_then(Value::as_array)
+                    .ok_or_else(|| FrameError::Header("deposits must be an array".into()))?;
+                if items.is_empty() || items.len() > MAX_CONCLUDE_IDS {
+                    return Err(FrameError::Header(format!(
+                        "deposits must name 1..={MAX_CONCLUDE_IDS} ids"
+                    )));
+                }
+                let deposits = items
+                    .iter()
+                    .map(|item| {
+                        item.as_str()
+                            .ok_or_else(|| FrameError::Header("deposit id must be a string".into()))
+                            .and_then(Fields::deposit_id)
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Request::Conclude { deposits }
+            }
+        };
+        Ok(request)
+    }
+
+    /// The request header (the inverse of [`Request::from_header`]).
+    pub fn to_header(&self) -> Object {
+        let mut header = Object::new();
+        header.insert("op", self.op().as_str());
+        match self {
+            Request::Submit { rkid, size } => {
+                header.insert("rkid", rkid.to_multikey());
+                header.insert("size", Number::from_u64(u64::from(*size)));
+            }
+            Request::Status { rkid, deposit } => {
+                header.insert("rkid", rkid.to_multikey());
+                header.insert("deposit", deposit.to_multibase());
+            }
+            Request::Challenge { rkid, purpose } => {
+                header.insert("rkid", rkid.to_multikey());
+                header.insert("purpose", purpose.as_str());
+            }
+            Request::Collect {
+                after,
+                limit,
+                watch,
+            } => {
+                if let Some(after) = after {
+                    header.insert("after", Number::from_u64(*after));
+                }
+                header.insert("limit", Number::from_u64(u64::from(*limit)));
+                header.insert("watch", *watch);
+            }
+            Request::Conclude { deposits } => {
+                header.insert(
+                    "deposits",
+                    Value::Array(
+                        deposits
+                            .iter()
+                            .map(|d| Value::from(d.to_multibase()))
+                            .collect(),
+                    ),
+                );
+            }
+            Request::Declaration | Request::SubmitStream | Request::Register => {}
+        }
+        header
+    }
+}
+
+/// One item of a pipelined `submit-stream`: `{rkid, size}` + envelope body.
+///
+/// # Errors
+/// [`FrameError::Header`] for any other member set.
+pub fn parse_stream_item(header: &Object) -> Result<(Rkid, u32), FrameError> {
+    let fields = Fields(header);
+    fields.closed(&["rkid", "size"])?;
+    let size = u32::try_from(fields.uint0("size")?)
+        .map_err(|_| FrameError::Header("size out of range".into()))?;
+    Ok((fields.rkid()?, size))
+}
+
+/// The header of one pipelined submission.
+pub fn stream_item_header(rkid: &Rkid, size: u32) -> Object {
+    let mut header = Object::new();
+    header.insert("rkid", rkid.to_multikey());
+    header.insert("size", Number::from_u64(u64::from(size)));
+    header
+}
+
+impl fmt::Display for Request {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.op().as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::*;
+
+    fn rkid() -> Rkid {
+        Rkid::parse("z6LSqY3EWDm5RNaC14mGJSHYcQNXGSNymfTom7wSaGzKdWWU").unwrap()
+    }
+
+    fn round_trip(request: Request) {
+        let frame = encode_frame(&request.to_header(), b"");
+        let prefix: [u8; 8] = frame[..8].try_into().unwrap();
+        let (h, b) = parse_prefix(prefix, MAX_BODY_BYTES).unwrap();
+        assert_eq!(b, 0);
+        let header = parse_header(&frame[8..8 + h]).unwrap();
+        assert_eq!(Request::from_header(&header).unwrap(), request);
+    }
+
+    #[test]
+    fn every_request_round_trips() {
+        let deposit = DepositId::of(b"x");
+        round_trip(Request::Declaration);
+        round_trip(Request::Submit {
+            rkid: rkid(),
+            size: 1400,
+        });
+        round_trip(Request::SubmitStream);
+        round_trip(Request::Status {
+            rkid: rkid(),
+            deposit,
+        });
+        for purpose in Purpose::ALL {
+            round_trip(Request::Challenge {
+                rkid: rkid(),
+                purpose,
+            });
+        }
+        round_trip(Request::Register);
+        round_trip(Request::Collect {
+            after: Some(7),
+            limit: 10,
+            watch: true,
+        });
+        round_trip(Request::Collect {
+            after: None,
+            limit: 1,
+            watch: false,
+        });
+        round_trip(Request::Conclude {
+            deposits: vec![deposit, DepositId::of(b"y")],
+        });
+    }
+
+    #[test]
+    fn exact_frame_bytes() {
+        let frame = encode_frame(&Request::Declaration.to_header(), b"");
+        assert_eq!(
+            frame,
+            b"\x00\x00\x00\x14\x00\x00\x00\x00{\"op\":\"declaration\"}"
+        );
+    }
+
+    #[test]
+    fn refuses_oversize_prefixes_before_reading() {
+        let mut prefix = [0u8; 8];
+        prefix[..4].copy_from_slice(&(MAX_HEADER_BYTES as u32 + 1).to_be_bytes());
+        assert_eq!(
+            parse_prefix(prefix, MAX_BODY_BYTES).unwrap_err().code(),
+            "frame-too-large"
+        );
+        let mut prefix = [0u8; 8];
+        prefix[4..].copy_from_slice(&u32::MAX.to_be_bytes());
+        assert_eq!(
+            parse_prefix(prefix, 100),
+            Err(FrameError::TooLarge {
+                what: "body",
+                len: u32::MAX as usize,
+                max: 100
+            })
+        );
+    }
+
+    #[test]
+    fn refuses_malformed_headers_with_closed_codes() {
+        let cases: [(&[u8], &str); 9] = [
+            (b"[1]", "malformed-frame"),
+            (b"{\"op\":1}", "malformed-frame"),
+            (b"{\"op\":\"nope\"}", "unknown-operation"),
+            (b"{\"op\":\"declaration\",\"x\":1}", "malformed-frame"),
+            (b"{\"op\":\"submit\",\"rkid\":\"z6LS11111111111111111111111111111111111111111111\",\"size\":1}", "malformed-frame"),
+            (b"{\"op\":\"submit\",\"rkid\":\"z6LSqY3EWDm5RNaC14mGJSHYcQNXGSNymfTom7wSaGzKdWWU\",\"size\":1.0}", "malformed-frame"),
+            (b"{\"op\":\"collect\",\"limit\":0}", "malformed-frame"),
+            (b"{\"op\":\"conclude\",\"deposits\":[]}", "malformed-frame"),
+            (b"{\"op\":\"declaration\",\"op\":\"declaration\"}", "malformed-frame"),
+        ];
+        for (bytes, code) in cases {
+            let result = parse_header(bytes).and_then(|h| Request::from_header(&h));
+            assert_eq!(
+                result.unwrap_err().code(),
+                code,
+                "{}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn headers_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..256)) {
+            if let Ok(header) = parse_header(&bytes) {
+                let _ = Request::from_header(&header);
+                let _ = parse_stream_item(&header);
+            }
+        }
+    }
+}
