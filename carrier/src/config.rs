@@ -43,6 +43,19 @@
 //! [metrics]                             # off unless listen is given
 //! listen = "127.0.0.1:9464"             # /metrics /healthz /readyz /status
 //! allow-remote = false                  # a non-loopback listen is refused unless true
+//!
+//! [store]
+//! backend = "embedded"                  # or "postgres": many nodes, one database
+//!
+//! [store.postgres]                      # only with backend = "postgres"
+//! url = "host=db1,db2 user=rltp dbname=rltp target_session_attrs=read-write"
+//! pool-size = 8
+//! tls = "disable"                       # or "require", with ca-file
+//! ca-file = "/etc/rltp/db-ca.pem"
+//! password-file = "/etc/rltp/db-password"
+//! connect-timeout-ms = 5000
+//! lock-timeout-ms = 10000
+//! commit-timeout-ms = 10000
 //! ```
 //!
 //! Relative paths are relative to the working directory of the process.
@@ -226,6 +239,128 @@ pub struct MetricsConfig {
     pub allow_remote: bool,
 }
 
+/// `[store]`: which store holds the carrier's state.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct StoreConfig {
+    /// `embedded` (default: the store in `<data-dir>/store`) or `postgres`
+    /// (many nodes on one database, `[store.postgres]`).
+    #[serde(default)]
+    pub backend: Backend,
+    /// The database, for `backend = "postgres"`.
+    pub postgres: Option<PostgresConfig>,
+}
+
+/// `[store] backend`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Backend {
+    /// One node, its store in its data dir.
+    #[default]
+    Embedded,
+    /// Any number of nodes on one PostgreSQL database (`PROTOCOL.md` §13).
+    Postgres,
+}
+
+/// `[store.postgres]`: how a node reaches the shared database.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct PostgresConfig {
+    /// libpq-style parameters (`host=db1,db2 port=5432 user=rltp
+    /// dbname=rltp target_session_attrs=read-write`) or a `postgresql://`
+    /// URL. Give every host of a failover pair with
+    /// `target_session_attrs=read-write`, and the node follows a
+    /// promotion.
+    pub url: String,
+    /// Reader connections (the writer and the listener have one each).
+    #[serde(default = "default_pool_size")]
+    pub pool_size: u32,
+    /// `disable` (plain TCP: loopback or a trusted network) or `require`
+    /// (TLS, the server verified against `ca-file`).
+    #[serde(default)]
+    pub tls: PgTlsMode,
+    /// PEM file of the CA roots the database's certificate chains to.
+    pub ca_file: Option<PathBuf>,
+    /// A file holding the password (kept out of the configuration file).
+    pub password_file: Option<PathBuf>,
+    /// Longest wait for a connection, ms.
+    #[serde(default = "default_connect_timeout_ms")]
+    pub connect_timeout_ms: u64,
+    /// Longest a write transaction waits for the global lock, ms.
+    #[serde(default = "default_lock_timeout_ms")]
+    pub lock_timeout_ms: u64,
+    /// Longest a commit may wait for its confirmation, ms (after it: an
+    /// unknown outcome, answered `unavailable`).
+    #[serde(default = "default_commit_timeout_ms")]
+    pub commit_timeout_ms: u64,
+}
+
+fn default_pool_size() -> u32 {
+    crate::defaults::postgres::POOL_SIZE
+}
+fn default_connect_timeout_ms() -> u64 {
+    crate::defaults::postgres::CONNECT_TIMEOUT_MS
+}
+fn default_lock_timeout_ms() -> u64 {
+    crate::defaults::postgres::LOCK_TIMEOUT_MS
+}
+fn default_commit_timeout_ms() -> u64 {
+    crate::defaults::postgres::COMMIT_TIMEOUT_MS
+}
+
+/// `[store.postgres] tls`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PgTlsMode {
+    /// Plain TCP.
+    #[default]
+    Disable,
+    /// TLS, verified against `ca-file`.
+    Require,
+}
+
+impl PostgresConfig {
+    /// The store options these settings name (the password read from its
+    /// file).
+    ///
+    /// # Errors
+    /// [`ConfigError::Field`] if the password file cannot be read.
+    pub fn options(&self) -> Result<rltp_storage::postgres::PgOptions, ConfigError> {
+        use std::time::Duration;
+        let mut url = self.url.clone();
+        if let Some(path) = &self.password_file {
+            let password = std::fs::read_to_string(path).map_err(|e| {
+                field_error(
+                    "store.postgres.password-file",
+                    format!("{}: {e}", path.display()),
+                )
+            })?;
+            let password = password.trim_end_matches(['\n', '\r']);
+            // libpq parameter syntax: quote, escape ' and \.
+            let quoted = password.replace('\\', "\\\\").replace('\'', "\\'");
+            if url.contains("://") {
+                return Err(field_error(
+                    "store.postgres.password-file",
+                    "use libpq parameters (host=… user=…) in url with a password file, not a URL",
+                ));
+            }
+            url = format!("{url} password='{quoted}'");
+        }
+        let mut options = rltp_storage::postgres::PgOptions::new(url);
+        options.pool_size = self.pool_size as usize;
+        options.tls = match (self.tls, &self.ca_file) {
+            (PgTlsMode::Require, Some(ca_file)) => rltp_storage::postgres::PgTls::Require {
+                ca_file: ca_file.clone(),
+            },
+            _ => rltp_storage::postgres::PgTls::Disable,
+        };
+        options.connect_timeout = Duration::from_millis(self.connect_timeout_ms);
+        options.lock_timeout = Duration::from_millis(self.lock_timeout_ms);
+        options.commit_timeout = Duration::from_millis(self.commit_timeout_ms);
+        Ok(options)
+    }
+}
+
 /// The seven constants as declared lexemes (`[constants]`).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
@@ -271,6 +406,8 @@ struct RawConfig {
     tls: TlsConfig,
     #[serde(default)]
     metrics: MetricsConfig,
+    #[serde(default)]
+    store: StoreConfig,
 }
 
 /// A validated configuration.
@@ -293,6 +430,8 @@ pub struct Config {
     pub tls: TlsConfig,
     /// The operator's HTTP endpoint, if enabled.
     pub metrics: MetricsConfig,
+    /// Which store holds the state.
+    pub store: StoreConfig,
 }
 
 impl Config {
@@ -367,6 +506,7 @@ impl Config {
                 ),
             ));
         }
+        validate_store(&raw.store)?;
         Ok(Config {
             carrier,
             listen,
@@ -378,12 +518,59 @@ impl Config {
             limits: raw.limits,
             tls: raw.tls,
             metrics: raw.metrics,
+            store: raw.store,
         })
     }
 
     /// The TLS directory: `<data-dir>/tls`.
     pub fn tls_dir(&self) -> PathBuf {
         crate::data_dir::tls(&self.data_dir)
+    }
+}
+
+fn validate_store(store: &StoreConfig) -> Result<(), ConfigError> {
+    match (store.backend, &store.postgres) {
+        (Backend::Embedded, None) => Ok(()),
+        (Backend::Embedded, Some(_)) => Err(field_error(
+            "store.postgres",
+            "is given but store.backend is \"embedded\" (set backend = \"postgres\" to use it)",
+        )),
+        (Backend::Postgres, None) => Err(field_error(
+            "store.postgres",
+            "is required when store.backend is \"postgres\" (at least url)",
+        )),
+        (Backend::Postgres, Some(pg)) => {
+            if pg.url.trim().is_empty() {
+                return Err(field_error("store.postgres.url", "must not be empty"));
+            }
+            rltp_storage::postgres::check_url(&pg.url)
+                .map_err(|e| field_error("store.postgres.url", e))?;
+            if !(1..=256).contains(&pg.pool_size) {
+                return Err(field_error(
+                    "store.postgres.pool-size",
+                    format!("{} is outside [1, 256]", pg.pool_size),
+                ));
+            }
+            if pg.tls == PgTlsMode::Require && pg.ca_file.is_none() {
+                return Err(field_error(
+                    "store.postgres.ca-file",
+                    "is required with tls = \"require\" (the CA the database's certificate chains to)",
+                ));
+            }
+            for (field, v) in [
+                ("store.postgres.connect-timeout-ms", pg.connect_timeout_ms),
+                ("store.postgres.lock-timeout-ms", pg.lock_timeout_ms),
+                ("store.postgres.commit-timeout-ms", pg.commit_timeout_ms),
+            ] {
+                if !(1..=3_600_000).contains(&v) {
+                    return Err(field_error(
+                        field,
+                        format!("{v} is outside [1, 3600000] ms"),
+                    ));
+                }
+            }
+            Ok(())
+        }
     }
 }
 

@@ -156,6 +156,28 @@ pub mod http {
     pub const HISTORY_MINUTES: usize = 60;
 }
 
+/// The PostgreSQL store (`[store.postgres]`, `PROTOCOL.md` §13).
+pub mod postgres {
+    /// Reader connections per node: status, watch pages and challenges
+    /// read outside the writer; eight covers a node's blocking pool with
+    /// room (the writer and the listener have a connection each besides,
+    /// so a database serves `nodes × (pool-size + 2)` connections).
+    pub const POOL_SIZE: u32 = 8;
+    /// Longest wait for a connection: long enough for a loaded database,
+    /// short enough that a dead host is reported well within a client's
+    /// 30 s answer timeout.
+    pub const CONNECT_TIMEOUT_MS: u64 = 5_000;
+    /// Longest a write transaction waits for the global lock: another
+    /// node's transaction holds it for one group commit (milliseconds); a
+    /// lock held for ten seconds is a node that died mid-transaction, which
+    /// the database notices and rolls back.
+    pub const LOCK_TIMEOUT_MS: u64 = 10_000;
+    /// Longest a `COMMIT` may wait for its confirmation (a synchronous
+    /// standby): after it the outcome is unknown and the carrier answers
+    /// `unavailable`; a third of a client's answer timeout.
+    pub const COMMIT_TIMEOUT_MS: u64 = 10_000;
+}
+
 /// The control socket (`<data-dir>/control.sock`).
 pub mod control {
     use std::time::Duration;

@@ -247,7 +247,8 @@ impl<S: Store> Driver<S> {
         match self.authorize(proof_bytes, Operation::Register) {
             Ok(authorized) => {
                 let engine = Arc::clone(&self.engine);
-                Ok(self.writer.execute(move |txn, now, events| {
+                let hint = Some((*authorized.rkid(), None));
+                Ok(self.writer.execute_hinted(hint, move |txn, now, events| {
                     engine.register(txn, &authorized, now, events)
                 })?)
             }
@@ -264,9 +265,12 @@ impl<S: Store> Driver<S> {
         match self.authorize(proof_bytes, Operation::Register) {
             Ok(authorized) => {
                 let engine = Arc::clone(&self.engine);
+                let hint = Some((*authorized.rkid(), None));
                 Ok(self
                     .writer
-                    .run(move |txn, now, events| engine.register(txn, &authorized, now, events))
+                    .run_hinted(hint, move |txn, now, events| {
+                        engine.register(txn, &authorized, now, events)
+                    })
                     .await?)
             }
             Err(denied) => denied_registration(denied),
@@ -287,8 +291,9 @@ impl<S: Store> Driver<S> {
     ) -> Result<Collected, SessionError> {
         let authorized = self.authorize(proof_bytes, Operation::Collect)?;
         let engine = Arc::clone(&self.engine);
+        let hint = Some((*authorized.rkid(), None));
         self.writer
-            .execute(move |txn, now, events| {
+            .execute_hinted(hint, move |txn, now, events| {
                 engine.collect(txn, &authorized, after, limit, now, events)
             })?
             .map_err(SessionError::Refused)
@@ -306,8 +311,11 @@ impl<S: Store> Driver<S> {
         let authorized = self.authorize(proof_bytes, Operation::Conclude)?;
         let ids: BTreeSet<DepositId> = ids.iter().copied().collect();
         let engine = Arc::clone(&self.engine);
+        let hint = Some((*authorized.rkid(), None));
         self.writer
-            .execute(move |txn, now, events| engine.conclude(txn, &authorized, &ids, now, events))?
+            .execute_hinted(hint, move |txn, now, events| {
+                engine.conclude(txn, &authorized, &ids, now, events)
+            })?
             .map_err(SessionError::Refused)
     }
 
@@ -319,10 +327,11 @@ impl<S: Store> Driver<S> {
     /// admitted, and it is not a verdict.
     pub fn submit(&self, rkid: &Rkid, bytes: &[u8]) -> Result<SubmitVerdict, EngineError> {
         let submission = self.engine.screen(*rkid, bytes.to_vec());
+        let hint = Some((*rkid, Some(submission.id())));
         let engine = Arc::clone(&self.engine);
-        Ok(self
-            .writer
-            .execute(move |txn, now, events| engine.submit(txn, &submission, now, events))?)
+        Ok(self.writer.execute_hinted(hint, move |txn, now, events| {
+            engine.submit(txn, &submission, now, events)
+        })?)
     }
 
     /// [`Driver::submit`] for async callers: awaits the durable commit
@@ -338,7 +347,9 @@ impl<S: Store> Driver<S> {
         let engine = Arc::clone(&self.engine);
         let verdict = self
             .writer
-            .run(move |txn, now, events| engine.submit(txn, &submission, now, events))
+            .run_hinted(Some((*rkid, Some(id))), move |txn, now, events| {
+                engine.submit(txn, &submission, now, events)
+            })
             .await
             .map_err(EngineError::from);
         (verdict, id)
@@ -352,7 +363,9 @@ impl<S: Store> Driver<S> {
     pub async fn submit_unread_async(&self, rkid: &Rkid) -> Result<SubmitVerdict, EngineError> {
         let (rkid, engine) = (*rkid, Arc::clone(&self.engine));
         self.writer
-            .run(move |txn, _, _| engine.submit_unread(txn, &rkid))
+            .run_hinted(Some((rkid, None)), move |txn, _, _| {
+                engine.submit_unread(txn, &rkid)
+            })
             .await
             .map_err(EngineError::from)
     }

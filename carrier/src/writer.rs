@@ -47,7 +47,8 @@
 
 use crate::clock::Clock;
 use rltp_engine::{Engine, EventCounters, EventSnapshot, Tally};
-use rltp_proofs::Ms;
+use rltp_proofs::multikey::Rkid;
+use rltp_proofs::{DepositId, Ms};
 use rltp_storage::{PendingSync, Store, StoreError, StoreResult, WriteTxn};
 use std::sync::mpsc;
 use std::sync::{Arc, OnceLock};
@@ -68,7 +69,15 @@ type Run =
 struct Job {
     run: Run,
     fail: Box<dyn FnOnce(CommitError) + Send>,
+    hint: Hint,
 }
+
+/// What an operation will read, said before its batch runs: the queue it
+/// names and, for a submission, the deposit id s3 looks up. The batch's
+/// hints go to the store at once ([`WriteTxn::prefetch`]), so a store whose
+/// reads are round trips (PostgreSQL) makes one per batch, not several per
+/// operation. A hint changes no answer.
+pub type Hint = Option<(Rkid, Option<DepositId>)>;
 
 /// The answer slot of one submitted operation, shared by its completion
 /// and its failure path (whichever answers first).
@@ -234,6 +243,19 @@ impl Writer {
         R: Send + 'static,
         F: FnMut(&mut dyn WriteTxn, Ms, &mut Tally) -> StoreResult<R> + Send + 'static,
     {
+        self.submit_hinted(None, op)
+    }
+
+    /// [`Writer::submit`] with what `op` will read ([`Hint`]).
+    pub fn submit_hinted<R, F>(
+        &self,
+        hint: Hint,
+        op: F,
+    ) -> oneshot::Receiver<Result<R, CommitError>>
+    where
+        R: Send + 'static,
+        F: FnMut(&mut dyn WriteTxn, Ms, &mut Tally) -> StoreResult<R> + Send + 'static,
+    {
         let (sender, receiver) = oneshot::channel();
         let reply: Reply<R> = Arc::new(std::sync::Mutex::new(Some(sender)));
         let on_failure = Arc::clone(&reply);
@@ -247,6 +269,7 @@ impl Writer {
                 }) as Completion)
             }),
             fail: Box::new(move |error| answer(&on_failure, Err(error))),
+            hint,
         };
         // If the writer is gone the job (and its reply sender) is dropped and
         // the receiver reports `Closed`.
@@ -277,7 +300,35 @@ impl Writer {
         R: Send + 'static,
         F: FnMut(&mut dyn WriteTxn, Ms, &mut Tally) -> StoreResult<R> + Send + 'static,
     {
-        self.submit(op).await.unwrap_or(Err(CommitError::NotRun))
+        self.run_hinted(None, op).await
+    }
+
+    /// [`Writer::execute`] with what `op` will read ([`Hint`]).
+    ///
+    /// # Errors
+    /// As [`Writer::execute`].
+    pub fn execute_hinted<R, F>(&self, hint: Hint, op: F) -> Result<R, CommitError>
+    where
+        R: Send + 'static,
+        F: FnMut(&mut dyn WriteTxn, Ms, &mut Tally) -> StoreResult<R> + Send + 'static,
+    {
+        self.submit_hinted(hint, op)
+            .blocking_recv()
+            .unwrap_or(Err(CommitError::NotRun))
+    }
+
+    /// [`Writer::run`] with what `op` will read ([`Hint`]).
+    ///
+    /// # Errors
+    /// As [`Writer::run`].
+    pub async fn run_hinted<R, F>(&self, hint: Hint, op: F) -> Result<R, CommitError>
+    where
+        R: Send + 'static,
+        F: FnMut(&mut dyn WriteTxn, Ms, &mut Tally) -> StoreResult<R> + Send + 'static,
+    {
+        self.submit_hinted(hint, op)
+            .await
+            .unwrap_or(Err(CommitError::NotRun))
     }
 
     /// Writer statistics.
@@ -460,10 +511,17 @@ fn run_batch<S: Store>(batches: &Batches<'_, S>, mut batch: Vec<Job>) -> Option<
                 engine.set_constants(constants);
             }
         };
-        let prelude = match batches.engine {
+        let hints: Vec<(Rkid, Option<DepositId>)> =
+            batch.iter().filter_map(|job| job.hint).collect();
+        let prelude = if hints.is_empty() {
+            Ok(())
+        } else {
+            txn.prefetch(&hints)
+        }
+        .and_then(|()| match batches.engine {
             Some(engine) => engine.prelude(&mut txn, now, &mut events),
             None => Ok(()),
-        };
+        });
         if let Err(error) = prelude {
             tracing::error!(%error, "batch prelude failed; batch dropped");
             drop(txn);

@@ -17,6 +17,7 @@ mod cli_flow;
 mod conformance;
 mod damage;
 mod exits;
+mod nodes;
 mod recipient;
 mod sender;
 mod shutdown;

@@ -78,9 +78,26 @@ pub fn load_config(args: &Args) -> Result<Config, Failure> {
 async fn execute(args: &Args) -> Result<u8, Failure> {
     let config = load_config(args)?;
     crate::server::init_tracing(config.log_format);
-    let server = crate::server::Server::start(&config)
-        .await
-        .map_err(|e| Failure::usage(e.to_string()))?;
+    match config.store.backend {
+        crate::config::Backend::Embedded => {
+            let server = crate::server::Server::start(&config)
+                .await
+                .map_err(|e| Failure::usage(e.to_string()))?;
+            run_until_signal(server).await
+        }
+        crate::config::Backend::Postgres => {
+            let server = crate::server::Server::start_postgres(&config)
+                .await
+                .map_err(|e| Failure::usage(e.to_string()))?;
+            run_until_signal(server).await
+        }
+    }
+}
+
+/// Prints the four lines, serves until SIGINT or SIGTERM, drains.
+async fn run_until_signal<S: rltp_storage::Store>(
+    server: crate::server::Server<S>,
+) -> Result<u8, Failure> {
     println!("listening {}", server.local_addr());
     println!("fingerprint {}", server.fingerprint());
     println!("carrier {}", server.carrier().as_str());

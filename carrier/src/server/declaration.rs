@@ -117,6 +117,15 @@ fn write_signed(data_dir: &Path, record: &DeclarationRecord) -> Result<(), Decla
 /// The constants of the stored declaration if it is a valid carrier
 /// declaration by `issuer`; `None` otherwise (absent, foreign or
 /// unreadable — the next revision supersedes it).
+/// The issuer and constants of a stored revision, if it is a valid
+/// carrier declaration (any issuer).
+pub fn held_declaration(record: &DeclarationRecord) -> Option<(DidKey, CarrierConstants)> {
+    let parsed = parse_declaration(&record.document).ok()?;
+    let verified = verify_declaration(parsed).ok()?;
+    let accepted = accept_carrier_declaration(&verified).ok()?;
+    Some((*accepted.issuer(), accepted.constants().clone()))
+}
+
 fn held_constants(record: &DeclarationRecord, issuer: &DidKey) -> Option<CarrierConstants> {
     let parsed = parse_declaration(&record.document).ok()?;
     let verified = verify_declaration(parsed).ok()?;

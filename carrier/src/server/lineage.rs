@@ -216,6 +216,32 @@ pub fn clock_store_id(text: &str) -> Option<&str> {
 /// [`LineageError::Damaged`] naming what is missing or foreign, and the
 /// way back.
 pub fn account(data_dir: &Path, generated_tls: bool) -> Result<Life, LineageError> {
+    account_for(data_dir, generated_tls, StoreHome::DataDir)
+}
+
+/// Where a carrier's store lives, for [`account_for`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreHome {
+    /// In the data dir (`store/`): the embedded store.
+    DataDir,
+    /// Outside it (the shared PostgreSQL database, `PROTOCOL.md` §13): the
+    /// data dir holds a node's declaration key, TLS identity, clock and
+    /// lineage, and the caller checks the lineage's store id against the
+    /// database's. A new node's data dir may already hold the carrier's
+    /// declaration key (and `declaration.signed`), copied from another
+    /// node: that is still a fresh node.
+    External,
+}
+
+/// [`account`] for a store that lives at `home`.
+///
+/// # Errors
+/// As [`account`].
+pub fn account_for(
+    data_dir: &Path,
+    generated_tls: bool,
+    home: StoreHome,
+) -> Result<Life, LineageError> {
     let damaged = |what: String, way_back: &str| LineageError::Damaged {
         dir: data_dir.to_owned(),
         what,
@@ -227,12 +253,17 @@ pub fn account(data_dir: &Path, generated_tls: bool) -> Result<Life, LineageErro
     let index = data_dir.join(STORE_INDEX);
     let index_present = std::fs::metadata(&index).is_ok_and(|m| m.len() > 0);
     let Some(lineage) = Lineage::read(data_dir)? else {
-        if index_present {
+        if index_present && home == StoreHome::DataDir {
             return Ok(Life::Adopt);
         }
+        let shared = [
+            super::declaration::KEY_FILE,
+            super::declaration::SIGNED_FILE,
+        ];
         let leftovers: Vec<String> = crate::data_dir::MADE_BY_A_CARRIER
             .into_iter()
             .filter(|name| data_dir.join(name).exists())
+            .filter(|name| home == StoreHome::DataDir || !shared.contains(name))
             .map(str::to_owned)
             .collect();
         if leftovers.is_empty() || leftovers == [crate::data_dir::STORE] && store_is_empty(data_dir)
@@ -248,7 +279,7 @@ pub fn account(data_dir: &Path, generated_tls: bool) -> Result<Life, LineageErro
             &format!("{RESTORE}; to start a new carrier, give it a new, empty data directory"),
         ));
     };
-    if !index_present {
+    if !index_present && home == StoreHome::DataDir {
         return Err(damaged(
             format!(
                 "its store {STORE_INDEX} (store {}) is missing or empty",

@@ -69,7 +69,8 @@ use crate::tls::{self, SpkiFingerprint, TlsError};
 use rltp_engine::{EngineConfig, EngineConstants, EngineError};
 use rltp_proofs::identity::CarrierId;
 use rltp_proofs::multikey::DidKey;
-use rltp_storage::redb_store::{RedbOptions, RedbStore};
+use rltp_storage::postgres::PgStore;
+use rltp_storage::redb_store::{RedbOptions, RedbStore, StoreId};
 use rltp_storage::{Store, StoreError};
 use std::future::Future;
 use std::net::SocketAddr;
@@ -98,6 +99,9 @@ pub enum ServerError {
     /// ([`lineage`]); nothing was changed.
     #[error(transparent)]
     Lineage(#[from] lineage::LineageError),
+    /// The configuration cannot be used (it names the field).
+    #[error("{0}")]
+    Config(String),
     /// The data directory or the UDP socket failed.
     #[error("{what}: {source}")]
     Io {
@@ -240,6 +244,129 @@ impl Server<RedbStore> {
                 server.stopped.subscribe(),
             )));
         }
+        Ok(server)
+    }
+}
+
+impl Server<PgStore> {
+    /// Starts a node on the shared PostgreSQL database (`[store.postgres]`,
+    /// `PROTOCOL.md` §13), after accounting for the node's data dir (its
+    /// declaration key, TLS identity, clock and lineage; the store lives in
+    /// the database) and for what the database already holds: a data dir
+    /// of another database's carrier, a declaration key other than the one
+    /// that signed the database's declaration, or constants other than the
+    /// declared ones are refused, naming the way back. The first node of a
+    /// fresh database signs revision 1; every later node serves that one.
+    ///
+    /// # Errors
+    /// [`ServerError`]; [`ServerError::Lineage`] for a data dir or database
+    /// this node may not serve.
+    pub async fn start_postgres(config: &Config) -> Result<Server<PgStore>, ServerError> {
+        prepare_data_dir(config)?;
+        let options = config
+            .store
+            .postgres
+            .as_ref()
+            .ok_or_else(|| ServerError::Config("store.postgres is required".into()))?
+            .options()
+            .map_err(|e| ServerError::Config(e.to_string()))?;
+        let data_dir = config.data_dir.clone();
+        let generated_tls = config.tls.cert.is_none();
+        let life = lineage::account_for(&data_dir, generated_tls, lineage::StoreHome::External)?;
+        let store = tokio::task::spawn_blocking(move || PgStore::open(options))
+            .await
+            .map_err(|e| ServerError::Io {
+                what: "opening the database".into(),
+                source: std::io::Error::other(e),
+            })??;
+        let store_id = StoreId(store.store_id());
+        let refuse = |what: String, way_back: &str| {
+            ServerError::Lineage(lineage::LineageError::Damaged {
+                dir: data_dir.clone(),
+                what,
+                way_back: way_back.to_owned(),
+            })
+        };
+        if let lineage::Life::Known(known) = &life
+            && known.store_id != store_id
+        {
+            return Err(refuse(
+                format!(
+                    "it belongs to the carrier of store {}, but the database holds store {store_id}",
+                    known.store_id
+                ),
+                "point [store.postgres] url at this node's database, or give the node a new, empty data dir",
+            ));
+        }
+        let key_path = data_dir.join(declaration::KEY_FILE);
+        let held = rltp_storage::ReadTxn::declaration(&store.read()?)?;
+        if let Some(record) = &held {
+            let Some((issuer, constants)) = declaration::held_declaration(record) else {
+                return Err(refuse(
+                    format!(
+                        "the database's declaration revision {} does not verify",
+                        record.revision
+                    ),
+                    "restore the database from a backup",
+                ));
+            };
+            let copy = format!(
+                "copy declaration.key from a node of this carrier into {} (every node signs as {})",
+                data_dir.display(),
+                issuer.to_did_key()
+            );
+            if !key_path.exists() {
+                return Err(refuse(
+                    format!(
+                        "its declaration key {} is missing, and the database's declaration is signed by {}",
+                        key_path.display(),
+                        issuer.to_did_key()
+                    ),
+                    &copy,
+                ));
+            }
+            let key = declaration::load_key(&key_path)?;
+            if DidKey::from_verifying_key(&key.verifying_key()) != issuer {
+                return Err(refuse(
+                    format!(
+                        "its declaration key {} is not the key that signed the database's declaration ({})",
+                        key_path.display(),
+                        issuer.to_did_key()
+                    ),
+                    &copy,
+                ));
+            }
+            if constants != config.constants {
+                return Err(refuse(
+                    format!(
+                        "its [constants] differ from those of the database's declaration revision {}: \
+                         every node serves one declaration",
+                        record.revision
+                    ),
+                    "set [constants] as the declaration does (rltp-carrier declaration prints them), \
+                     or publish new ones for every node with `rltp-carrier migrate --config FILE --publish-constants`",
+                ));
+            }
+        }
+        if !matches!(life, lineage::Life::Known(_)) {
+            lineage::stamp_clock(&data_dir, store_id, crate::admin::now_ms())?;
+        }
+        let server = Server::start_with_store(config, Arc::new(store)).await?;
+        // Deposits admitted through other nodes wake this node's watchers.
+        {
+            let watchers = Arc::clone(&server.ctx.watchers);
+            server
+                .ctx
+                .engine
+                .store()
+                .on_remote_admission(Arc::new(move |rkid| watchers.admitted(rkid)));
+        }
+        if !matches!(life, lineage::Life::Known(_)) {
+            lineage::describe(&data_dir, store_id, crate::admin::now_ms())?.write(&data_dir)?;
+        }
+        // No control socket: its backup is the embedded store's; the
+        // database is backed up with PostgreSQL's own tools
+        // (deploy/OPERATIONS.md, "Many nodes").
         Ok(server)
     }
 }

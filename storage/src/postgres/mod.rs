@@ -117,6 +117,17 @@ pub struct PgIntegrity {
     pub problems: Vec<String>,
 }
 
+/// Whether `url` is libpq-style parameters or a `postgresql://` URL the
+/// driver reads (the configuration checks it before anything starts).
+///
+/// # Errors
+/// The driver's reason, for people.
+pub fn check_url(url: &str) -> Result<(), String> {
+    url.parse::<tokio_postgres::Config>()
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
 /// TLS to the database.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

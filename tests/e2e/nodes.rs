@@ -1,0 +1,182 @@
+//! Many carrier nodes on one PostgreSQL database (`PROTOCOL.md` §13),
+//! through the real binary: two `serve` processes on one throwaway
+//! cluster are one carrier — one declaration, one set of queues, watch
+//! pushes across nodes — and a node that does not belong is refused.
+
+use super::*;
+
+/// The config of a node on `cluster`.
+fn node_config(cluster: &rltp_pgtest::Cluster) -> String {
+    format!(
+        "[store]\nbackend = \"postgres\"\n\n[store.postgres]\nurl = \"{}\"\n",
+        cluster.conninfo()
+    )
+}
+
+/// A second node's data dir holding the carrier's declaration key, copied
+/// from the first node's (as an operator does).
+fn second_data_dir(root: &Path, first: &Path) -> PathBuf {
+    let dir = root.join("b");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(first.join("declaration.key"), dir.join("declaration.key")).unwrap();
+    dir
+}
+
+/// Node A registers and collects, node B takes the deposits; a watch on A
+/// is pushed what B admits; both serve the same declaration bytes.
+#[test]
+fn two_nodes_on_one_database_are_one_carrier() {
+    let cluster = rltp_pgtest::Cluster::start().unwrap_or_else(|e| panic!("{e}"));
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    let config = node_config(&cluster);
+    let a_dir = root.join("a");
+    let a = Carrier::start_with(&Spec::new(&a_dir, &config));
+    let b = Carrier::start_with(&Spec::new(&second_data_dir(root, &a_dir), &config));
+    assert_eq!(a.issuer, b.issuer, "one declaration key");
+    let decl_a = cli_to(root, &a, &["declaration", "--json"]).expect(0);
+    let decl_b = cli_to(root, &b, &["declaration", "--json"]).expect(0);
+    assert_eq!(
+        decl_a.stdout, decl_b.stdout,
+        "one declaration, byte for byte"
+    );
+
+    let (key, rkid) = keys_new(root, "alice.json");
+    cli_to(root, &a, &["register", "--key", key.to_str().unwrap()]).expect(0);
+    // Deposits through B land in the queue registered on A.
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        let doc = document(root, &format!("d{n}.json"), &format!("{{\"n\":{n}}}"));
+        let sent = cli_to(root, &b, &["send", "--to", &rkid, doc.to_str().unwrap()]).expect(0);
+        ids.push(sent.value("deposit").to_owned());
+    }
+    // The status of a deposit admitted through B, asked of A.
+    let status = cli_to(root, &a, &["status", "--to", &rkid, "--deposit", &ids[0]]).expect(0);
+    assert_eq!(status.value("status"), "accepted");
+    let collected = cli_to(
+        root,
+        &a,
+        &[
+            "collect",
+            "--key",
+            key.to_str().unwrap(),
+            "--out",
+            "inbox",
+            "--conclude",
+        ],
+    )
+    .expect(0);
+    for id in &ids {
+        assert!(
+            collected.stdout.contains(id.as_str()),
+            "{id} not collected: {collected:?}"
+        );
+    }
+
+    // A watch session on A is pushed a deposit admitted through B.
+    let mut watch = Command::new(BIN)
+        .args([
+            "collect",
+            "--key",
+            key.to_str().unwrap(),
+            "--out",
+            "inbox2",
+            "--watch",
+        ])
+        .args(a.args())
+        .current_dir(root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let lines = lines_of(watch.stdout.take().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let line = lines
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .expect("the watch started");
+        if line.starts_with("watching") {
+            break;
+        }
+    }
+    let doc = document(root, "late.json", "{\"late\":true}");
+    let sent = cli_to(root, &b, &["send", "--to", &rkid, doc.to_str().unwrap()]).expect(0);
+    let late = sent.value("deposit").to_owned();
+    let pushed = loop {
+        let line = lines
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .expect("the deposit admitted through B was pushed to the watch on A");
+        if line.starts_with("deposit ") {
+            break line;
+        }
+    };
+    assert!(pushed.contains(&late), "{pushed}");
+    let _ = watch.kill();
+    let _ = watch.wait();
+    assert!(a.terminate().success());
+    assert!(b.terminate().success());
+}
+
+/// A node whose declaration key is not the one that signed the database's
+/// declaration, or whose constants differ, is refused at start — it would
+/// otherwise sign a second declaration — and one whose data dir belongs to
+/// another database is refused too; each message names the way back.
+#[test]
+fn a_node_that_does_not_belong_is_refused() {
+    let cluster = rltp_pgtest::Cluster::start().unwrap_or_else(|e| panic!("{e}"));
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    let config = node_config(&cluster);
+    let a_dir = root.join("a");
+    let a = Carrier::start_with(&Spec::new(&a_dir, &config));
+    let serve = |dir: &Path, config: &str| {
+        let path = dir.with_extension("toml");
+        std::fs::write(&path, config).unwrap();
+        cli(
+            root,
+            &[
+                "serve",
+                "--data-dir",
+                dir.to_str().unwrap(),
+                "--listen",
+                "127.0.0.1:0",
+                "--config",
+                path.to_str().unwrap(),
+            ],
+        )
+    };
+    // Its own, fresh declaration key.
+    let stranger = serve(&root.join("stranger"), &config).expect(2);
+    assert!(
+        stranger
+            .stderr
+            .contains("is missing, and the database's declaration is signed by"),
+        "{stranger:?}"
+    );
+    assert!(
+        stranger.stderr.contains("copy declaration.key from a node"),
+        "{stranger:?}"
+    );
+    // The right key, other constants.
+    let other = second_data_dir(root, &a_dir);
+    let changed = serve(
+        &other,
+        &format!("{config}\n[constants]\norphan-horizon = \"P60D\"\n"),
+    )
+    .expect(2);
+    assert!(
+        changed
+            .stderr
+            .contains("its [constants] differ from those of the database's declaration revision 1"),
+        "{changed:?}"
+    );
+    // A's data dir pointed at another database.
+    assert!(a.terminate().success());
+    let elsewhere = rltp_pgtest::Cluster::start().unwrap_or_else(|e| panic!("{e}"));
+    let foreign = serve(&a_dir, &node_config(&elsewhere)).expect(2);
+    assert!(
+        foreign.stderr.contains("but the database holds store"),
+        "{foreign:?}"
+    );
+}
