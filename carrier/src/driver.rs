@@ -444,6 +444,23 @@ impl<S: Store> Driver<S> {
         Ok(next)
     }
 
+    /// Puts `constants` in force from the next batch on, as the
+    /// constants of a revision another writer of the same store already
+    /// applied and stored (another carrier node on a shared database,
+    /// `PROTOCOL.md` §13): what depends on them was re-derived in that
+    /// writer's transaction, so this node only adopts them — inside a batch
+    /// of its own writer, so no decision of a batch sees them change.
+    ///
+    /// # Errors
+    /// [`EngineError::Unavailable`] if the batch failed (nothing changed).
+    pub fn adopt_constants(&self, constants: EngineConstants) -> Result<(), EngineError> {
+        let engine = Arc::clone(&self.engine);
+        Ok(self.writer.execute(move |_txn, _now, _events| {
+            engine.set_constants(constants);
+            Ok(())
+        })?)
+    }
+
     /// §4.4: applies a declaration revision ([`Engine::apply_constants`])
     /// in the writer; if the batch fails, the previous constants stay in
     /// force.

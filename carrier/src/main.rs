@@ -36,6 +36,8 @@ enum Command {
     Demo(cli::demo::Args),
     /// Check any carrier from the wire: one line per contract section.
     Conformance(cli::conformance::Args),
+    /// Prepare the shared PostgreSQL database (schema; new constants for every node).
+    Migrate(cli::migrate::Args),
     /// Write a consistent backup archive of a carrier's store (online while `serve` runs).
     Backup(cli::backup::Args),
     /// Check a backup archive and install it into a data dir (or only --verify it).
@@ -58,6 +60,7 @@ async fn main() -> ExitCode {
         Command::Conclude(args) => cli::conclude::run(args).await,
         Command::Demo(args) => cli::demo::run(args).await,
         Command::Conformance(args) => cli::conformance::run(args).await,
+        Command::Migrate(args) => cli::migrate::run(args).await,
         Command::Backup(args) => cli::backup::run(args),
         Command::Restore(args) => cli::restore::run(args),
         Command::Admin(args) => cli::admin::run(args),

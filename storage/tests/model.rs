@@ -48,6 +48,10 @@ enum Op {
     Declaration(u64, usize),
     /// The batch hint: every queue, and payload `p`'s id in queue `r`.
     Prefetch(usize, usize),
+    /// A bounded read of the due index, inside the transaction.
+    ReadDue(Ms, usize),
+    /// A bounded page of queue `r` after a `seq`, inside the transaction.
+    ReadDeposits(usize, Option<u64>, usize),
     Commit,
     Abort,
     Reopen,
@@ -94,6 +98,9 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         1 => (-2000i64..2000).prop_map(Op::Elastic),
         1 => (0u64..9, 0usize..40).prop_map(|(r, n)| Op::Declaration(r, n)),
         2 => (r.clone(), 0..PAYLOADS).prop_map(|(r, p)| Op::Prefetch(r, p)),
+        2 => (0u64..7, 1usize..4).prop_map(|(at, n)| Op::ReadDue(at, n)),
+        2 => (r.clone(), prop::option::of(0u64..6), 1usize..4)
+            .prop_map(|(r, after, n)| Op::ReadDeposits(r, after, n)),
         4 => Just(Op::Commit),
         1 => Just(Op::Abort),
         1 => Just(Op::Reopen),
@@ -149,6 +156,8 @@ fn apply(t: &mut impl WriteTxn, op: &Op) -> StoreResult<String> {
             keys.push((rk[*r], Some(DepositId::of(&p[*i]))));
             format!("{:?}", t.prefetch(&keys)?)
         }
+        Op::ReadDue(upto, limit) => format!("{:?}", t.due(*upto, *limit)?),
+        Op::ReadDeposits(r, after, limit) => format!("{:?}", t.deposits(&rk[*r], *after, *limit)?),
         Op::Commit | Op::Abort | Op::Reopen | Op::Compact(_) => String::new(),
     })
 }
@@ -217,7 +226,10 @@ struct Postgres<'a> {
 
 impl Postgres<'_> {
     fn open(&self) -> StoreResult<PgStore> {
-        PgStore::open(PgOptions::new(self.cluster.conninfo()))
+        let mut options = PgOptions::new(self.cluster.conninfo());
+        // A window of two due entries: reads past its end are exercised.
+        options.due_read_ahead = 2;
+        PgStore::open(options)
     }
 }
 
@@ -321,6 +333,110 @@ fn postgres_store_matches_the_reference_model() {
             .reopen()
             .map_err(|e| TestCaseError::fail(e.to_string()))?;
         run(&mut subject, &ops).map_err(|e| TestCaseError::fail(e.to_string()))
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}
+
+/// One step of a prelude-like loop inside one write transaction.
+#[derive(Debug, Clone)]
+enum DueOp {
+    Schedule(Ms, Due),
+    Unschedule(Ms, Due),
+    /// `due(upto, limit)`, then (like the prelude) unschedule the first.
+    Pop(Ms, usize),
+    /// `deposits(r, after, limit)` after appending or removing.
+    Append(usize, usize),
+    Remove(usize, u64),
+    Page(usize, Option<u64>, usize),
+}
+
+fn due_op_strategy() -> impl Strategy<Value = DueOp> {
+    prop_oneof![
+        3 => due_strategy().prop_map(|(at, d)| DueOp::Schedule(at, d)),
+        1 => due_strategy().prop_map(|(at, d)| DueOp::Unschedule(at, d)),
+        4 => (0u64..7, 1usize..4).prop_map(|(at, n)| DueOp::Pop(at, n)),
+        2 => (0..RKIDS, 0..PAYLOADS).prop_map(|(r, p)| DueOp::Append(r, p)),
+        1 => (0..RKIDS, 1u64..8).prop_map(|(r, s)| DueOp::Remove(r, s)),
+        2 => (0..RKIDS, prop::option::of(0u64..6), 1usize..4)
+            .prop_map(|(r, after, n)| DueOp::Page(r, after, n)),
+    ]
+}
+
+fn apply_due_op(t: &mut impl WriteTxn, op: &DueOp) -> StoreResult<String> {
+    let rk = rkids();
+    let p = payloads();
+    Ok(match op {
+        DueOp::Schedule(at, d) => format!("{:?}", t.schedule(*at, d)?),
+        DueOp::Unschedule(at, d) => format!("{:?}", t.unschedule(*at, d)?),
+        DueOp::Pop(upto, limit) => {
+            let found = t.due(*upto, *limit)?;
+            if let Some((at, due)) = found.first() {
+                t.unschedule(*at, due)?;
+            }
+            format!("{found:?}")
+        }
+        DueOp::Append(r, i) => {
+            if t.deposit_by_id(&rk[*r], &DepositId::of(&p[*i]))?.is_some() {
+                "duplicate".into()
+            } else {
+                format!("{:?}", t.append_deposit(&rk[*r], &p[*i], 1, 11)?)
+            }
+        }
+        DueOp::Remove(r, s) => format!("{:?}", t.remove_deposit(&rk[*r], *s)?),
+        DueOp::Page(r, after, limit) => format!("{:?}", t.deposits(&rk[*r], *after, *limit)?),
+    })
+}
+
+/// The PostgreSQL store's read-ahead of the due index and its merged
+/// queue pages (no flush before a range read) answer every bounded read of
+/// a transaction as the reference model does, with no full-state read in
+/// between to refresh them: a prelude-like loop of pops, schedules
+/// (earlier than, inside and past the window) and page reads after
+/// appends and removals, in two transactions (the first committed).
+#[test]
+fn postgres_reads_ahead_as_the_reference_model_reads() {
+    let cluster = rltp_pgtest::Cluster::start().unwrap_or_else(|e| panic!("{e}"));
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+        cases: cases(24),
+        ..ProptestConfig::default()
+    });
+    let ops = (
+        prop::collection::vec(due_op_strategy(), 0..40),
+        prop::collection::vec(due_op_strategy(), 1..60),
+    );
+    let result = runner.run(&ops, |(first, second)| {
+        cluster
+            .psql("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let subject = Postgres {
+            cluster: &cluster,
+            store: None,
+        };
+        let store = subject
+            .open()
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let model = MemStore::new();
+        let fail = |e: rltp_storage::StoreError| TestCaseError::fail(e.to_string());
+        for (ops, commit) in [(&first, true), (&second, false)] {
+            let mut m = model.begin_write().map_err(fail)?;
+            let mut d = store.begin_write().map_err(fail)?;
+            for op in ops {
+                prop_assert_eq!(
+                    apply_due_op(&mut m, op).map_err(fail)?,
+                    apply_due_op(&mut d, op).map_err(fail)?,
+                    "{:?}",
+                    op
+                );
+            }
+            prop_assert_eq!(state(&m).map_err(fail)?, state(&d).map_err(fail)?);
+            if commit {
+                model.commit(m).map_err(fail)?;
+                store.commit(d).map_err(fail)?;
+            }
+        }
+        Ok(())
     });
     if let Err(e) = result {
         panic!("{e}");

@@ -180,3 +180,115 @@ fn a_node_that_does_not_belong_is_refused() {
         "{foreign:?}"
     );
 }
+
+/// `migrate --publish-constants` signs the configuration's constants as
+/// the database's next declaration revision, and every running node
+/// serves it — byte for byte the same — within a sweep interval; a node
+/// started afterwards with the old constants is refused, one with the new
+/// ones joins.
+#[test]
+fn published_constants_are_adopted_by_every_running_node() {
+    let cluster = rltp_pgtest::Cluster::start().unwrap_or_else(|e| panic!("{e}"));
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    let config = format!(
+        "{}\n[limits]\nsweep-interval-ms = 100\n",
+        node_config(&cluster)
+    );
+    let a_dir = root.join("a");
+    let a = Carrier::start_with(&Spec::new(&a_dir, &config));
+    let b_dir = second_data_dir(root, &a_dir);
+    let b = Carrier::start_with(&Spec::new(&b_dir, &config));
+    let before = cli_to(root, &a, &["declaration"]).expect(0);
+    assert_eq!(before.value("revision"), "1");
+    assert_eq!(before.value("orphan-horizon"), "P30D");
+
+    let changed = format!("{config}\n[constants]\norphan-horizon = \"P60D\"\n");
+    let changed_path = root.join("changed.toml");
+    std::fs::write(&changed_path, &changed).unwrap();
+    // Without the carrier's declaration key, nothing is published.
+    let keyless = cli(
+        root,
+        &[
+            "migrate",
+            "--config",
+            changed_path.to_str().unwrap(),
+            "--data-dir",
+            root.join("keyless").to_str().unwrap(),
+            "--publish-constants",
+        ],
+    )
+    .expect(2);
+    assert!(
+        keyless
+            .stderr
+            .contains("is missing, and the database's declaration is signed by"),
+        "{keyless:?}"
+    );
+    let published = cli(
+        root,
+        &[
+            "migrate",
+            "--config",
+            changed_path.to_str().unwrap(),
+            "--data-dir",
+            a_dir.to_str().unwrap(),
+            "--publish-constants",
+        ],
+    )
+    .expect(0);
+    assert_eq!(published.value("declaration-revision"), "2");
+    assert!(!published.value("store-id").is_empty());
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let served = |node: &Carrier| loop {
+        let now = cli_to(root, node, &["declaration"]).expect(0);
+        if now.value("revision") == "2" {
+            break now;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the node still serves revision {}",
+            now.value("revision")
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    for node in [&a, &b] {
+        let now = served(node);
+        assert_eq!(now.value("orphan-horizon"), "P60D");
+        assert_eq!(now.value("issuer"), before.value("issuer"));
+    }
+    let doc_a = cli_to(root, &a, &["declaration", "--json"]).expect(0);
+    let doc_b = cli_to(root, &b, &["declaration", "--json"]).expect(0);
+    assert_eq!(doc_a.stdout, doc_b.stdout, "one declaration, byte for byte");
+    assert!(b.terminate().success());
+
+    // A node restarted with the old constants no longer belongs ...
+    let old_path = root.join("old.toml");
+    std::fs::write(&old_path, &config).unwrap();
+    let stale = cli(
+        root,
+        &[
+            "serve",
+            "--data-dir",
+            b_dir.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--config",
+            old_path.to_str().unwrap(),
+        ],
+    )
+    .expect(2);
+    assert!(
+        stale
+            .stderr
+            .contains("its [constants] differ from those of the database's declaration revision 2"),
+        "{stale:?}"
+    );
+    // ... and with the new ones it serves revision 2 as it is.
+    let b = Carrier::start_with(&Spec::new(&b_dir, &changed));
+    let again = cli_to(root, &b, &["declaration", "--json"]).expect(0);
+    assert_eq!(again.stdout, doc_a.stdout);
+    assert!(a.terminate().success());
+    assert!(b.terminate().success());
+}

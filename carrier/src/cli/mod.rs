@@ -14,6 +14,7 @@
 //! | `conclude` | [`conclude`] | conclude given deposit ids (§5a.8) |
 //! | `demo` | [`demo`] | the whole round trip against an in-process carrier |
 //! | `conformance` | [`conformance`] | check any carrier from the wire, one line per contract section |
+//! | `migrate` | [`migrate`] | prepare the shared PostgreSQL database; publish new constants for every node |
 //! | `backup` | [`backup`] | an online, consistent backup archive (`deploy/OPERATIONS.md`) |
 //! | `restore` | [`restore`] | check an archive and install it, or `--verify` it |
 //! | `admin stats` | [`admin`] | counts only (no cross-principal answers, §5a.1) |
@@ -50,6 +51,7 @@ pub mod conformance;
 pub mod declaration;
 pub mod demo;
 pub mod keys;
+pub mod migrate;
 pub mod output;
 pub mod register;
 pub mod restore;

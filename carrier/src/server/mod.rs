@@ -67,6 +67,7 @@ use crate::driver::Driver;
 use crate::meter::GovernorMeter;
 use crate::tls::{self, SpkiFingerprint, TlsError};
 use rltp_engine::{EngineConfig, EngineConstants, EngineError};
+use rltp_proofs::constants::CarrierConstants;
 use rltp_proofs::identity::CarrierId;
 use rltp_proofs::multikey::DidKey;
 use rltp_storage::postgres::PgStore;
@@ -74,6 +75,7 @@ use rltp_storage::redb_store::{RedbOptions, RedbStore, StoreId};
 use rltp_storage::{Store, StoreError};
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tokio::sync::watch as signal;
@@ -298,56 +300,7 @@ impl Server<PgStore> {
                 "point [store.postgres] url at this node's database, or give the node a new, empty data dir",
             ));
         }
-        let key_path = data_dir.join(declaration::KEY_FILE);
-        let held = rltp_storage::ReadTxn::declaration(&store.read()?)?;
-        if let Some(record) = &held {
-            let Some((issuer, constants)) = declaration::held_declaration(record) else {
-                return Err(refuse(
-                    format!(
-                        "the database's declaration revision {} does not verify",
-                        record.revision
-                    ),
-                    "restore the database from a backup",
-                ));
-            };
-            let copy = format!(
-                "copy declaration.key from a node of this carrier into {} (every node signs as {})",
-                data_dir.display(),
-                issuer.to_did_key()
-            );
-            if !key_path.exists() {
-                return Err(refuse(
-                    format!(
-                        "its declaration key {} is missing, and the database's declaration is signed by {}",
-                        key_path.display(),
-                        issuer.to_did_key()
-                    ),
-                    &copy,
-                ));
-            }
-            let key = declaration::load_key(&key_path)?;
-            if DidKey::from_verifying_key(&key.verifying_key()) != issuer {
-                return Err(refuse(
-                    format!(
-                        "its declaration key {} is not the key that signed the database's declaration ({})",
-                        key_path.display(),
-                        issuer.to_did_key()
-                    ),
-                    &copy,
-                ));
-            }
-            if constants != config.constants {
-                return Err(refuse(
-                    format!(
-                        "its [constants] differ from those of the database's declaration revision {}: \
-                         every node serves one declaration",
-                        record.revision
-                    ),
-                    "set [constants] as the declaration does (rltp-carrier declaration prints them), \
-                     or publish new ones for every node with `rltp-carrier migrate --config FILE --publish-constants`",
-                ));
-            }
-        }
+        check_node_declaration(&store, &data_dir, Some(&config.constants))?;
         if !matches!(life, lineage::Life::Known(_)) {
             lineage::stamp_clock(&data_dir, store_id, crate::admin::now_ms())?;
         }
@@ -369,6 +322,81 @@ impl Server<PgStore> {
         // (deploy/OPERATIONS.md, "Many nodes").
         Ok(server)
     }
+}
+
+/// What a node's data dir must hold for the database's declaration: the
+/// key that signed it (every node signs as one issuer), and — when
+/// `configured` is given — constants equal to the declared ones (every
+/// node serves one declaration). A database without a declaration asks
+/// nothing: its first node signs revision 1.
+///
+/// # Errors
+/// [`ServerError::Lineage`] naming what differs and the way back.
+pub fn check_node_declaration(
+    store: &PgStore,
+    data_dir: &Path,
+    configured: Option<&CarrierConstants>,
+) -> Result<(), ServerError> {
+    let refuse = |what: String, way_back: &str| {
+        ServerError::Lineage(lineage::LineageError::Damaged {
+            dir: data_dir.to_owned(),
+            what,
+            way_back: way_back.to_owned(),
+        })
+    };
+    let key_path = data_dir.join(declaration::KEY_FILE);
+    let held = rltp_storage::ReadTxn::declaration(&store.read()?)?;
+    if let Some(record) = &held {
+        let Some((issuer, constants)) = declaration::held_declaration(record) else {
+            return Err(refuse(
+                format!(
+                    "the database's declaration revision {} does not verify",
+                    record.revision
+                ),
+                "restore the database from a backup",
+            ));
+        };
+        let copy = format!(
+            "copy declaration.key from a node of this carrier into {} (every node signs as {})",
+            data_dir.display(),
+            issuer.to_did_key()
+        );
+        if !key_path.exists() {
+            return Err(refuse(
+                format!(
+                    "its declaration key {} is missing, and the database's declaration is signed by {}",
+                    key_path.display(),
+                    issuer.to_did_key()
+                ),
+                &copy,
+            ));
+        }
+        let key = declaration::load_key(&key_path)?;
+        if DidKey::from_verifying_key(&key.verifying_key()) != issuer {
+            return Err(refuse(
+                format!(
+                    "its declaration key {} is not the key that signed the database's declaration ({})",
+                    key_path.display(),
+                    issuer.to_did_key()
+                ),
+                &copy,
+            ));
+        }
+        if let Some(configured) = configured
+            && constants != *configured
+        {
+            return Err(refuse(
+                format!(
+                    "its [constants] differ from those of the database's declaration revision {}: \
+                         every node serves one declaration",
+                    record.revision
+                ),
+                "set [constants] as the declaration does (rltp-carrier declaration prints them), \
+                     or publish new ones for every node with `rltp-carrier migrate --config FILE --publish-constants`",
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn prepare_data_dir(config: &Config) -> Result<(), ServerError> {
@@ -786,5 +814,51 @@ async fn sweeper<S: Store>(ctx: Arc<Ctx<S>>) {
             Ok(Err(e)) => tracing::warn!(error = %e, "sweep failed; retrying next interval"),
             Err(e) => tracing::error!(error = %e, "sweep task failed"),
         }
+        let adopting = Arc::clone(&ctx);
+        if let Ok(Err(e)) =
+            tokio::task::spawn_blocking(move || adopt_stored_declaration(&adopting)).await
+        {
+            tracing::warn!(error = %e, "reading the stored declaration failed; retrying next interval");
+        }
     }
+}
+
+/// Adopts a declaration revision newer than the one this node serves,
+/// stored by another node of the same database or by `rltp-carrier migrate
+/// --publish-constants` (`PROTOCOL.md` §13): its constants govern this
+/// node's decisions from its next batch on and its bytes are served.
+/// Nothing to do on a store only this node writes.
+fn adopt_stored_declaration<S: Store>(ctx: &Ctx<S>) -> Result<(), EngineError> {
+    let stored = rltp_storage::ReadTxn::declaration(&ctx.engine.store().read()?)?;
+    let Some(record) = stored else {
+        return Ok(());
+    };
+    let served = current_declaration(ctx);
+    if record.document == *served {
+        return Ok(());
+    }
+    let served_revision = rltp_proofs::declaration::parse_declaration(&served)
+        .map(|p| p.revision())
+        .unwrap_or(0);
+    if record.revision <= served_revision {
+        return Ok(());
+    }
+    let Some((issuer, constants)) = declaration::held_declaration(&record) else {
+        tracing::error!(
+            revision = record.revision,
+            "the stored declaration does not verify; still serving the previous one"
+        );
+        return Ok(());
+    };
+    ctx.engine
+        .adopt_constants(EngineConstants::from(&constants))?;
+    *ctx.declaration
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(record.document);
+    tracing::info!(
+        revision = record.revision,
+        issuer = %issuer.to_did_key(),
+        "adopted a declaration revision stored by another node"
+    );
+    Ok(())
 }

@@ -140,6 +140,25 @@ pub(super) async fn deposit_by_seq(
     .transpose()
 }
 
+/// The deposits at `(rkid, seq)` keys (those held), in one statement.
+pub(super) async fn deposits_by_seq(
+    client: &Client,
+    rkids: Vec<Vec<u8>>,
+    seqs: Vec<i64>,
+) -> StoreResult<Vec<(Rkid, Deposit)>> {
+    rows(
+        client,
+        "read deposits by seq",
+        "SELECT d.rkid, d.seq, d.id, d.len, d.admitted_at, d.give_up_at FROM rltp_deposits d \
+         JOIN unnest($1::bytea[], $2::int8[]) AS k(rkid, seq) ON d.rkid = k.rkid AND d.seq = k.seq",
+        &[(&rkids, Type::BYTEA_ARRAY), (&seqs, Type::INT8_ARRAY)],
+    )
+    .await?
+    .iter()
+    .map(|r| Ok((codec::rkid(r.get::<_, &[u8]>("rkid"))?, codec::deposit(r)?)))
+    .collect()
+}
+
 /// The bytes of a held deposit, checked against its id: a mismatch is
 /// [`StoreError::Corrupt`] (quarantined by the engine), never wrong bytes.
 pub(super) async fn deposit_bytes(

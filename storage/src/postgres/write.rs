@@ -62,9 +62,36 @@ struct Inner {
     appended: BTreeMap<(Rkid, u64), (Deposit, Vec<u8>)>,
     removed: BTreeSet<(Rkid, u64)>,
     due: BTreeMap<DueKey, bool>,
+    /// The due entries at or before an instant, as this transaction sees
+    /// them ([`DueWindow`]).
+    due_window: Option<DueWindow>,
+    /// Deposits read by `seq` in this transaction (rows of the database
+    /// not removed since), so that removing one needs no second read.
+    by_seq: HashMap<(Rkid, u64), Deposit>,
     quarantine: Vec<(Rkid, Deposit, Ms, String)>,
     declaration: Option<DeclarationRecord>,
     admitted: BTreeSet<Rkid>,
+}
+
+/// Due entries fetched from the database in one read, kept exact by the
+/// transaction's own `schedule`/`unschedule` (the global lock keeps every
+/// other writer out): the batch prelude and the sweep take entries one at
+/// a time, and each is answered here without a round trip.
+struct DueWindow {
+    /// The instant (biased, [`codec::due_at`]) the window was read up to.
+    upto: i64,
+    /// `None`: every row at or before `upto` was read; `Some(k)`: the read
+    /// stopped at its limit, and only keys up to `k` are known.
+    bound: Option<DueKey>,
+    /// The entries known, in due order.
+    entries: BTreeMap<DueKey, (Ms, Due)>,
+}
+
+impl DueWindow {
+    /// Whether `key` lies in the part of the index the window knows.
+    fn covers(&self, key: &DueKey) -> bool {
+        key.0 <= self.upto && self.bound.as_ref().is_none_or(|b| key <= b)
+    }
 }
 
 impl std::fmt::Debug for PgWrite<'_> {
@@ -232,6 +259,41 @@ impl<'a> PgWrite<'a> {
                 }
             }
         })
+    }
+
+    /// Reads, in one statement, the deposits the give-up entries of a due
+    /// window name (those not read yet), so that applying each needs no
+    /// round trip of its own ([`ReadTxn::deposits`] answers a one-deposit
+    /// page at a known `seq` from them).
+    fn read_given_up(&self, entries: &BTreeMap<DueKey, (Ms, Due)>) -> StoreResult<()> {
+        let (rkids, seqs) = {
+            let inner = self.inner.borrow();
+            let mut rkids = Vec::new();
+            let mut seqs = Vec::new();
+            for (_, due) in entries.values() {
+                if let Due::GiveUp(rkid, seq) = due {
+                    let key = (*rkid, *seq);
+                    if !inner.by_seq.contains_key(&key)
+                        && !inner.removed.contains(&key)
+                        && !inner.appended.contains_key(&key)
+                    {
+                        rkids.push(rkid.as_bytes().to_vec());
+                        seqs.push(big(*seq)?);
+                    }
+                }
+            }
+            (rkids, seqs)
+        };
+        if rkids.is_empty() {
+            return Ok(());
+        }
+        let found =
+            self.run(move |c| async move { queries::deposits_by_seq(&c, rkids, seqs).await })?;
+        let mut inner = self.inner.borrow_mut();
+        for (rkid, d) in found {
+            inner.by_seq.insert((rkid, d.seq), d);
+        }
+        Ok(())
     }
 
     fn binding_cached(&self, rkid: &Rkid) -> StoreResult<Option<Binding>> {
@@ -630,9 +692,48 @@ impl ReadTxn for PgWrite<'_> {
         self.run(|c| async move { queries::oldest_tombstone(&c).await })
     }
     fn deposits(&self, rkid: &Rkid, after: Option<u64>, limit: usize) -> StoreResult<Vec<Deposit>> {
-        self.flush()?;
+        // The database's rows merged with this transaction's buffered
+        // appends and removals (no flush): read as many more rows as the
+        // transaction removed from this part of the queue.
+        let from = after.map_or(0, |a| a.saturating_add(1));
+        if limit == 1 && after.is_some() {
+            // The deposit at exactly `from`, if the transaction knows it
+            // is held, is the page (no `seq` lies between).
+            let inner = self.inner.borrow();
+            if let Some((d, _)) = inner.appended.get(&(*rkid, from)) {
+                return Ok(vec![*d]);
+            }
+            if let Some(d) = inner.by_seq.get(&(*rkid, from)) {
+                return Ok(vec![*d]);
+            }
+        }
+        let removed = {
+            let inner = self.inner.borrow();
+            inner
+                .removed
+                .range((*rkid, from)..=(*rkid, u64::MAX))
+                .count()
+        };
         let r = *rkid;
-        self.run(|c| async move { queries::deposits(&c, &r, after, limit).await })
+        let want = limit.saturating_add(removed);
+        let rows = self.run(|c| async move { queries::deposits(&c, &r, after, want).await })?;
+        let mut inner = self.inner.borrow_mut();
+        let mut out: Vec<Deposit> = rows
+            .into_iter()
+            .filter(|d| !inner.removed.contains(&(*rkid, d.seq)))
+            .collect();
+        for d in &out {
+            inner.by_seq.insert((*rkid, d.seq), *d);
+        }
+        out.extend(
+            inner
+                .appended
+                .range((*rkid, from)..=(*rkid, u64::MAX))
+                .map(|(_, (d, _))| *d),
+        );
+        out.sort_by_key(|d| d.seq);
+        out.truncate(limit);
+        Ok(out)
     }
     fn deposit_by_id(&self, rkid: &Rkid, id: &DepositId) -> StoreResult<Option<Deposit>> {
         if let Some(d) = self.inner.borrow().identity.get(&(*rkid, *id)) {
@@ -672,8 +773,39 @@ impl ReadTxn for PgWrite<'_> {
         Ok(found)
     }
     fn due(&self, upto: Ms, limit: usize) -> StoreResult<Vec<(Ms, Due)>> {
+        let biased = codec::due_at(upto);
+        {
+            let inner = self.inner.borrow();
+            if let Some(w) = &inner.due_window
+                && w.upto == biased
+            {
+                let known: Vec<(Ms, Due)> = w.entries.values().take(limit).copied().collect();
+                if known.len() == limit || w.bound.is_none() {
+                    return Ok(known);
+                }
+            }
+        }
+        // (Re)read the window: this transaction's writes first.
         self.flush()?;
-        self.run(|c| async move { queries::due(&c, upto, limit).await })
+        let fetch = limit.max(self.store.options.due_read_ahead).max(1);
+        let rows = self.run(|c| async move { queries::due(&c, upto, fetch).await })?;
+        let mut entries = BTreeMap::new();
+        for (at, due) in rows {
+            entries.insert(codec::due_key(at, &due)?, (at, due));
+        }
+        let bound = if entries.len() < fetch {
+            None
+        } else {
+            entries.keys().next_back().cloned()
+        };
+        let known: Vec<(Ms, Due)> = entries.values().take(limit).copied().collect();
+        self.read_given_up(&entries)?;
+        self.inner.borrow_mut().due_window = Some(DueWindow {
+            upto: biased,
+            bound,
+            entries,
+        });
+        Ok(known)
     }
     fn next_due(&self) -> StoreResult<Option<Ms>> {
         self.flush()?;
@@ -771,9 +903,14 @@ impl WriteTxn for PgWrite<'_> {
                 inner.removed.contains(&(*rkid, seq)),
             )
         };
+        let known = self.inner.get_mut().by_seq.remove(&(*rkid, seq));
         let deposit = match from_buffer {
             Some(d) => Some(d),
             None if already_removed => None,
+            None if known.is_some() => {
+                self.inner.get_mut().removed.insert((*rkid, seq));
+                known
+            }
             None => {
                 let r = *rkid;
                 let found =
@@ -816,17 +953,23 @@ impl WriteTxn for PgWrite<'_> {
         Ok(())
     }
     fn schedule(&mut self, at: Ms, due: &Due) -> StoreResult<()> {
-        self.inner
-            .get_mut()
-            .due
-            .insert(codec::due_key(at, due)?, true);
+        let key = codec::due_key(at, due)?;
+        let inner = self.inner.get_mut();
+        if let Some(w) = &mut inner.due_window
+            && w.covers(&key)
+        {
+            w.entries.insert(key.clone(), (at, *due));
+        }
+        inner.due.insert(key, true);
         Ok(())
     }
     fn unschedule(&mut self, at: Ms, due: &Due) -> StoreResult<()> {
-        self.inner
-            .get_mut()
-            .due
-            .insert(codec::due_key(at, due)?, false);
+        let key = codec::due_key(at, due)?;
+        let inner = self.inner.get_mut();
+        if let Some(w) = &mut inner.due_window {
+            w.entries.remove(&key);
+        }
+        inner.due.insert(key, false);
         Ok(())
     }
     fn add_elastic_bytes(&mut self, delta: i64) -> StoreResult<()> {
