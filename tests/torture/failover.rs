@@ -195,6 +195,8 @@ async fn a_database_failover_under_load_loses_no_admitted_deposit() {
             break;
         }
     }
+    client_a.close().await;
+    client_b.close().await;
     let l = ledger.lock().unwrap();
     let held: BTreeSet<DepositId> = collected.iter().copied().collect();
     assert_eq!(held.len(), collected.len(), "a deposit offered twice");
@@ -219,8 +221,6 @@ async fn a_database_failover_under_load_loses_no_admitted_deposit() {
     assert_eq!(held, l.acked);
     assert!(l.acked_before_kill > 0);
     drop(l);
-    client_a.close().await;
-    client_b.close().await;
     assert!(a.terminate().success());
     assert!(b.terminate().success());
 }
