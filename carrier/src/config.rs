@@ -56,6 +56,7 @@
 //! connect-timeout-ms = 5000
 //! lock-timeout-ms = 10000
 //! commit-timeout-ms = 10000
+//! notify = true                        # false: a database without LISTEN/NOTIFY
 //! ```
 //!
 //! Relative paths are relative to the working directory of the process.
@@ -293,6 +294,12 @@ pub struct PostgresConfig {
     /// unknown outcome, answered `unavailable`).
     #[serde(default = "default_commit_timeout_ms")]
     pub commit_timeout_ms: u64,
+    /// Tell the other nodes of each admission with `NOTIFY` and listen
+    /// for theirs, so their watch sessions are pushed at once; `false` for
+    /// a database without LISTEN/NOTIFY (watch sessions then re-read their
+    /// queue every `sweep-interval-ms`).
+    #[serde(default = "default_notify")]
+    pub notify: bool,
 }
 
 fn default_pool_size() -> u32 {
@@ -306,6 +313,9 @@ fn default_lock_timeout_ms() -> u64 {
 }
 fn default_commit_timeout_ms() -> u64 {
     crate::defaults::postgres::COMMIT_TIMEOUT_MS
+}
+fn default_notify() -> bool {
+    crate::defaults::postgres::NOTIFY
 }
 
 /// `[store.postgres] tls`.
@@ -357,6 +367,7 @@ impl PostgresConfig {
         options.connect_timeout = Duration::from_millis(self.connect_timeout_ms);
         options.lock_timeout = Duration::from_millis(self.lock_timeout_ms);
         options.commit_timeout = Duration::from_millis(self.commit_timeout_ms);
+        options.notify = self.notify;
         Ok(options)
     }
 }

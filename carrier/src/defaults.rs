@@ -176,6 +176,9 @@ pub mod postgres {
     /// standby): after it the outcome is unknown and the carrier answers
     /// `unavailable`; a third of a client's answer timeout.
     pub const COMMIT_TIMEOUT_MS: u64 = 10_000;
+    /// LISTEN/NOTIFY on: PostgreSQL has it, and a watch on one node is
+    /// pushed what another admits at once rather than at its next re-read.
+    pub const NOTIFY: bool = true;
 }
 
 /// The control socket (`<data-dir>/control.sock`).

@@ -44,6 +44,10 @@
 //! operation never ran: [`CommitError::NotRun`]): a retriable answer
 //! upstream, never a partial effect. The writer survives the error and
 //! serves the next batch (a single I/O error never wedges the carrier).
+//! One exception: a [`StoreError::Conflict`] — the database aborted the
+//! transaction as a serialization failure or a deadlock, so nothing of it
+//! was written — runs the whole batch again, in a fresh transaction, up
+//! to [`CONFLICT_RETRIES`] times before its callers are refused.
 
 use crate::clock::Clock;
 use rltp_engine::{Engine, EventCounters, EventSnapshot, Tally};
@@ -480,6 +484,8 @@ fn fail_all<S: Store>(
 /// run again without it (module docs).
 fn run_batch<S: Store>(batches: &Batches<'_, S>, mut batch: Vec<Job>) -> Option<Pending> {
     let store = batches.store;
+    // Attempts the database aborted as conflicts (module docs).
+    let mut conflicts = 0;
     loop {
         let count = batch.len();
         if count == 0 {
@@ -523,8 +529,12 @@ fn run_batch<S: Store>(batches: &Batches<'_, S>, mut batch: Vec<Job>) -> Option<
             None => Ok(()),
         });
         if let Err(error) = prelude {
-            tracing::error!(%error, "batch prelude failed; batch dropped");
             drop(txn);
+            restore();
+            if again_after(&error, &mut conflicts) {
+                continue;
+            }
+            tracing::error!(%error, "batch prelude failed; batch dropped");
             drop(batch);
             store.after_failure();
             batches.failed(count, Duration::ZERO);
@@ -561,6 +571,9 @@ fn run_batch<S: Store>(batches: &Batches<'_, S>, mut batch: Vec<Job>) -> Option<
                 (job.fail)(CommitError::Store(Arc::new(error)));
                 continue;
             }
+            if again_after(&error, &mut conflicts) {
+                continue;
+            }
             tracing::error!(%error, "operation failed; batch dropped");
             store.after_failure();
             batches.failed(count, Duration::ZERO);
@@ -582,11 +595,31 @@ fn run_batch<S: Store>(batches: &Batches<'_, S>, mut batch: Vec<Job>) -> Option<
                 started,
             }),
             Err(error) => {
-                tracing::error!(%error, "commit failed; batch dropped");
                 restore();
+                if again_after(&error, &mut conflicts) {
+                    drop(completions);
+                    continue;
+                }
+                tracing::error!(%error, "commit failed; batch dropped");
                 fail_all(batches, completions, count, error, started.elapsed());
                 None
             }
         };
     }
+}
+
+/// How many times a batch the database aborted as a conflict runs again
+/// before its callers are refused.
+pub const CONFLICT_RETRIES: u32 = 3;
+
+/// Whether an attempt that failed with `error` runs again: a conflict
+/// ([`StoreError::Conflict`]: nothing was written), at most
+/// [`CONFLICT_RETRIES`] times per batch.
+fn again_after(error: &StoreError, conflicts: &mut u32) -> bool {
+    if !matches!(error, StoreError::Conflict(_)) || *conflicts >= CONFLICT_RETRIES {
+        return false;
+    }
+    *conflicts += 1;
+    tracing::debug!(%error, attempt = *conflicts, "the database aborted the batch as a conflict; running it again");
+    true
 }

@@ -399,3 +399,45 @@ fn a_revision_run_again_after_damaged_data_applies_in_full() -> StoreResult<()> 
     );
     Ok(())
 }
+
+/// A batch the database aborted as a conflict (a serialization failure or
+/// a deadlock: nothing written) runs again, whole, a bounded number of
+/// times: two conflicts and then success answer every caller as if none
+/// happened; a conflict every time is refused after
+/// `1 + CONFLICT_RETRIES` attempts, with the conflict.
+#[test]
+fn a_conflict_runs_the_batch_again_a_bounded_number_of_times() -> StoreResult<()> {
+    use rltp_carrier::writer::{CONFLICT_RETRIES, CommitError};
+    use rltp_storage::StoreError;
+    let store = Arc::new(MemStore::new());
+    let committer = Writer::start(Arc::clone(&store), Arc::new(SystemClock), None, 256).unwrap();
+    let runs = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&runs);
+    let appended = committer
+        .execute(move |t: &mut dyn WriteTxn, now, _| {
+            let deposit = t.append_deposit(&rkid(1), &payload(1, 64), now, now + 1)?;
+            if counted.fetch_add(1, Ordering::SeqCst) < 2 {
+                return Err(StoreError::Conflict("could not serialize access".into()));
+            }
+            Ok(deposit)
+        })
+        .map_err(|e| StoreError::Engine(e.to_string()))?;
+    assert_eq!(runs.load(Ordering::SeqCst), 3);
+    // The aborted attempts wrote nothing: one deposit, seq 1.
+    assert_eq!(appended.seq, 1);
+    assert_eq!(store.read()?.deposits(&rkid(1), None, 10)?, [appended]);
+
+    let runs = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&runs);
+    let refused = committer.execute(move |_: &mut dyn WriteTxn, _, _| -> StoreResult<()> {
+        counted.fetch_add(1, Ordering::SeqCst);
+        Err(StoreError::Conflict("deadlock detected".into()))
+    });
+    match refused {
+        Err(CommitError::Store(e)) => assert!(matches!(*e, StoreError::Conflict(_)), "{e}"),
+        other => panic!("expected the conflict, got {other:?}"),
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), u64::from(1 + CONFLICT_RETRIES));
+    assert_eq!(committer.stats().failed_batches.load(Ordering::SeqCst), 1);
+    Ok(())
+}

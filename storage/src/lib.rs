@@ -63,6 +63,12 @@ pub enum StoreError {
     /// The storage engine reported an error.
     #[error("storage engine error: {0}")]
     Engine(String),
+    /// The database aborted the transaction as a serialization failure
+    /// or a deadlock (SQLSTATE 40001, 40P01): nothing of it was written,
+    /// and running it again may succeed (the writer does, a bounded number
+    /// of times).
+    #[error("storage conflict, nothing written: {0}")]
+    Conflict(String),
     /// Stored bytes failed an integrity check (never silently repaired).
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),

@@ -74,46 +74,7 @@ fn two_nodes_on_one_database_are_one_carrier() {
     }
 
     // A watch session on A is pushed a deposit admitted through B.
-    let mut watch = Command::new(BIN)
-        .args([
-            "collect",
-            "--key",
-            key.to_str().unwrap(),
-            "--out",
-            "inbox2",
-            "--watch",
-        ])
-        .args(a.args())
-        .current_dir(root)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let lines = lines_of(watch.stdout.take().unwrap());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let line = lines
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            .expect("the watch started");
-        if line.starts_with("watching") {
-            break;
-        }
-    }
-    let doc = document(root, "late.json", "{\"late\":true}");
-    let sent = cli_to(root, &b, &["send", "--to", &rkid, doc.to_str().unwrap()]).expect(0);
-    let late = sent.value("deposit").to_owned();
-    let pushed = loop {
-        let line = lines
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            .expect("the deposit admitted through B was pushed to the watch on A");
-        if line.starts_with("deposit ") {
-            break line;
-        }
-    };
-    assert!(pushed.contains(&late), "{pushed}");
-    let _ = watch.kill();
-    let _ = watch.wait();
+    watch_on_a_is_pushed_what_b_admits(root, &a, &b, &key, &rkid);
     assert!(a.terminate().success());
     assert!(b.terminate().success());
 }
@@ -289,6 +250,83 @@ fn published_constants_are_adopted_by_every_running_node() {
     let b = Carrier::start_with(&Spec::new(&b_dir, &changed));
     let again = cli_to(root, &b, &["declaration", "--json"]).expect(0);
     assert_eq!(again.stdout, doc_a.stdout);
+    assert!(a.terminate().success());
+    assert!(b.terminate().success());
+}
+
+/// Starts `collect --watch` on `a`, sends a deposit through `b` and waits
+/// (30 s at most) until the watch prints it.
+fn watch_on_a_is_pushed_what_b_admits(
+    root: &Path,
+    a: &Carrier,
+    b: &Carrier,
+    key: &Path,
+    rkid: &str,
+) {
+    let mut watch = Command::new(BIN)
+        .args([
+            "collect",
+            "--key",
+            key.to_str().unwrap(),
+            "--out",
+            "inbox-watch",
+            "--watch",
+        ])
+        .args(a.args())
+        .current_dir(root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let lines = lines_of(watch.stdout.take().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let line = lines
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .expect("the watch started");
+        if line.starts_with("watching") {
+            break;
+        }
+    }
+    let doc = document(root, "late.json", &format!("{{\"late\":{}}}", wall_ms()));
+    let sent = cli_to(root, b, &["send", "--to", rkid, doc.to_str().unwrap()]).expect(0);
+    let late = sent.value("deposit").to_owned();
+    let pushed = loop {
+        let line = lines
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .expect("the deposit admitted through B was pushed to the watch on A");
+        if line.starts_with("deposit ") {
+            break line;
+        }
+    };
+    assert!(pushed.contains(&late), "{pushed}");
+    let _ = watch.kill();
+    let _ = watch.wait();
+}
+
+/// With `notify = false` (a database without LISTEN/NOTIFY) a watch on A
+/// still receives what B admits: it re-reads its queue every
+/// `sweep-interval-ms`.
+#[test]
+fn without_notifications_a_watch_finds_other_nodes_deposits_by_re_reading() {
+    let cluster = rltp_pgtest::Cluster::start().unwrap_or_else(|e| panic!("{e}"));
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    let config = format!(
+        "{}notify = false\n\n[limits]\nsweep-interval-ms = 200\n",
+        node_config(&cluster)
+    );
+    let a_dir = root.join("a");
+    let a = Carrier::start_with(&Spec::new(&a_dir, &config));
+    let b = Carrier::start_with(&Spec::new(&second_data_dir(root, &a_dir), &config));
+    let (key, rkid) = keys_new(root, "alice.json");
+    cli_to(root, &a, &["register", "--key", key.to_str().unwrap()]).expect(0);
+    watch_on_a_is_pushed_what_b_admits(root, &a, &b, &key, &rkid);
+    let listening = cluster
+        .psql("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN%'")
+        .unwrap();
+    assert_eq!(listening, "0", "no node listens");
     assert!(a.terminate().success());
     assert!(b.terminate().success());
 }

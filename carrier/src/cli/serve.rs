@@ -150,7 +150,29 @@ mod tests {
             })
             .collect::<Vec<_>>()
             .join("\n");
-        let full = Config::from_toml(&uncommented).unwrap();
+        // Every key uncommented, with the PostgreSQL store it documents.
+        let full = Config::from_toml(
+            &uncommented.replace("backend = \"embedded\"", "backend = \"postgres\""),
+        )
+        .unwrap();
+        assert_eq!(shipped.store, defaults.store);
+        let pg = full.store.postgres.as_ref().unwrap();
+        assert_eq!(
+            (pg.pool_size, pg.connect_timeout_ms, pg.lock_timeout_ms),
+            (
+                crate::defaults::postgres::POOL_SIZE,
+                crate::defaults::postgres::CONNECT_TIMEOUT_MS,
+                crate::defaults::postgres::LOCK_TIMEOUT_MS
+            )
+        );
+        assert_eq!(
+            (pg.commit_timeout_ms, pg.notify, pg.tls),
+            (
+                crate::defaults::postgres::COMMIT_TIMEOUT_MS,
+                crate::defaults::postgres::NOTIFY,
+                crate::config::PgTlsMode::Disable
+            )
+        );
         for config in [&shipped, &full] {
             assert_eq!(config.carrier.as_str(), defaults.carrier.as_str());
             assert_eq!(config.listen, defaults.listen);
@@ -186,6 +208,16 @@ mod tests {
             "shared-submission",
             "cert",
             "key",
+            "backend",
+            "url",
+            "pool-size",
+            "tls",
+            "ca-file",
+            "password-file",
+            "connect-timeout-ms",
+            "lock-timeout-ms",
+            "commit-timeout-ms",
+            "notify",
         ] {
             assert!(
                 uncommented
@@ -194,7 +226,14 @@ mod tests {
                 "{key} is not documented"
             );
         }
-        for section in ["[constants]", "[limits]", "[limits.meters]", "[tls]"] {
+        for section in [
+            "[constants]",
+            "[limits]",
+            "[limits.meters]",
+            "[tls]",
+            "[store]",
+            "[store.postgres]",
+        ] {
             assert!(uncommented.lines().any(|l| l == section), "{section}");
         }
     }

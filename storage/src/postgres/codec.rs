@@ -158,9 +158,18 @@ pub(super) fn meta_u64(bytes: &[u8], what: &str) -> StoreResult<u64> {
 }
 
 /// Maps a PostgreSQL error to a store error (an engine fault: answered
-/// `unavailable`, PROTOCOL.md §12), naming the SQLSTATE when there is one.
+/// `unavailable`, PROTOCOL.md §12), naming the SQLSTATE when there is one;
+/// a serialization failure or a deadlock is a [`StoreError::Conflict`]
+/// (the writer runs the batch again).
 pub(super) fn pg_error(what: &str, e: &tokio_postgres::Error) -> StoreError {
+    use tokio_postgres::error::SqlState;
     match e.code() {
+        Some(code)
+            if *code == SqlState::T_R_SERIALIZATION_FAILURE
+                || *code == SqlState::T_R_DEADLOCK_DETECTED =>
+        {
+            StoreError::Conflict(format!("postgres {what}: {e} (SQLSTATE {})", code.code()))
+        }
         Some(code) => {
             StoreError::Engine(format!("postgres {what}: {e} (SQLSTATE {})", code.code()))
         }

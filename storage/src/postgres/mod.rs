@@ -93,12 +93,17 @@ pub struct PgOptions {
     /// (the batch prelude and the sweep then take them without a round
     /// trip each); at least 1.
     pub due_read_ahead: usize,
+    /// Tell the other nodes of each admission (`NOTIFY`) and listen for
+    /// theirs (`LISTEN`). Off for a PostgreSQL-protocol database without
+    /// LISTEN/NOTIFY: watch sessions then find other nodes' deposits when
+    /// they re-read their queue (every `sweep-interval-ms`).
+    pub notify: bool,
 }
 
 impl PgOptions {
     /// Options for `url` with the defaults: 8 reader connections, no TLS,
     /// 5 s to connect, 10 s for the lock, 10 s for a commit, 512 due
-    /// entries read ahead.
+    /// entries read ahead, notifications on.
     pub fn new(url: impl Into<String>) -> PgOptions {
         PgOptions {
             url: url.into(),
@@ -108,6 +113,7 @@ impl PgOptions {
             lock_timeout: Duration::from_secs(10),
             commit_timeout: Duration::from_secs(10),
             due_read_ahead: 512,
+            notify: true,
         }
     }
 }
@@ -372,7 +378,9 @@ impl PgStore {
             store_id,
             hook: Arc::new(Mutex::new(None)),
         };
-        store.listen();
+        if store.options.notify {
+            store.listen();
+        }
         Ok(store)
     }
 

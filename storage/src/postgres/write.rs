@@ -224,7 +224,7 @@ impl<'a> PgWrite<'a> {
             .param(big(o.elastic_bytes)?, Type::INT8)
             .param(big(quarantined)?, Type::INT8),
         );
-        if !admitted.is_empty() {
+        if !admitted.is_empty() && self.store.options.notify {
             let payloads: Vec<String> = admitted.iter().map(hex).collect();
             statements.push(
                 Statement::new(
