@@ -90,9 +90,38 @@ impl CarrierProc {
         max_bindings: u64,
         log_level: &str,
     ) -> anyhow::Result<(CarrierProc, StartTiming)> {
+        CarrierProc::start_node(bin, dir, max_bindings, log_level, "", None).await
+    }
+
+    /// [`CarrierProc::start`] with `extra` TOML appended to the
+    /// configuration (e.g. a `[store]` section) and, for a further node of
+    /// a carrier on a shared database, the declaration key of its first
+    /// node copied into the data directory first.
+    ///
+    /// # Errors
+    /// As [`CarrierProc::start`]; the key cannot be copied.
+    pub async fn start_node(
+        bin: &Path,
+        dir: &Path,
+        max_bindings: u64,
+        log_level: &str,
+        extra: &str,
+        key_of: Option<&CarrierProc>,
+    ) -> anyhow::Result<(CarrierProc, StartTiming)> {
         let data_dir = dir.join("carrier");
         let config = dir.join("carrier.toml");
-        std::fs::write(&config, config_toml(&data_dir, max_bindings))?;
+        std::fs::write(
+            &config,
+            format!("{}{extra}", config_toml(&data_dir, max_bindings)),
+        )?;
+        if let Some(first) = key_of {
+            std::fs::create_dir_all(&data_dir)?;
+            std::fs::copy(
+                first.data_dir.join("declaration.key"),
+                data_dir.join("declaration.key"),
+            )
+            .context("copying the declaration key to a further node")?;
+        }
         CarrierProc::spawn(
             bin.to_path_buf(),
             config,

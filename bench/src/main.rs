@@ -26,6 +26,7 @@ mod procfs;
 mod recipient;
 mod redis;
 mod report;
+mod scaleout;
 mod stats;
 
 use anyhow::{Context as _, bail};
@@ -108,6 +109,12 @@ struct Cli {
     /// (fresh registrations, 8 connections x 64 in flight).
     #[arg(long, default_value = "deposit", value_parser = ["deposit", "register"])]
     profile_op: String,
+    /// Run only the scale-out section (issue 16): 1, 2 and 3 carrier nodes
+    /// on one throwaway PostgreSQL cluster, pgbench's ceiling for the same
+    /// rows and the embedded store, `--reps` rounds (quick 1, full 3);
+    /// writes its JSON to `--out` and its tables to `--markdown`.
+    #[arg(long)]
+    scale_out: bool,
     /// Only check that FILE is a well-formed report, then exit.
     #[arg(long, value_name = "FILE")]
     check_report: Option<PathBuf>,
@@ -415,6 +422,29 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let carrier_bin = locate_carrier(&cli)?;
     if let Some(out) = &cli.profile {
         profile(&cli, &plan, &carrier_bin, out).await?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if cli.scale_out {
+        let base = cli.work_dir.clone().unwrap_or_else(std::env::temp_dir);
+        let work = tempfile::Builder::new()
+            .prefix("carrier-bench-")
+            .tempdir_in(&base)?;
+        let report = scaleout::run(
+            &carrier_bin,
+            work.path(),
+            &cli.carrier_log,
+            plan.reps,
+            plan.warmup,
+            plan.measure,
+            plan.mode,
+        )
+        .await?;
+        std::fs::write(&cli.out, serde_json::to_string_pretty(&report)?)?;
+        let tables = scaleout::markdown(&report);
+        if let Some(md) = &cli.markdown {
+            std::fs::write(md, &tables)?;
+        }
+        println!("{tables}");
         return Ok(ExitCode::SUCCESS);
     }
     if cli.only_scale {

@@ -378,6 +378,31 @@ impl Cluster {
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
     }
 
+    /// Runs `pgbench` against `conninfo` (libpq parameters; host and port
+    /// are this cluster's) with the custom `script` (written into the
+    /// cluster's directory, where the `postgres` user reads it) and
+    /// `args`; returns its standard output (the summary).
+    ///
+    /// # Errors
+    /// [`Error::Io`] if the script cannot be written; [`Error::Command`]
+    /// if pgbench fails.
+    pub fn pgbench(&self, conninfo: &str, script: &str, args: &[&str]) -> Result<String, Error> {
+        let path = self.root.path().join("pgbench-script.sql");
+        std::fs::write(&path, script).map_err(io("write the pgbench script"))?;
+        self.runner.own(&path)?;
+        let out = self.runner.run(
+            "pgbench",
+            self.runner
+                .command("pgbench")
+                .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+                .args(["-U", "postgres", "-n", "-f"])
+                .arg(&path)
+                .args(args)
+                .arg(conninfo),
+        )?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
     /// Sets `name = value` in `postgresql.conf` and reloads.
     ///
     /// # Errors
