@@ -210,6 +210,20 @@ impl ActiveSegment {
         })
     }
 
+    /// Appends to `file` (segment `id`) from `at` on; the bytes before `at`
+    /// are taken as durable (the log store's segments, whose header the
+    /// caller wrote and whose first sync covers it).
+    pub(crate) fn over(id: u64, file: Arc<dyn StoreFile>, at: u64) -> ActiveSegment {
+        ActiveSegment {
+            id,
+            file,
+            end: at,
+            written: at,
+            synced: at,
+            buffer: Vec::new(),
+        }
+    }
+
     /// The next offset to assign (the extent once everything is synced).
     pub(crate) fn end(&self) -> u64 {
         self.end
