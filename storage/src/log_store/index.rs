@@ -1795,7 +1795,6 @@ mod tests {
             forget_at: 5,
         })?;
         ix.schedule(5, &Due::Forget(a, DepositId([2; 32])))?;
-        ix.check()?;
         ix.rollback();
         ix.check()?;
         assert_eq!((ix.occupancy, ix.due_upto(u64::MAX, 100)), before);
