@@ -70,6 +70,7 @@ pub(super) fn create_segment(inner: &Inner, id: u64, fill: bool) -> StoreResult<
         while at < inner.options.segment_bytes {
             let n = (inner.options.segment_bytes - at).min(zeros.len() as u64) as usize;
             file.write_all_at(&zeros[..n], at)?;
+            super::kill_point("spare-fill");
             at += n as u64;
         }
         file.sync_data()?;
@@ -138,7 +139,10 @@ pub(super) fn reclaim(inner: &Inner) {
             .fs
             .remove_file(&inner.log_dir.join(record::segment_name(id)))
         {
-            Ok(()) => removed += 1,
+            Ok(()) => {
+                removed += 1;
+                super::kill_point("reclaim");
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(error) => tracing::warn!(%error, segment = id, "deleting a segment failed; will retry"),
         }
@@ -204,6 +208,7 @@ pub(super) fn compact_step(inner: &Inner, max_scan: usize, store: &LogStore) -> 
             Err(other) => return Err(other),
         };
         move_deposit(&mut w, &rkid, image.deposit.seq, &bytes)?;
+        super::kill_point("compact-moved");
         moved += 1;
     }
     store.commit(w)?;

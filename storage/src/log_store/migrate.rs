@@ -259,6 +259,7 @@ impl<'a> Writer<'a> {
             .write_all_at(&self.body, self.at + header.len() as u64)?;
         self.at += (header.len() + self.body.len()) as u64;
         self.body.clear();
+        super::kill_point("upgrade-log");
         Ok(())
     }
 

@@ -557,7 +557,10 @@ impl Inner {
     /// Seals the active segment and begins the next (the spare if ready),
     /// its header naming where this one's log ends.
     fn rotate(&self, state: &mut WriterState) -> StoreResult<()> {
-        state.active.flush()?;
+        // Everything before the new segment is durable first: the syncer
+        // skips what a later position's sync covers, and `durable` (a
+        // position) could not tell two files apart.
+        self.sync_active(state)?;
         let prev = (state.active.id, state.active.end());
         let (id, file) = match state.spare.take() {
             Some(spare) => spare,
@@ -577,9 +580,9 @@ impl Inner {
         if let Err(error) = file.sync_data() {
             rs::fatal_sync_failure(&error);
         }
+        kill_point("rotate-header");
         lock(&self.files).insert(id, Arc::clone(&file));
         state.active = ActiveSegment::over(id, file, record::SEGMENT_HEADER);
-        *lock(&self.durable) = (id, record::SEGMENT_HEADER);
         {
             let mut house = lock(&self.house);
             house.spare = true;
@@ -627,6 +630,7 @@ impl Inner {
                 w.record = Some((start, crc));
                 w.state.active.overwrite(start, &header)?;
                 w.state.active.flush()?;
+                kill_point("record-written");
                 w.record = None;
                 // From here on the record is in the file: a failure voids it.
                 w.state.void_pending = Some((start, end));
@@ -1227,6 +1231,62 @@ impl Store for LogStore {
 
 /// Deposit slots one maintenance step examines.
 const MAINTENANCE_SCAN: usize = 4_096;
+
+// ---------------------------------------------------------------------------
+// Kill points (the crash test's)
+// ---------------------------------------------------------------------------
+
+/// The file-writing steps of the log store where the crash test
+/// (`storage/tests/crash.rs`) can kill the process: in the middle of a
+/// snapshot, after a snapshot is durable and before older ones go, in the
+/// middle of zero-filling a segment, after a new segment's header and
+/// before its first record, in the middle of reclaiming segments, after a
+/// compaction's copy is logged and before its commit, after a record
+/// reached the file and before redb's commit and the sync, in recovery
+/// after the new segment is made and before redb's commit, and in the
+/// middle of an upgrade's log.
+pub const KILL_POINTS: [&str; 9] = [
+    "snapshot-chunk",
+    "snapshot-durable",
+    "spare-fill",
+    "rotate-header",
+    "reclaim",
+    "compact-moved",
+    "record-written",
+    "open-new-segment",
+    "upgrade-log",
+];
+
+static KILL_ARMED: AtomicBool = AtomicBool::new(false);
+static KILL_AT: Mutex<Option<(&'static str, u64)>> = Mutex::new(None);
+
+/// **Test hook, never for production**: the process aborts (no cleanup,
+/// as a SIGKILL) at the `nth` pass through step `name` (one of
+/// [`KILL_POINTS`]).
+#[doc(hidden)]
+pub fn arm_kill_point(name: &str, nth: u64) {
+    if let Some(point) = KILL_POINTS.iter().find(|p| **p == name) {
+        *lock(&KILL_AT) = Some((point, nth.max(1)));
+        KILL_ARMED.store(true, Ordering::SeqCst);
+    }
+}
+
+/// A kill point (see [`KILL_POINTS`]).
+pub(crate) fn kill_point(name: &str) {
+    if !KILL_ARMED.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut at = lock(&KILL_AT);
+    if let Some((point, n)) = at.as_mut()
+        && *point == name
+    {
+        *n -= 1;
+        if *n == 0 {
+            eprintln!("rltp-storage: kill point {name} reached; aborting");
+            std::process::abort();
+        }
+    }
+}
 
 // ---------------------------------------------------------------------------
 // Backup

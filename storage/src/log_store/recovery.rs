@@ -299,6 +299,7 @@ fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> StoreResult<In
         prev: end,
     };
     let file = create_with_header(&*fs, &log_dir, &header)?;
+    super::kill_point("open-new-segment");
     let start = (next, SEGMENT_HEADER);
     rs::put(&txn, META, META_APPLIED, &rs::cat(&[&start.0.to_be_bytes(), &start.1.to_be_bytes()]))?;
     rs::put(&txn, META, META_COUNTS, &rs::cat(&[&counts.0.to_be_bytes(), &counts.1.to_be_bytes()]))?;

@@ -285,6 +285,7 @@ fn take_inner(inner: &Inner) -> StoreResult<()> {
     };
     file.sync_data()?;
     fs.sync_dir(&inner.snap_dir)?;
+    super::kill_point("snapshot-durable");
     // Durable: it replaces every older snapshot, and the segments before it
     // are needed by no replay.
     {
@@ -341,6 +342,7 @@ fn write_file(
         in_flight.fetch_sub(1, Ordering::SeqCst);
         crc.update(&chunk);
         file.write_all_at(&chunk, at)?;
+        super::kill_point("snapshot-chunk");
         at += chunk.len() as u64;
         if last {
             let sum = crc.finalize().to_le_bytes();
