@@ -240,6 +240,26 @@ fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> StoreResult<In
     report.records = walk.records;
     report.replayed_bytes = walk.bytes;
     report.replay_micros = replay_started.elapsed().as_micros() as u64;
+    // Every file accounted for.
+    let referenced: BTreeSet<u64> = index
+        .segs
+        .iter()
+        .filter(|(_, s)| s.live > 0)
+        .map(|(&id, _)| u64::from(id))
+        .collect();
+    let missing: Vec<String> = referenced
+        .iter()
+        .filter(|id| !segments.contains_key(id))
+        .map(|id| format!("{id:016x}"))
+        .collect();
+    if !missing.is_empty() {
+        return Err(damaged(format!(
+            "log segment(s) that held deposits live in are missing from {}: {}",
+            log_dir.display(),
+            missing.join(", ")
+        )));
+    }
+    let obsolete = classify(&*fs, &log_dir, &segments, &walk, &referenced, from.0, store_id)?;
     let end = walk.end;
     if applied > end {
         return Err(damaged(format!(
@@ -263,26 +283,7 @@ fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> StoreResult<In
             end.1
         )));
     }
-    // Every file accounted for.
-    let referenced: BTreeSet<u64> = index
-        .segs
-        .iter()
-        .filter(|(_, s)| s.live > 0)
-        .map(|(&id, _)| u64::from(id))
-        .collect();
-    let missing: Vec<String> = referenced
-        .iter()
-        .filter(|id| !segments.contains_key(id))
-        .map(|id| format!("{id:016x}"))
-        .collect();
-    if !missing.is_empty() {
-        return Err(damaged(format!(
-            "log segment(s) that held deposits live in are missing from {}: {}",
-            log_dir.display(),
-            missing.join(", ")
-        )));
-    }
-    let obsolete = classify(&*fs, &log_dir, &segments, &walk.chain, &referenced, from.0, store_id)?;
+
     for &id in &obsolete {
         fs.remove_file(&log_dir.join(record::segment_name(id)))?;
     }
@@ -606,22 +607,24 @@ pub(super) fn walk_chain(
 }
 
 /// The segment files no longer needed: those before the replay that no
-/// deposit lives in (a reclamation cut short), and those off the chain
-/// past it (begun by a process whose records were never acknowledged).
-/// A segment off the chain that names a predecessor that is missing, or
-/// that belongs to another store, is refused.
+/// deposit lives in (a reclamation cut short), and those past the end of
+/// the chain that hold no header (a segment zero-filled ahead of use, or
+/// begun by a rotation cut short). A segment past the end of the chain
+/// *with* a header is refused: a rotation makes the sealed segment durable
+/// before it writes the next one's header, so the log did go on past the
+/// point where it now stops — a segment is missing, or a record that was
+/// durable no longer reads back.
 fn classify(
     fs: &dyn StoreFs,
     log_dir: &Path,
     segments: &BTreeMap<u64, u64>,
-    chain: &[u64],
+    walk: &Walk,
     referenced: &BTreeSet<u64>,
     from: u64,
     store_id: StoreId,
 ) -> StoreResult<Vec<u64>> {
-    let on_chain: BTreeSet<u64> = chain.iter().copied().collect();
+    let on_chain: BTreeSet<u64> = walk.chain.iter().copied().collect();
     let mut obsolete = Vec::new();
-    let mut junk = BTreeSet::new();
     for &id in segments.keys() {
         if on_chain.contains(&id) || referenced.contains(&id) {
             continue;
@@ -631,9 +634,8 @@ fn classify(
             continue;
         }
         let file = open_segment(fs, log_dir, id)?;
-        let header = SegmentHeader::read(&*file)?;
-        let discard = match header {
-            None => true,
+        match SegmentHeader::read(&*file)? {
+            None => obsolete.push(id),
             Some(h) if h.store_id != store_id.0 => {
                 return Err(damaged(format!(
                     "log segment {id:016x} in {} belongs to another store ({})",
@@ -641,20 +643,25 @@ fn classify(
                     StoreId(h.store_id)
                 )));
             }
-            Some(h) => {
-                on_chain.contains(&h.prev.0) || junk.contains(&h.prev.0)
+            Some(h) if !segments.contains_key(&h.prev.0) => {
+                return Err(damaged(format!(
+                    "log segment {:016x} is missing from {} (segment {id:016x} follows it): \
+                     the log is broken there and what follows cannot be replayed",
+                    h.prev.0,
+                    log_dir.display()
+                )));
             }
-        };
-        if !discard {
-            return Err(damaged(format!(
-                "log segment {id:016x} in {} follows segment {:016x}, which is missing: \
-                 the log is broken there and what follows cannot be replayed",
-                log_dir.display(),
-                header.map_or(0, |h| h.prev.0)
-            )));
+            Some(h) => {
+                return Err(damaged(format!(
+                    "the log in {} is damaged: segment {:016x} reads back up to offset {} only, \
+                     but segment {id:016x} says it went on to offset {} (a durable record no longer reads back)",
+                    log_dir.display(),
+                    h.prev.0,
+                    if h.prev.0 == walk.end.0 { walk.end.1 } else { SEGMENT_HEADER },
+                    h.prev.1
+                )));
+            }
         }
-        junk.insert(id);
-        obsolete.push(id);
     }
     Ok(obsolete)
 }
