@@ -369,7 +369,7 @@ impl LogStore {
     ///
     /// # Errors
     /// [`StoreError`] if the snapshot cannot be made.
-    pub fn backup_source(&self) -> StoreResult<LogBackup<'_>> {
+    pub fn backup_source(&self) -> StoreResult<LogBackup> {
         LogBackup::take(self)
     }
 }
@@ -1293,56 +1293,69 @@ pub(crate) fn kill_point(name: &str) {
 // ---------------------------------------------------------------------------
 
 /// What a backup of a [`LogStore`] copies, consistent without pausing the
-/// writer: redb's rows as of one commit (a read transaction), the latest
-/// durable snapshot, and every log segment from the earliest one a live
-/// deposit or the snapshot's replay needs, each up to where the log stood
-/// at that commit. Restored, the store opens by loading the snapshot and
-/// replaying the log up to that commit. The files are held open, so none
-/// that the copy needs goes away while it lives.
-pub struct LogBackup<'a> {
-    read: LogRead<'a>,
-    /// The snapshot: its file name and bytes (`None` if none yet).
-    snapshot: Option<(String, Arc<dyn StoreFile>, u64)>,
-    /// Segments `(id, file, bytes to copy)`, ascending.
-    segments: Vec<(u64, Arc<dyn StoreFile>, u64)>,
+/// writer: redb's rows as of one commit (a read transaction; `applied`
+/// rewritten to where the log stood then), the latest durable snapshot,
+/// and every log segment a held deposit lives in or the snapshot's replay
+/// reads, the last one up to where the log stood at that commit. Restored,
+/// the store opens by loading the snapshot and replaying the log up to
+/// that commit. The files are held open, so none that the copy needs goes
+/// away while it lives; the in-memory index is not held (a long backup
+/// retains nothing of the writer's).
+pub struct LogBackup {
+    redb: ReadTransaction,
+    end: (u64, u64),
+    occupancy: Occupancy,
+    declaration: Option<u64>,
+    /// `(path relative to the store dir, file, bytes to copy)`.
+    files: Vec<(String, Arc<dyn StoreFile>, u64)>,
 }
 
-impl<'a> LogBackup<'a> {
-    fn take(store: &'a LogStore) -> StoreResult<LogBackup<'a>> {
+impl LogBackup {
+    fn take(store: &LogStore) -> StoreResult<LogBackup> {
         let inner = &*store.inner;
         let state = inner.gate();
-        let read = store.read()?;
         let end = (state.active.id, state.active.end());
         let base = state.snapshot_base;
-        drop(state);
-        // Nothing the backup holds may be a batch a crash could undo.
-        store.sync_visible()?;
-        let snapshot = match housekeeping::snapshot_file(inner, base)? {
-            Some((name, file)) => {
-                let len = file.len()?;
-                Some((name, file, len))
-            }
-            None => None,
+        let redb = {
+            let _ix = inner.index_read();
+            inner.db()?.begin_read().map_err(engine)?
         };
-        let mut segments = Vec::new();
+        let occupancy = inner.index_read().occupancy;
+        let mut files = Vec::new();
+        if let Some((name, file)) = housekeeping::snapshot_file(inner, base)? {
+            let len = file.len()?;
+            files.push((format!("snap/{name}"), file, len));
+        }
         for id in housekeeping::live_segments(inner, base)? {
             let file = inner.file(id)?;
             let len = if id == end.0 { end.1 } else { file.len()? };
-            segments.push((id, file, len));
+            files.push((format!("log/{}", record::segment_name(id)), file, len));
         }
+        drop(state);
+        // Nothing the backup holds may be a batch a crash could undo.
+        store.sync_visible()?;
+        let declaration = query::declaration(&redb)?.map(|d| d.revision);
         Ok(LogBackup {
-            read,
-            snapshot,
-            segments,
+            redb,
+            end,
+            occupancy,
+            declaration,
+            files,
         })
     }
 
-    /// The snapshot as a [`ReadTxn`] (occupancy, declaration, …).
-    pub fn read(&self) -> &LogRead<'a> {
-        &self.read
+    /// The counters as of the copy.
+    pub fn occupancy(&self) -> Occupancy {
+        self.occupancy
     }
 
-    /// Calls `f(table, key, value)` for every row of redb's tables.
+    /// The declaration revision as of the copy.
+    pub fn declaration_revision(&self) -> Option<u64> {
+        self.declaration
+    }
+
+    /// Calls `f(table, key, value)` for every row of redb's tables (with
+    /// `applied` naming where the copied log ends).
     ///
     /// # Errors
     /// The first error of `f`, or a [`StoreError`] from the reads.
@@ -1350,12 +1363,18 @@ impl<'a> LogBackup<'a> {
         &self,
         mut f: impl FnMut(&str, &[u8], &[u8]) -> StoreResult<()>,
     ) -> StoreResult<()> {
+        let applied = rs::cat(&[&self.end.0.to_be_bytes(), &self.end.1.to_be_bytes()]);
         for def in [BINDINGS, TOMBSTONES, EVICTION, META] {
             let name = redb::TableHandle::name(&def).to_owned();
-            self.read.redb.scan(
+            self.redb.scan(
                 def,
                 (std::ops::Bound::Unbounded, std::ops::Bound::Unbounded),
                 |k, v| {
+                    let v = if name == "meta" && k == rs::META_APPLIED {
+                        &applied[..]
+                    } else {
+                        v
+                    };
                     f(&name, k, v)?;
                     Ok(true)
                 },
@@ -1365,19 +1384,8 @@ impl<'a> LogBackup<'a> {
     }
 
     /// The files to copy: `(path relative to the store dir, file, bytes)`.
-    pub fn files(&self) -> Vec<(String, Arc<dyn StoreFile>, u64)> {
-        let mut out = Vec::new();
-        if let Some((name, file, len)) = &self.snapshot {
-            out.push((format!("snap/{name}"), Arc::clone(file), *len));
-        }
-        for (id, file, len) in &self.segments {
-            out.push((
-                format!("log/{}", record::segment_name(*id)),
-                Arc::clone(file),
-                *len,
-            ));
-        }
-        out
+    pub fn files(&self) -> &[(String, Arc<dyn StoreFile>, u64)] {
+        &self.files
     }
 }
 
