@@ -52,6 +52,7 @@ fn files(dir: &Path) -> BTreeMap<String, DepositId> {
 fn quiet() -> LogOptions {
     LogOptions {
         background: false,
+        snapshot_at_close: false,
         ..small_log()
     }
 }

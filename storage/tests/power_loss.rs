@@ -105,6 +105,9 @@ impl Backend for Log {
                 redb_checkpoint_ops: 48,
                 compact_below_percent: 50,
                 cache_bytes: 4 << 20,
+                // No life here ends in a clean close: each is cut, and the
+                // store is then dropped on a disk nobody looks at again.
+                snapshot_at_close: false,
                 fs: Arc::new(fs.clone()),
                 ..LogOptions::default()
             },

@@ -58,7 +58,7 @@ use rltp_carrier::engine::verdict::{DepositStatus, SubmitVerdict, Verdict};
 use rltp_carrier::server::clock::TEST_CLOCK_ENV;
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
-use rltp_storage::redb_store::RedbStore;
+use rltp_storage::log_store::LogStore;
 use rltp_storage::{DepositId, ReadTxn, Store};
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -532,7 +532,7 @@ async fn conclude(
 
 /// With the carrier dead: the store, opened directly.
 fn offline_check(store_dir: &Path, journal: &Shared) {
-    let mut store = RedbStore::open(store_dir)
+    let mut store = LogStore::open(store_dir)
         .unwrap_or_else(|e| panic!("the store does not open after a kill: {e}"));
     let mut j = lock(journal);
     let report = match store.integrity_check() {

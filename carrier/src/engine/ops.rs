@@ -510,6 +510,13 @@ impl<S: Store> Engine<S> {
     /// binding's orphan horizon restarts; a closing binding stays closing).
     /// Another principal's valid proof is `refused(no-such-queue)`.
     ///
+    /// The writer decides the page; its bytes are read and checked after,
+    /// outside the writer ([`ReadTxn::deposit_bytes_deferred`]: the log
+    /// store hands out where they are), so a drain does not serialize on
+    /// reading pages. A deposit whose bytes fail their check is
+    /// quarantined in the writer, which judges them again; the rest of the
+    /// page is served.
+    ///
     /// # Errors
     /// [`SessionError::Refused`] with `refused(malformed)`,
     /// `refused(admission-resource)`, `refused(possession-failed)` or
@@ -521,33 +528,47 @@ impl<S: Store> Engine<S> {
         limit: usize,
     ) -> Result<Collected, SessionError> {
         let limit = limit.clamp(1, self.shared.max_collect);
-        self.session(
+        let (rkid, page, more) = self.session(
             proof_bytes,
             Operation::Collect,
             move |txn, rkid, binding, now, c| {
                 let mut page = txn.deposits(rkid, after, limit.saturating_add(1))?;
                 let more = page.len() > limit;
                 page.truncate(limit);
-                let mut deposits = Vec::with_capacity(page.len());
-                for d in &page {
-                    match txn.deposit_bytes(rkid, d) {
-                        Ok(bytes) => deposits.push(CollectedDeposit {
-                            seq: d.seq,
-                            id: d.id,
-                            bytes,
-                            admitted_at: d.admitted_at,
-                        }),
-                        // Given up at once; the rest of the page is served.
-                        Err(StoreError::Corrupt(reason)) => {
-                            queue::quarantine(txn, rkid, d, now, c, &reason)?;
-                        }
-                        Err(e) => return Err(e),
-                    }
-                }
+                let page: Vec<_> = page
+                    .into_iter()
+                    .map(|d| {
+                        let bytes = txn.deposit_bytes_deferred(rkid, &d);
+                        (d, bytes)
+                    })
+                    .collect();
                 binding::collected(txn, rkid, binding, now, c)?;
-                Ok(Collected { deposits, more })
+                Ok((*rkid, page, more))
             },
-        )
+        )?;
+        let mut deposits = Vec::with_capacity(page.len());
+        for (d, bytes) in page {
+            match bytes.read() {
+                Ok(bytes) => deposits.push(CollectedDeposit {
+                    seq: d.seq,
+                    id: d.id,
+                    bytes,
+                    admitted_at: d.admitted_at,
+                }),
+                // Given up at once; the rest of the page is served.
+                Err(StoreError::Corrupt(_)) => {
+                    self.quarantine_if_damaged(&rkid, d.seq)
+                        .map_err(|e| match e {
+                            EngineError::Unavailable(e) => SessionError::Unavailable(e),
+                            other => SessionError::Unavailable(Arc::new(StoreError::Engine(
+                                other.to_string(),
+                            ))),
+                        })?;
+                }
+                Err(e) => return Err(SessionError::from(e)),
+            }
+        }
+        Ok(Collected { deposits, more })
     }
 
     /// §5a.8 conclude: r1–r3, then — under the bound principal — removes
@@ -860,9 +881,9 @@ impl<S: Store> Engine<S> {
 /// or `closing`); a released `rkid` and one never bound alike are
 /// `refused(no-such-queue)`.
 fn s1_queue_lookup(txn: &dyn WriteTxn, rkid: &Rkid) -> StoreResult<Result<(), SubmitVerdict>> {
-    Ok(match txn.binding(rkid)? {
-        Some(_) => Ok(()),
-        None => Err(SubmitVerdict::NoSuchQueue),
+    Ok(match txn.holds_binding(rkid)? {
+        true => Ok(()),
+        false => Err(SubmitVerdict::NoSuchQueue),
     })
 }
 

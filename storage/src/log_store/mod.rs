@@ -104,6 +104,10 @@ pub struct LogOptions {
     /// [`LogStore::snapshot_now`] and [`LogStore::housekeeping_step`]
     /// themselves.
     pub background: bool,
+    /// Take a snapshot when the store is closed (dropped), so that the
+    /// next open replays nothing and no log record is parsed again.
+    /// Default on.
+    pub snapshot_at_close: bool,
     /// The file layer (default the operating system's; the power-loss
     /// harness passes a [`crate::fault_fs::FaultFs`]).
     pub fs: Arc<dyn StoreFs>,
@@ -121,6 +125,7 @@ impl Default for LogOptions {
             compact_below_percent: 25,
             cache_bytes: 8 << 20,
             background: true,
+            snapshot_at_close: true,
             fs: crate::fs::real(),
             expect_store_id: None,
         }
@@ -383,6 +388,12 @@ impl Drop for LogStore {
         self.inner.house_wake.notify_all();
         if let Some(handle) = self.housekeeper.take() {
             let _ = handle.join();
+        }
+        if self.inner.options.snapshot_at_close
+            && !self.inner.db_failed.load(Ordering::SeqCst)
+            && let Err(error) = snapshot::take(&self.inner)
+        {
+            tracing::warn!(%error, "no snapshot at close: the next open replays the log");
         }
     }
 }

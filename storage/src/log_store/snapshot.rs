@@ -375,32 +375,36 @@ pub(super) fn load(
     if header[..8] != MAGIC || header[8..12] != VERSION.to_le_bytes() {
         return Ok(None);
     }
-    if header[12..28] != store_id.0 {
-        return Err(damaged(format!(
-            "the snapshot {} belongs to another store ({})",
-            path.display(),
-            StoreId(header[12..28].try_into().unwrap_or_default())
-        )));
-    }
     let mut trailer = [0u8; TRAILER];
     file.read_exact_at(&mut trailer, len - TRAILER as u64)?;
     if trailer[0] != b'Z' {
         return Ok(None);
     }
     let count = |i: usize| u64::from_le_bytes(trailer[1 + 8 * i..9 + 8 * i].try_into().unwrap_or_default());
+    let body_end = len - 4;
+    // First whole (a torn file is no snapshot), then parsed.
+    let mut crc = crc32fast::Hasher::new();
+    let mut at = 0u64;
+    let mut buf = vec![0u8; READ_CHUNK];
+    while at < body_end {
+        let n = (body_end - at).min(READ_CHUNK as u64) as usize;
+        file.read_exact_at(&mut buf[..n], at)?;
+        crc.update(&buf[..n]);
+        at += n as u64;
+    }
+    if crc.finalize().to_le_bytes() != trailer[TRAILER - 4..] {
+        return Ok(None);
+    }
     let mut ix = Index::new();
     ix.reserve(count(0) as usize, count(1) as usize, count(2) as usize);
-    let mut crc = crc32fast::Hasher::new();
     let mut parser = Parser::default();
-    let body_end = len - 4;
     let mut at = 0u64;
-    let mut buf = Vec::new();
+    buf.clear();
     while at < body_end {
         let n = (body_end - at).min(READ_CHUNK as u64) as usize;
         let start = buf.len();
         buf.resize(start + n, 0);
         file.read_exact_at(&mut buf[start..], at)?;
-        crc.update(&buf[start..]);
         at += n as u64;
         let used = if parser.header_done {
             parser.entries(&mut ix, &buf, at == body_end)?
@@ -410,11 +414,22 @@ pub(super) fn load(
         };
         buf.drain(..used);
     }
-    if crc.finalize().to_le_bytes() != trailer[TRAILER - 4..] || !parser.ended {
-        return Ok(None);
+    if !parser.ended {
+        return Err(corrupt(format!("the snapshot {} ends early", path.display())));
     }
     if parser.counts != [count(0), count(1), count(2), count(3), count(4)] {
-        return Ok(None);
+        return Err(corrupt(format!(
+            "the snapshot {} holds other counts than its trailer says",
+            path.display()
+        )));
+    }
+    // Whole: only now is its header's store id what was written.
+    if header[12..28] != store_id.0 {
+        return Err(damaged(format!(
+            "the snapshot {} belongs to another store ({})",
+            path.display(),
+            StoreId(header[12..28].try_into().unwrap_or_default())
+        )));
     }
     ix.commit(false, None);
     Ok(Some((ix, len)))
