@@ -360,6 +360,80 @@ fn slot_of(r: u32) -> u32 {
     r & REF_MASK
 }
 
+/// The references due at one instant: a vector while small, a hash set
+/// past [`BIG_BUCKET`] (a mass of entries at one instant stays O(1) each).
+#[derive(Debug)]
+enum Bucket {
+    Small(Vec<u32>),
+    Big(HashTable<u32>),
+}
+
+const BIG_BUCKET: usize = 64;
+
+fn ref_hash(r: u32) -> u64 {
+    u64::from(r).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29)
+}
+
+impl Bucket {
+    fn contains(&self, r: u32) -> bool {
+        match self {
+            Bucket::Small(v) => v.contains(&r),
+            Bucket::Big(t) => t.find(ref_hash(r), |&x| x == r).is_some(),
+        }
+    }
+    fn push(&mut self, r: u32) {
+        match self {
+            Bucket::Small(v) if v.len() < BIG_BUCKET => v.push(r),
+            Bucket::Small(v) => {
+                let mut t = HashTable::with_capacity(v.len() * 2);
+                for &x in v.iter().chain(std::iter::once(&r)) {
+                    t.insert_unique(ref_hash(x), x, |&y| ref_hash(y));
+                }
+                *self = Bucket::Big(t);
+            }
+            Bucket::Big(t) => {
+                t.insert_unique(ref_hash(r), r, |&y| ref_hash(y));
+            }
+        }
+    }
+    fn remove(&mut self, r: u32) -> bool {
+        match self {
+            Bucket::Small(v) => match v.iter().position(|&x| x == r) {
+                Some(i) => {
+                    v.swap_remove(i);
+                    true
+                }
+                None => false,
+            },
+            Bucket::Big(t) => match t.find_entry(ref_hash(r), |&x| x == r) {
+                Ok(entry) => {
+                    entry.remove();
+                    true
+                }
+                Err(_) => false,
+            },
+        }
+    }
+    fn len(&self) -> usize {
+        match self {
+            Bucket::Small(v) => v.len(),
+            Bucket::Big(t) => t.len(),
+        }
+    }
+    fn refs(&self) -> Box<dyn Iterator<Item = u32> + '_> {
+        match self {
+            Bucket::Small(v) => Box::new(v.iter().copied()),
+            Bucket::Big(t) => Box::new(t.iter().copied()),
+        }
+    }
+    fn heap_bytes(&self) -> usize {
+        48 + match self {
+            Bucket::Small(v) => v.capacity() * 4,
+            Bucket::Big(t) => t.capacity() * 5,
+        }
+    }
+}
+
 /// Per-segment live deposits (compaction and reclamation).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct SegStat {
@@ -428,8 +502,14 @@ pub(crate) struct Index {
     by_rkid: Table,
     by_id: Table,
     depart_by_id: Table,
-    due: BTreeMap<Ms, Vec<u32>>,
+    due: BTreeMap<Ms, Bucket>,
     due_len: u64,
+    /// The spilled entries, by what they stand for.
+    spill_index: HashMap<(Ms, Due), u32>,
+    /// Deposits the open transaction removed whose give-up entry is still
+    /// their compact reference (the engine unschedules it right after):
+    /// `(queue, seq) → slot`. What is left at commit is spilled then.
+    removed_flagged: HashMap<(u32, u64), u32>,
     pub(crate) quarantine: BTreeMap<(Rkid, u64), Vec<u8>>,
     pub(crate) occupancy: Occupancy,
     pub(crate) segs: HashMap<u32, SegStat>,
@@ -466,6 +546,8 @@ impl Index {
             depart_by_id: Table::new(),
             due: BTreeMap::new(),
             due_len: 0,
+            spill_index: HashMap::new(),
+            removed_flagged: HashMap::new(),
             quarantine: BTreeMap::new(),
             occupancy: Occupancy::default(),
             segs: HashMap::new(),
@@ -503,7 +585,7 @@ impl Index {
             + self.by_rkid.heap_bytes()
             + self.by_id.heap_bytes()
             + self.depart_by_id.heap_bytes()
-            + self.due.values().map(|b| b.capacity() * 4 + 48).sum::<usize>()
+            + self.due.values().map(Bucket::heap_bytes).sum::<usize>()
     }
 
     fn hash_rkid(&self, rkid: &[u8; 32]) -> u64 {
@@ -816,14 +898,13 @@ impl Index {
         Ok(slot)
     }
 
-    /// Removes held deposit `slot` (its give-up entry, if it is one, is
-    /// kept as a spilled entry: the due index is the engine's to change).
+    /// Removes held deposit `slot` (its give-up entry, if it is one, stays:
+    /// the due index is the engine's to change; it becomes a spilled entry
+    /// at commit unless unscheduled before).
     pub(crate) fn remove_deposit(&mut self, slot: u32) -> StoreResult<Deposit> {
         let d = *self.deps.get(slot);
         if d.flagged() {
-            let rkid = self.queues.get(d.qid).rkid();
-            self.due_remove_ref(d.give_up_at, mkref(GIVE_UP, slot));
-            self.due_add_spill(d.give_up_at, Due::GiveUp(rkid, d.seq))?;
+            self.removed_flagged.insert((d.qid, d.seq), slot);
         }
         self.unlink(slot);
         let hash = self.hash_qid(d.qid, &d.id);
@@ -963,7 +1044,10 @@ impl Index {
         match *due {
             Due::GiveUp(rkid, seq) => self
                 .queue(&rkid)
-                .and_then(|q| self.find_seq(q, seq))
+                .and_then(|q| {
+                    self.find_seq(q, seq)
+                        .or_else(|| self.removed_flagged.get(&(q, seq)).copied())
+                })
                 .filter(|&s| self.deps.get(s).give_up_at == at)
                 .map(|s| mkref(GIVE_UP, s)),
             Due::Forget(rkid, id) => self
@@ -976,34 +1060,58 @@ impl Index {
         }
     }
 
-    /// The position of `(at, due)` in the bucket of `at`: its compact
-    /// reference, or a spilled entry equal to it.
-    fn due_find(&self, at: Ms, due: &Due, compact: Option<u32>) -> Option<usize> {
-        self.due.get(&at)?.iter().position(|&r| {
-            Some(r) == compact || (kind_of(r) == SPILL && self.spill.get(slot_of(r)).due == *due)
-        })
+    /// The reference `(at, due)` is held by: its compact one, or a spilled
+    /// entry equal to it.
+    fn due_find(&self, at: Ms, due: &Due, compact: Option<u32>) -> Option<u32> {
+        let bucket = self.due.get(&at)?;
+        if let Some(r) = compact.filter(|&r| bucket.contains(r)) {
+            return Some(r);
+        }
+        self.spill_index
+            .get(&(at, *due))
+            .map(|&slot| mkref(SPILL, slot))
     }
 
     fn due_push(&mut self, at: Ms, r: u32) {
-        self.due.entry(at).or_default().push(r);
+        self.due
+            .entry(at)
+            .or_insert_with(|| Bucket::Small(Vec::new()))
+            .push(r);
         self.due_len += 1;
+        if kind_of(r) == SPILL {
+            let slot = slot_of(r);
+            self.spill_index.insert((at, self.spill.get(slot).due), slot);
+        }
+    }
+
+    /// Takes reference `r` out of the bucket of `at` (nothing else).
+    fn due_take(&mut self, at: Ms, r: u32) {
+        if let Some(bucket) = self.due.get_mut(&at)
+            && bucket.remove(r)
+        {
+            if bucket.len() == 0 {
+                self.due.remove(&at);
+            }
+            self.due_len -= 1;
+            if kind_of(r) == SPILL {
+                let due = self.spill.get(slot_of(r)).due;
+                self.spill_index.remove(&(at, due));
+            }
+        }
     }
 
     /// Drops reference `r` from the bucket of `at`, undoing what it stood
     /// for (the record's flag, the queue's reference count).
     fn due_remove_ref(&mut self, at: Ms, r: u32) {
-        if let Some(bucket) = self.due.get_mut(&at)
-            && let Some(i) = bucket.iter().position(|&x| x == r)
-        {
-            bucket.swap_remove(i);
-            if bucket.is_empty() {
-                self.due.remove(&at);
-            }
-            self.due_len -= 1;
-        }
+        self.due_take(at, r);
         let slot = slot_of(r);
         match kind_of(r) {
-            GIVE_UP => self.deps.get_mut(slot).len &= !FLAG,
+            GIVE_UP => {
+                let d = self.deps.get_mut(slot);
+                d.len &= !FLAG;
+                let key = (d.qid, d.seq);
+                self.removed_flagged.remove(&key);
+            }
             FORGET => self.departs.get_mut(slot).meta &= !FLAG,
             ORPHAN | DEADLINE => {
                 self.add_refs(slot, -1);
@@ -1066,8 +1174,7 @@ impl Index {
     /// Removes `(at, due)` if present.
     pub(crate) fn unschedule(&mut self, at: Ms, due: &Due) {
         let compact = self.compact_ref(at, due);
-        if let Some(i) = self.due_find(at, due, compact) {
-            let r = self.due[&at][i];
+        if let Some(r) = self.due_find(at, due, compact) {
             self.due_remove_ref(at, r);
         }
     }
@@ -1092,7 +1199,7 @@ impl Index {
                 break;
             }
             let start = out.len();
-            out.extend(bucket.iter().map(|&r| {
+            out.extend(bucket.refs().map(|r| {
                 if kind_of(r) == GIVE_UP {
                     self.set_finger(self.deps.get(slot_of(r)).qid, slot_of(r));
                 }
@@ -1120,9 +1227,9 @@ impl Index {
             seen += bucket.len();
             out.extend(
                 bucket
-                    .iter()
-                    .filter(|&&r| !matches!(kind_of(r), GIVE_UP | FORGET))
-                    .map(|&r| (at, self.due_of(r))),
+                    .refs()
+                    .filter(|&r| !matches!(kind_of(r), GIVE_UP | FORGET))
+                    .map(|r| (at, self.due_of(r))),
             );
         }
         (out, None)
@@ -1141,7 +1248,25 @@ impl Index {
     /// before-images if a snapshot older than it lives (`keep`), and drops
     /// history no live snapshot needs (`oldest`: the oldest live
     /// snapshot's version).
-    pub(crate) fn commit(&mut self, keep: bool, oldest: Option<u64>) -> u64 {
+    /// Spills the give-up entries of deposits the open transaction removed
+    /// and did not unschedule (part of its commit; may be called before).
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] if the index is full.
+    pub(crate) fn settle(&mut self) -> StoreResult<()> {
+        for (_, slot) in std::mem::take(&mut self.removed_flagged) {
+            let d = *self.deps.get(slot);
+            if d.flagged() {
+                let rkid = self.queues.get(d.qid).rkid();
+                self.due_remove_ref(d.give_up_at, mkref(GIVE_UP, slot));
+                self.due_add_spill(d.give_up_at, Due::GiveUp(rkid, d.seq))?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn commit(&mut self, keep: bool, oldest: Option<u64>) -> StoreResult<u64> {
+        self.settle()?;
         let version = self.committed + 1;
         if keep && !self.open.is_empty() {
             let images = self.images(&self.open);
@@ -1161,7 +1286,7 @@ impl Index {
         }
         self.committed = version;
         self.prune(oldest);
-        version
+        Ok(version)
     }
 
     /// Drops history that no snapshot at `oldest` or later needs.
@@ -1181,6 +1306,7 @@ impl Index {
         }
         self.occupancy_saved = false;
         self.deferred.clear();
+        self.removed_flagged.clear();
     }
 
     fn undo(&mut self, undo: Undo) {
@@ -1246,15 +1372,7 @@ impl Index {
                 q.meta = meta;
             }
             Undo::DueAdded { at, r } => {
-                if let Some(bucket) = self.due.get_mut(&at)
-                    && let Some(i) = bucket.iter().position(|&x| x == r)
-                {
-                    bucket.swap_remove(i);
-                    if bucket.is_empty() {
-                        self.due.remove(&at);
-                    }
-                    self.due_len -= 1;
-                }
+                self.due_take(at, r);
                 let slot = slot_of(r);
                 match kind_of(r) {
                     GIVE_UP => self.deps.get_mut(slot).len &= !FLAG,
@@ -1267,7 +1385,6 @@ impl Index {
                 }
             }
             Undo::DueRemoved { at, r } => {
-                self.due_push(at, r);
                 let slot = slot_of(r);
                 match kind_of(r) {
                     GIVE_UP => self.deps.get_mut(slot).len |= FLAG,
@@ -1275,6 +1392,7 @@ impl Index {
                     SPILL => self.spill.get_mut(slot).live = true,
                     _ => {}
                 }
+                self.due_push(at, r);
             }
             Undo::DepartAdded(slot) => {
                 let d = *self.departs.get(slot);
@@ -1513,8 +1631,18 @@ impl Index {
         }
         let mut entries = 0u64;
         let mut flagged = (0u64, 0u64);
+        if !self.removed_flagged.is_empty() {
+            return bad("removed deposits wait to be settled".into());
+        }
+        let mut spilled = 0usize;
         for (&at, bucket) in &self.due {
-            for &r in bucket {
+            for r in bucket.refs() {
+                if kind_of(r) == SPILL {
+                    spilled += 1;
+                    if self.spill_index.get(&(at, self.spill.get(slot_of(r)).due)) != Some(&slot_of(r)) {
+                        return bad(format!("spilled entry {r:#x} at {at} is not in its index"));
+                    }
+                }
                 entries += 1;
                 let slot = slot_of(r);
                 let valid = match kind_of(r) {
@@ -1541,8 +1669,12 @@ impl Index {
                 }
             }
         }
-        if entries != self.due_len {
-            return bad(format!("{entries} due entries, {} counted", self.due_len));
+        if entries != self.due_len || spilled != self.spill_index.len() {
+            return bad(format!(
+                "{entries} due entries, {} counted; {spilled} spilled, {} indexed",
+                self.due_len,
+                self.spill_index.len()
+            ));
         }
         let flags = (
             (0..self.deps.high())
@@ -1781,7 +1913,7 @@ mod tests {
             ix.add_deposit(&a, &deposit(seq, seq as u8), 1, 64)?;
             ix.schedule(100 + seq, &Due::GiveUp(a, seq))?;
         }
-        ix.commit(false, None);
+        ix.commit(false, None)?;
         ix.check()?;
         let before = (ix.occupancy, ix.due_upto(u64::MAX, 100));
         let q = ix.queue(&a).ok_or_else(|| StoreError::Closed)?;
@@ -1811,7 +1943,7 @@ mod tests {
         for seq in 1..=3 {
             ix.add_deposit(&a, &deposit(seq, seq as u8), 1, 64)?;
         }
-        let v = ix.commit(false, None);
+        let v = ix.commit(false, None)?;
         let q = ix.queue(&a).ok_or_else(|| StoreError::Closed)?;
         let one = ix.find_seq(q, 1).ok_or_else(|| StoreError::Closed)?;
         ix.remove_deposit(one)?;
@@ -1825,7 +1957,7 @@ mod tests {
                 .collect()
         };
         assert_eq!(seqs(&ix), [1, 2, 3]);
-        ix.commit(true, Some(v));
+        ix.commit(true, Some(v))?;
         // … and so is the committed one.
         assert_eq!(seqs(&ix), [1, 2, 3]);
         assert_eq!(ix.view(v).occupancy().deposits, 3);

@@ -671,6 +671,8 @@ impl Inner {
         }
         {
             let mut ix = self.index_write();
+            // Nothing of the index's commit can fail after redb's.
+            ix.settle()?;
             if let Some(mut txn) = w.redb.take() {
                 let o = ix.occupancy;
                 let counts = rs::cat(&[&o.bindings.to_be_bytes(), &o.tombstones.to_be_bytes()]);
@@ -690,7 +692,7 @@ impl Inner {
             }
             let readers = lock(&self.readers);
             let oldest = readers.keys().next().copied();
-            ix.commit(oldest.is_some(), oldest);
+            ix.commit(oldest.is_some(), oldest)?;
         }
         w.committed = true;
         w.state.void_pending = None;

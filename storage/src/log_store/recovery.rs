@@ -308,7 +308,7 @@ fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> StoreResult<In
     txn.commit().map_err(engine)?;
     index.occupancy.bindings = counts.0;
     index.occupancy.tombstones = counts.1;
-    index.commit(false, None);
+    index.commit(false, None)?;
     report.load_micros = started.elapsed().as_micros() as u64;
     if report.records > 0 {
         tracing::info!(
@@ -890,7 +890,7 @@ impl Apply<'_> {
             }
         }
         // Each record is its own transaction of the index.
-        self.index.commit(false, None);
+        self.index.commit(false, None)?;
         Ok(())
     }
 }

@@ -431,7 +431,7 @@ pub(super) fn load(
             StoreId(header[12..28].try_into().unwrap_or_default())
         )));
     }
-    ix.commit(false, None);
+    ix.commit(false, None)?;
     Ok(Some((ix, len)))
 }
 
@@ -541,7 +541,7 @@ impl Parser {
             at += need;
             self.since_commit += 1;
             if self.since_commit >= CHUNK {
-                ix.commit(false, None);
+                ix.commit(false, None)?;
                 self.since_commit = 0;
             }
         }
