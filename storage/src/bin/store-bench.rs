@@ -490,6 +490,7 @@ fn main() {
     match args.peek().map(String::as_str) {
         Some("scale") => return scale::main(args.skip(1).collect()),
         Some("scale-child") => return scale::child(args.skip(1).collect()),
+        Some("reopen") => return scale::reopen(args.skip(1).collect()),
         _ => {}
     }
     let config = match parse_args() {
@@ -574,16 +575,20 @@ mod scale {
     use std::io::{BufRead, Write};
     use std::process::{Command, Stdio};
 
-    fn rss_kib(pid: u32) -> u64 {
+    fn status_kib(pid: u32, field: &str) -> u64 {
         std::fs::read_to_string(format!("/proc/{pid}/status"))
             .ok()
             .and_then(|s| {
                 s.lines()
-                    .find(|l| l.starts_with("VmRSS:"))
+                    .find(|l| l.starts_with(field))
                     .and_then(|l| l.split_whitespace().nth(1).map(str::to_owned))
             })
             .and_then(|v| v.parse().ok())
             .unwrap_or(0)
+    }
+
+    fn rss_kib(pid: u32) -> u64 {
+        status_kib(pid, "VmRSS:")
     }
 
     fn flag(args: &[String], name: &str, default: u64) -> u64 {
@@ -634,7 +639,8 @@ mod scale {
                     },
                 )
                 .expect("binding");
-                txn.schedule(now + 30 * 86_400_000, &Due::OrphanExpiry(rkid))
+                // Registered over time: 5 000 a second.
+                txn.schedule(now + n / 5 + 30 * 86_400_000, &Due::OrphanExpiry(rkid))
                     .expect("orphan");
             }
             store.commit(txn).expect("commit");
@@ -645,8 +651,10 @@ mod scale {
             let mut txn = store.begin_write().expect("begin");
             for n in start..(start + CHUNK).min(deposits) {
                 let rkid = scale_rkid(n % bindings.max(1));
+                // Admitted over time: 50 000 a second.
+                let at = now + n / 50;
                 let d = txn
-                    .append_deposit(&rkid, &envelope(9, n), now, now + 14 * 86_400_000)
+                    .append_deposit(&rkid, &envelope(9, n), at, at + 14 * 86_400_000)
                     .expect("append");
                 txn.schedule(d.give_up_at, &Due::GiveUp(rkid, d.seq)).expect("give up");
             }
@@ -722,7 +730,12 @@ mod scale {
             println!("child: {line}");
             if line == "filled" {
                 let idle = rss_kib(pid);
-                println!("RSS idle at scale: {idle} KiB ({:.1} MB)", idle as f64 * 1024.0 / 1e6);
+                println!(
+                    "RSS idle at scale: {idle} KiB ({:.1} MB; anonymous {} KiB, file {} KiB)",
+                    idle as f64 * 1024.0 / 1e6,
+                    status_kib(pid, "RssAnon:"),
+                    status_kib(pid, "RssFile:")
+                );
             }
             if let Some(rate) = line.strip_prefix("rate ") {
                 rates.push(rate.parse::<u64>().unwrap_or(0));
@@ -763,6 +776,34 @@ mod scale {
         );
         println!("RSS after the restart (this process): {} KiB", rss_kib(std::process::id()));
         drop(store);
-        let _ = std::fs::remove_dir_all(&dir);
+        if !args.iter().any(|a| a == "--keep") {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+
+    /// `reopen --dir D`: times an open of an existing store (a copy made
+    /// first, so that the original is opened the same way every time).
+    pub(super) fn reopen(args: Vec<String>) {
+        let dir = dir(&args);
+        let started = Instant::now();
+        let store = LogStore::open_with(
+            &dir,
+            LogOptions {
+                background: false,
+                snapshot_at_close: false,
+                ..LogOptions::default()
+            },
+        )
+        .expect("open");
+        let report = store.opened();
+        println!(
+            "open {:.3} s: snapshot {} bytes, replayed {} records / {} bytes in {:.3} s; RSS {} KiB",
+            started.elapsed().as_secs_f64(),
+            report.snapshot_bytes,
+            report.records,
+            report.replayed_bytes,
+            report.replay_micros as f64 / 1e6,
+            rss_kib(std::process::id())
+        );
     }
 }

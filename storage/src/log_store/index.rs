@@ -76,14 +76,15 @@ pub(crate) struct DepRec {
     next: u32,
 }
 
-/// A queue (56 B).
+/// A queue (52 B; a queue holds at most 4 GiB, and a carrier's
+/// `max-queue-bytes` is at most 1 GiB).
 #[derive(Debug, Clone, Copy, Default)]
-#[repr(C)]
+#[repr(C, packed(4))]
 pub(crate) struct QueueRec {
     pub(crate) rkid: [u8; 32],
     /// The last `seq` handed out (0: none).
     pub(crate) next_seq: u64,
-    pub(crate) bytes: u64,
+    bytes: u32,
     head: u32,
     /// [`LIVE`], [`BOUND`] (the rkid holds a binding: s1 reads this, never
     /// redb), and the references to it (due entries, departure records).
@@ -119,7 +120,7 @@ impl Default for SpillRec {
 }
 
 const _: () = assert!(std::mem::size_of::<DepRec>() == 80);
-const _: () = assert!(std::mem::size_of::<QueueRec>() == 56);
+const _: () = assert!(std::mem::size_of::<QueueRec>() == 52);
 const _: () = assert!(std::mem::size_of::<DepartRec>() == 48);
 
 pub(crate) trait Slot: Copy + Default {
@@ -181,10 +182,14 @@ impl QueueRec {
     pub(crate) fn rkid(&self) -> Rkid {
         Rkid::from_bytes(self.rkid)
     }
+    /// Bytes the queue holds.
+    pub(crate) fn bytes(&self) -> u64 {
+        u64::from(self.bytes)
+    }
     fn image(&self) -> QueueImage {
         QueueImage {
             next_seq: self.next_seq,
-            bytes: self.bytes,
+            bytes: self.bytes(),
         }
     }
 }
@@ -203,6 +208,17 @@ impl DepartRec {
     fn flagged(&self) -> bool {
         self.meta & FLAG != 0
     }
+}
+
+/// The bytes queue `q` holds with a deposit of `len` more (a queue holds
+/// at most 4 GiB).
+fn fits_queue(q: &QueueRec, len: u32) -> StoreResult<u32> {
+    q.bytes.checked_add(len).ok_or_else(|| {
+        StoreError::Corrupt(format!(
+            "queue {} would hold more than 4 GiB",
+            q.rkid()
+        ))
+    })
 }
 
 /// A held deposit as a reader sees it: its metadata and where its bytes are.
@@ -364,32 +380,50 @@ fn slot_of(r: u32) -> u32 {
 /// past [`BIG_BUCKET`] (a mass of entries at one instant stays O(1) each).
 #[derive(Debug)]
 enum Bucket {
+    /// Up to [`INLINE`] references, without a heap allocation (most
+    /// instants hold a few).
+    Inline(u8, [u32; INLINE]),
     Small(Vec<u32>),
-    Big(HashTable<u32>),
+    Big(Box<HashTable<u32>>),
 }
 
+const INLINE: usize = 6;
 const BIG_BUCKET: usize = 64;
+const _: () = assert!(std::mem::size_of::<Bucket>() == 32);
 
 fn ref_hash(r: u32) -> u64 {
     u64::from(r).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29)
 }
 
 impl Bucket {
+    fn one(r: u32) -> Bucket {
+        Bucket::Inline(1, [r, 0, 0, 0, 0, 0])
+    }
     fn contains(&self, r: u32) -> bool {
         match self {
+            Bucket::Inline(n, a) => a[..usize::from(*n)].contains(&r),
             Bucket::Small(v) => v.contains(&r),
             Bucket::Big(t) => t.find(ref_hash(r), |&x| x == r).is_some(),
         }
     }
     fn push(&mut self, r: u32) {
         match self {
+            Bucket::Inline(n, a) if usize::from(*n) < INLINE => {
+                a[usize::from(*n)] = r;
+                *n += 1;
+            }
+            Bucket::Inline(n, a) => {
+                let mut v = a[..usize::from(*n)].to_vec();
+                v.push(r);
+                *self = Bucket::Small(v);
+            }
             Bucket::Small(v) if v.len() < BIG_BUCKET => v.push(r),
             Bucket::Small(v) => {
                 let mut t = HashTable::with_capacity(v.len() * 2);
                 for &x in v.iter().chain(std::iter::once(&r)) {
                     t.insert_unique(ref_hash(x), x, |&y| ref_hash(y));
                 }
-                *self = Bucket::Big(t);
+                *self = Bucket::Big(Box::new(t));
             }
             Bucket::Big(t) => {
                 t.insert_unique(ref_hash(r), r, |&y| ref_hash(y));
@@ -398,6 +432,14 @@ impl Bucket {
     }
     fn remove(&mut self, r: u32) -> bool {
         match self {
+            Bucket::Inline(n, a) => match a[..usize::from(*n)].iter().position(|&x| x == r) {
+                Some(i) => {
+                    *n -= 1;
+                    a[i] = a[usize::from(*n)];
+                    true
+                }
+                None => false,
+            },
             Bucket::Small(v) => match v.iter().position(|&x| x == r) {
                 Some(i) => {
                     v.swap_remove(i);
@@ -416,18 +458,22 @@ impl Bucket {
     }
     fn len(&self) -> usize {
         match self {
+            Bucket::Inline(n, _) => usize::from(*n),
             Bucket::Small(v) => v.len(),
             Bucket::Big(t) => t.len(),
         }
     }
     fn refs(&self) -> Box<dyn Iterator<Item = u32> + '_> {
         match self {
+            Bucket::Inline(n, a) => Box::new(a[..usize::from(*n)].iter().copied()),
             Bucket::Small(v) => Box::new(v.iter().copied()),
             Bucket::Big(t) => Box::new(t.iter().copied()),
         }
     }
+    /// Bytes, with its share of the tree's node (about 1.5 × key and value).
     fn heap_bytes(&self) -> usize {
         48 + match self {
+            Bucket::Inline(..) => 0,
             Bucket::Small(v) => v.capacity() * 4,
             Bucket::Big(t) => t.capacity() * 5,
         }
@@ -453,7 +499,7 @@ pub(crate) enum Undo {
     DepMoved { slot: u32, seg: u32, off: u32 },
     QueueCreated(u32),
     QueueFreed(u32),
-    QueueFields { qid: u32, next_seq: u64, bytes: u64, meta: u32 },
+    QueueFields { qid: u32, next_seq: u64, bytes: u32, meta: u32 },
     DueAdded { at: Ms, r: u32 },
     DueRemoved { at: Ms, r: u32 },
     DepartAdded(u32),
@@ -526,6 +572,10 @@ pub(crate) struct Index {
     /// Committed transactions' before-images, oldest first, kept while a
     /// snapshot older than them lives.
     history: std::collections::VecDeque<(u64, std::sync::Arc<History>)>,
+    /// A snapshot is being loaded: nothing to undo, and due entries are
+    /// gathered here and built into the index at once when it ends.
+    loading: bool,
+    staged: Vec<(Ms, u32)>,
 }
 
 const FINGERS: usize = 4096;
@@ -558,7 +608,174 @@ impl Index {
             occupancy_saved: false,
             deferred: Vec::new(),
             history: std::collections::VecDeque::new(),
+            loading: false,
+            staged: Vec::new(),
         }
+    }
+
+    fn undo_push(&mut self, undo: Undo) {
+        if !self.loading {
+            self.open.push(undo);
+        }
+    }
+
+    // -- bulk loading (a snapshot: no undo, no lookup its format makes needless)
+
+    /// Begins or ends a bulk load (the due entries gathered meanwhile are
+    /// sorted and built into the index at once: no tree rebalancing).
+    pub(crate) fn set_loading(&mut self, loading: bool) {
+        self.loading = loading;
+        if loading {
+            return;
+        }
+        let mut staged = std::mem::take(&mut self.staged);
+        staged.sort_unstable_by_key(|e| e.0);
+        let mut buckets: Vec<(Ms, Bucket)> = Vec::new();
+        for (at, r) in staged {
+            match buckets.last_mut() {
+                Some((a, b)) if *a == at => b.push(r),
+                _ => buckets.push((at, Bucket::one(r))),
+            }
+        }
+        for (at, bucket) in std::mem::take(&mut self.due) {
+            for r in bucket.refs() {
+                buckets.push((at, Bucket::one(r)));
+            }
+        }
+        buckets.sort_by_key(|b| b.0);
+        let mut merged: Vec<(Ms, Bucket)> = Vec::with_capacity(buckets.len());
+        for (at, bucket) in buckets {
+            match merged.last_mut() {
+                Some((a, b)) if *a == at => bucket.refs().for_each(|r| b.push(r)),
+                _ => merged.push((at, bucket)),
+            }
+        }
+        self.due = merged.into_iter().collect();
+    }
+
+    /// The queue a snapshot's entry names by its slot there (`hint`),
+    /// if that slot of `map` holds this rkid; else found by its rkid.
+    pub(crate) fn hinted_queue(&mut self, rkid: &Rkid, hint: Option<u32>) -> StoreResult<u32> {
+        if let Some(qid) = hint
+            && self.queues.live_at(qid).is_some_and(|q| q.rkid == *rkid.as_bytes())
+        {
+            return Ok(qid);
+        }
+        self.queue_or_create(rkid)
+    }
+
+    /// A queue of a snapshot: created (or found, when a long queue's copy
+    /// was continued), its last seq and its binding set.
+    pub(crate) fn load_queue(&mut self, rkid: &Rkid, next_seq: u64, bound: bool) -> StoreResult<u32> {
+        let qid = self.queue_or_create(rkid)?;
+        let q = self.queues.get_mut(qid);
+        q.next_seq = q.next_seq.max(next_seq);
+        if bound {
+            q.meta |= BOUND;
+        } else {
+            q.meta &= !BOUND;
+        }
+        Ok(qid)
+    }
+
+    /// A deposit of a snapshot, of queue `qid` (`flagged`: its give-up
+    /// entry at its own instant).
+    pub(crate) fn load_deposit(
+        &mut self,
+        qid: u32,
+        deposit: &Deposit,
+        seg: u32,
+        off: u32,
+        flagged: bool,
+    ) -> StoreResult<()> {
+        if deposit.len > LEN_MASK {
+            return Err(StoreError::Corrupt(format!(
+                "a deposit of {} bytes (the index holds at most {LEN_MASK})",
+                deposit.len
+            )));
+        }
+        let bytes = fits_queue(self.queues.get(qid), deposit.len)?;
+        let slot = self.deps.alloc(DepRec {
+            id: deposit.id.0,
+            seq: deposit.seq,
+            admitted_at: deposit.admitted_at,
+            give_up_at: deposit.give_up_at,
+            seg,
+            off,
+            len: deposit.len | LIVE | if flagged { FLAG } else { 0 },
+            qid,
+            prev: NIL,
+            next: NIL,
+        })?;
+        self.link(qid, slot);
+        self.hash_dep(slot);
+        self.seg_adjust(seg, deposit.len, true);
+        let q = self.queues.get_mut(qid);
+        q.bytes = bytes;
+        q.next_seq = q.next_seq.max(deposit.seq);
+        self.occupancy.total_bytes += u64::from(deposit.len);
+        self.occupancy.deposits += 1;
+        self.set_finger(qid, slot);
+        if flagged {
+            self.due_push(deposit.give_up_at, mkref(GIVE_UP, slot));
+        }
+        Ok(())
+    }
+
+    /// A departure of a snapshot (`flagged`: its forget entry at its own
+    /// instant).
+    pub(crate) fn load_departure(
+        &mut self,
+        rkid: &Rkid,
+        id: &DepositId,
+        record: &DepartureRecord,
+        flagged: bool,
+    ) -> StoreResult<()> {
+        let qid = self.queue_or_create(rkid)?;
+        let mut meta = LIVE
+            | match record.departure {
+                crate::Departure::GivenUp => GIVEN_UP,
+                crate::Departure::Concluded => 0,
+            };
+        if flagged {
+            meta |= FLAG;
+        }
+        let slot = self.departs.alloc(DepartRec {
+            id: id.0,
+            forget_at: record.forget_at,
+            qid,
+            meta,
+        })?;
+        let (h, ps) = (&self.hasher, &self.departs);
+        self.depart_by_id.insert(h.hash_one((qid, id.0)), slot, |&s| {
+            let d = ps.get(s);
+            h.hash_one((d.qid, d.id))
+        });
+        let q = self.queues.get_mut(qid);
+        q.meta = (q.meta & !REFS_MASK) | ((q.refs() + 1) & REFS_MASK);
+        if flagged {
+            self.due_push(record.forget_at, mkref(FORGET, slot));
+        }
+        Ok(())
+    }
+
+    /// A due entry of a snapshot that no record carries: an orphan expiry
+    /// or deadline straight in (each is copied once), anything else the
+    /// general way (it may repeat a record's).
+    pub(crate) fn load_due(&mut self, at: Ms, due: &Due, hint: Option<u32>) -> StoreResult<()> {
+        let kind = match due {
+            Due::OrphanExpiry(_) => ORPHAN,
+            Due::Deadline(_) => DEADLINE,
+            _ => return self.schedule(at, due),
+        };
+        let (Due::OrphanExpiry(rkid) | Due::Deadline(rkid)) = due else {
+            return self.schedule(at, due);
+        };
+        let qid = self.hinted_queue(rkid, hint)?;
+        let q = self.queues.get_mut(qid);
+        q.meta = (q.meta & !REFS_MASK) | ((q.refs() + 1) & REFS_MASK);
+        self.due_push(at, mkref(kind, qid));
+        Ok(())
     }
 
     /// Pre-sizes the hash indexes (a restart knows its sizes).
@@ -622,20 +839,20 @@ impl Index {
         let (h, qs) = (&self.hasher, &self.queues);
         self.by_rkid
             .insert(h.hash_one(rkid.as_bytes()), qid, |&s| h.hash_one(qs.get(s).rkid));
-        self.open.push(Undo::QueueCreated(qid));
+        self.undo_push(Undo::QueueCreated(qid));
         Ok(qid)
     }
 
     /// Changes a queue's counters, saving their before-image.
     fn queue_update(&mut self, qid: u32, f: impl FnOnce(&mut QueueRec)) {
-        let q = self.queues.get_mut(qid);
-        self.open.push(Undo::QueueFields {
+        let q = *self.queues.get(qid);
+        self.undo_push(Undo::QueueFields {
             qid,
             next_seq: q.next_seq,
             bytes: q.bytes,
             meta: q.meta,
         });
-        f(q);
+        f(self.queues.get_mut(qid));
     }
 
     /// Frees a queue that holds nothing and was never numbered.
@@ -646,7 +863,7 @@ impl Index {
             self.by_rkid.remove(hash, qid);
             self.queues.get_mut(qid).meta &= !LIVE;
             self.deferred.push((K_QUEUE, qid));
-            self.open.push(Undo::QueueFreed(qid));
+            self.undo_push(Undo::QueueFreed(qid));
         }
     }
 
@@ -695,7 +912,7 @@ impl Index {
     pub(crate) fn occupancy_mut(&mut self) -> &mut Occupancy {
         if !self.occupancy_saved {
             self.occupancy_saved = true;
-            self.open.push(Undo::Occupancy(self.occupancy));
+            self.undo_push(Undo::Occupancy(self.occupancy));
         }
         &mut self.occupancy
     }
@@ -870,6 +1087,7 @@ impl Index {
             )));
         }
         let qid = self.queue_or_create(rkid)?;
+        let bytes = fits_queue(self.queues.get(qid), deposit.len)?;
         let slot = self.deps.alloc(DepRec {
             id: deposit.id.0,
             seq: deposit.seq,
@@ -887,13 +1105,13 @@ impl Index {
         self.seg_adjust(seg, deposit.len, true);
         let len = u64::from(deposit.len);
         self.queue_update(qid, |q| {
-            q.bytes += len;
+            q.bytes = bytes;
             q.next_seq = q.next_seq.max(deposit.seq);
         });
         let o = self.occupancy_mut();
         o.total_bytes += len;
         o.deposits += 1;
-        self.open.push(Undo::DepAdded(slot));
+        self.undo_push(Undo::DepAdded(slot));
         self.set_finger(qid, slot);
         Ok(slot)
     }
@@ -911,13 +1129,13 @@ impl Index {
         self.by_id.remove(hash, slot);
         self.seg_adjust(d.seg, d.len(), false);
         let len = u64::from(d.len());
-        self.queue_update(d.qid, |q| q.bytes = q.bytes.saturating_sub(len));
+        self.queue_update(d.qid, |q| q.bytes = q.bytes.saturating_sub(d.len()));
         let o = self.occupancy_mut();
         o.total_bytes = o.total_bytes.saturating_sub(len);
         o.deposits = o.deposits.saturating_sub(1);
         self.deps.get_mut(slot).len &= !LIVE;
         self.deferred.push((K_DEP, slot));
-        self.open.push(Undo::DepRemoved(slot));
+        self.undo_push(Undo::DepRemoved(slot));
         self.maybe_free_queue(d.qid);
         Ok(d.deposit())
     }
@@ -930,7 +1148,7 @@ impl Index {
         let r = self.deps.get_mut(slot);
         r.seg = seg;
         r.off = off;
-        self.open.push(Undo::DepMoved {
+        self.undo_push(Undo::DepMoved {
             slot,
             seg: d.seg,
             off: d.off,
@@ -976,7 +1194,7 @@ impl Index {
             let r = self.departs.get_mut(slot);
             r.forget_at = record.forget_at;
             r.meta = meta;
-            self.open.push(Undo::DepartChanged { slot, before });
+            self.undo_push(Undo::DepartChanged { slot, before });
             return Ok(());
         }
         let slot = self.departs.alloc(DepartRec {
@@ -990,7 +1208,7 @@ impl Index {
             let d = ps.get(s);
             h.hash_one((d.qid, d.id))
         });
-        self.open.push(Undo::DepartAdded(slot));
+        self.undo_push(Undo::DepartAdded(slot));
         self.add_refs(qid, 1);
         Ok(())
     }
@@ -1007,7 +1225,7 @@ impl Index {
         self.depart_by_id.remove(hash, slot);
         self.departs.get_mut(slot).meta &= !LIVE;
         self.deferred.push((K_DEPART, slot));
-        self.open.push(Undo::DepartRemoved(slot));
+        self.undo_push(Undo::DepartRemoved(slot));
         self.add_refs(qid, -1);
         self.maybe_free_queue(qid);
         Ok(())
@@ -1073,14 +1291,20 @@ impl Index {
     }
 
     fn due_push(&mut self, at: Ms, r: u32) {
-        self.due
-            .entry(at)
-            .or_insert_with(|| Bucket::Small(Vec::new()))
-            .push(r);
         self.due_len += 1;
         if kind_of(r) == SPILL {
             let slot = slot_of(r);
             self.spill_index.insert((at, self.spill.get(slot).due), slot);
+        }
+        if self.loading {
+            self.staged.push((at, r));
+            return;
+        }
+        match self.due.entry(at) {
+            std::collections::btree_map::Entry::Vacant(e) => {
+                e.insert(Bucket::one(r));
+            }
+            std::collections::btree_map::Entry::Occupied(mut e) => e.get_mut().push(r),
         }
     }
 
@@ -1121,7 +1345,7 @@ impl Index {
                 self.deferred.push((K_SPILL, slot));
             }
         }
-        self.open.push(Undo::DueRemoved { at, r });
+        self.undo_push(Undo::DueRemoved { at, r });
         if matches!(kind_of(r), ORPHAN | DEADLINE) {
             self.maybe_free_queue(slot);
         }
@@ -1131,7 +1355,7 @@ impl Index {
         let slot = self.spill.alloc(SpillRec { due, live: true })?;
         let r = mkref(SPILL, slot);
         self.due_push(at, r);
-        self.open.push(Undo::DueAdded { at, r });
+        self.undo_push(Undo::DueAdded { at, r });
         Ok(())
     }
 
@@ -1167,7 +1391,7 @@ impl Index {
             _ => self.add_refs(slot_of(r), 1),
         }
         self.due_push(at, r);
-        self.open.push(Undo::DueAdded { at, r });
+        self.undo_push(Undo::DueAdded { at, r });
         Ok(())
     }
 
@@ -1217,7 +1441,13 @@ impl Index {
     /// The due entries from instant `from` on that no deposit or departure
     /// record carries (those travel with their record in a snapshot), at
     /// most about `limit` (whole instants): `(entries, next instant)`.
-    pub(crate) fn due_loose_chunk(&self, from: Ms, limit: usize) -> (Vec<(Ms, Due)>, Option<Ms>) {
+    /// … with, for an orphan expiry or deadline, the slot of its queue (a
+    /// hint for the loader).
+    pub(crate) fn due_loose_chunk(
+        &self,
+        from: Ms,
+        limit: usize,
+    ) -> (Vec<(Ms, Due, Option<u32>)>, Option<Ms>) {
         let mut out = Vec::new();
         let mut seen = 0usize;
         for (&at, bucket) in self.due.range(from..) {
@@ -1229,7 +1459,10 @@ impl Index {
                 bucket
                     .refs()
                     .filter(|&r| !matches!(kind_of(r), GIVE_UP | FORGET))
-                    .map(|r| (at, self.due_of(r))),
+                    .map(|r| {
+                        let hint = matches!(kind_of(r), ORPHAN | DEADLINE).then(|| slot_of(r));
+                        (at, self.due_of(r), hint)
+                    }),
             );
         }
         (out, None)
@@ -1239,7 +1472,7 @@ impl Index {
 
     pub(crate) fn put_quarantine(&mut self, key: (Rkid, u64), value: Vec<u8>) {
         let before = self.quarantine.insert(key, value);
-        self.open.push(Undo::Quarantine { key, before });
+        self.undo_push(Undo::Quarantine { key, before });
     }
 
     // -- transactions ------------------------------------------------------------
@@ -1465,7 +1698,7 @@ impl Index {
                     Key::Queue(self.queues.get(*qid).rkid()),
                     Before::Queue(QueueImage {
                         next_seq: *next_seq,
-                        bytes: *bytes,
+                        bytes: u64::from(*bytes),
                     }),
                 ),
                 Undo::QueueFreed(_) => continue,
@@ -1535,7 +1768,7 @@ impl Index {
                 .into_iter()
                 .map(|s| self.deps.get(s).image())
                 .collect();
-            c.queues.push((q.rkid(), q.next_seq, q.bytes, q.bound(), deposits));
+            c.queues.push((q.rkid(), q.next_seq, q.bytes(), q.bound(), deposits));
         }
         c.queues.sort_by_key(|q| q.0);
         for slot in 0..self.departs.high() {
@@ -1597,8 +1830,8 @@ impl Index {
                 s.bytes += u64::from(d.len());
                 at = self.next_in_queue(at);
             }
-            if bytes != q.bytes {
-                return bad(format!("queue {} counts {} bytes, holds {bytes}", q.rkid(), q.bytes));
+            if bytes != q.bytes() {
+                return bad(format!("queue {} counts {} bytes, holds {bytes}", q.rkid(), q.bytes()));
             }
             total += bytes;
             deposits += n;
@@ -1967,5 +2200,41 @@ mod tests {
         ix.prune(None);
         assert_eq!(seqs(&ix), [2, 3, 4]);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod timing {
+    use super::*;
+
+    #[test]
+    #[ignore = "timing probe"]
+    fn probe_queue_lookups() {
+        let n = 1_000_000u64;
+        let rk = |i: u64| {
+            let mut b = [0u8; 32];
+            b[..8].copy_from_slice(&i.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_be_bytes());
+            b[8..16].copy_from_slice(&i.to_be_bytes());
+            Rkid::from_bytes(b)
+        };
+        let mut ix = Index::new();
+        ix.reserve(n as usize, 0, 0);
+        ix.set_loading(true);
+        let t = std::time::Instant::now();
+        for i in 0..n {
+            ix.load_queue(&rk(i), 1, true).unwrap();
+        }
+        eprintln!("create {:?}", t.elapsed());
+        let t = std::time::Instant::now();
+        let mut found = 0;
+        for i in 0..n {
+            found += usize::from(ix.queue(&rk(i)).is_some());
+        }
+        eprintln!("lookup {:?} {found}", t.elapsed());
+        let t = std::time::Instant::now();
+        for i in 0..n {
+            ix.load_due(1000 + i / 200, &Due::OrphanExpiry(rk(i)), None).unwrap();
+        }
+        eprintln!("due {:?}", t.elapsed());
     }
 }

@@ -87,8 +87,9 @@ pub struct LogOptions {
     /// `fdatasync` writes data only, never file-size metadata. Default on.
     pub preallocate: bool,
     /// A snapshot is taken once this much log was written since the last
-    /// one (or twice the last snapshot's size, if larger): what a restart
-    /// replays. Default 256 MiB.
+    /// one (or the last snapshot's size, if larger): what a restart
+    /// replays at most, besides what is logged while a snapshot is
+    /// written. Default 192 MiB.
     pub snapshot_log_bytes: u64,
     /// redb is made durable (a checkpoint) after this many binding,
     /// tombstone and declaration operations. Default 8 192.
@@ -97,7 +98,8 @@ pub struct LogOptions {
     /// percentage of `segment_bytes` (or of its extent, if larger).
     /// Default 25.
     pub compact_below_percent: u8,
-    /// redb's page cache (bindings and tombstones only). Default 8 MiB.
+    /// redb's page cache (bindings and tombstones only: registration-rate
+    /// reads, the rest comes from the kernel's page cache). Default 4 MiB.
     pub cache_bytes: usize,
     /// Run the background thread (preallocation, snapshots, reclaiming
     /// segments). Default on; tests turn it off to drive
@@ -120,10 +122,10 @@ impl Default for LogOptions {
         LogOptions {
             segment_bytes: 64 << 20,
             preallocate: true,
-            snapshot_log_bytes: 256 << 20,
+            snapshot_log_bytes: 192 << 20,
             redb_checkpoint_ops: 8_192,
             compact_below_percent: 25,
-            cache_bytes: 8 << 20,
+            cache_bytes: 4 << 20,
             background: true,
             snapshot_at_close: true,
             fs: crate::fs::real(),
@@ -704,9 +706,7 @@ impl Inner {
             w.state.redb_ops += w.redb_ops;
         }
         w.state.since_snapshot += logged;
-        let threshold = opts
-            .snapshot_log_bytes
-            .max(w.state.last_snapshot_bytes.saturating_mul(2));
+        let threshold = opts.snapshot_log_bytes.max(w.state.last_snapshot_bytes);
         if w.state.since_snapshot >= threshold {
             let mut house = lock(&self.house);
             if !house.busy_snapshot {
@@ -960,7 +960,7 @@ impl ReadTxn for LogWrite<'_> {
     }
     fn queue_bytes(&self, rkid: &Rkid) -> StoreResult<u64> {
         let ix = self.store.index_read();
-        Ok(ix.queue(rkid).map_or(0, |q| ix.queue_rec(q).bytes))
+        Ok(ix.queue(rkid).map_or(0, |q| ix.queue_rec(q).bytes()))
     }
     fn occupancy(&self) -> StoreResult<Occupancy> {
         Ok(self.store.index_read().occupancy)

@@ -22,10 +22,10 @@
 //! then entries, each a tag byte and fixed fields:
 //! | tag | entry |
 //! |---|---|
-//! | `Q` | a queue: rkid ‖ next_seq u64 ‖ bound u8 — followed by its deposits |
+//! | `Q` | a queue: rkid ‖ next_seq u64 ‖ bound u8 ‖ its slot u32 — followed by its deposits |
 //! | `D` | a deposit of the last queue: seq ‖ id ‖ admitted_at ‖ give_up_at ‖ segment u32 ‖ offset u32 ‖ len u32 ‖ its give-up entry at its own instant u8 |
 //! | `P` | a departure: rkid ‖ id ‖ forget_at u64 ‖ given up u8 ‖ its forget entry at its own instant u8 |
-//! | `U` | any other due entry: at u64 ‖ key len u8 ‖ due key |
+//! | `U` | any other due entry: at u64 ‖ its queue's slot u32 (or `FFFFFFFF`) ‖ key len u8 ‖ due key |
 //! | `X` | a quarantine record: rkid ‖ seq u64 ‖ len u32 ‖ record |
 //! | `E` | elastic bytes u64 |
 //! | `Z` | the end: queues, deposits, departures, due entries, quarantine records (5 × u64) ‖ CRC-32 of every byte before it |
@@ -37,7 +37,7 @@ use super::index::{Index, NIL};
 use super::{Inner, damaged, record};
 use crate::fs::{Open, StoreFile, StoreFs};
 use crate::redb_store::{self as rs, META, StoreId, corrupt, engine, lock};
-use crate::{DepartureRecord, Deposit, DepositId, Due, StoreResult};
+use crate::{DepartureRecord, Deposit, DepositId, StoreResult};
 use redb::Durability;
 use rltp_proofs::multikey::Rkid;
 use std::path::Path;
@@ -129,6 +129,7 @@ fn copy_chunk(ix: &Index, c: &mut Cursor, buf: &mut Vec<u8>) -> bool {
                     buf.extend_from_slice(&q.rkid);
                     le(buf, q.next_seq);
                     buf.push(u8::from(q.bound()));
+                    buf.extend_from_slice(&c.qid.to_le_bytes());
                     budget = budget.saturating_sub(1);
                     let mut at = ix.first_after(c.qid, c.last_seq);
                     while at != NIL && budget > 0 {
@@ -180,10 +181,11 @@ fn copy_chunk(ix: &Index, c: &mut Cursor, buf: &mut Vec<u8>) -> bool {
             2 => {
                 let from = c.due_from.unwrap_or(0);
                 let (entries, next) = ix.due_loose_chunk(from, budget);
-                for (at, due) in &entries {
+                for (at, due, hint) in &entries {
                     let key = rs::due_key(*at, due);
                     buf.push(b'U');
                     le(buf, *at);
+                    buf.extend_from_slice(&hint.unwrap_or(u32::MAX).to_le_bytes());
                     buf.push(key.len() as u8);
                     buf.extend_from_slice(&key);
                     c.counts[3] += 1;
@@ -397,6 +399,7 @@ pub(super) fn load(
     }
     let mut ix = Index::new();
     ix.reserve(count(0) as usize, count(1) as usize, count(2) as usize);
+    ix.set_loading(true);
     let mut parser = Parser::default();
     let mut at = 0u64;
     buf.clear();
@@ -431,6 +434,7 @@ pub(super) fn load(
             StoreId(header[12..28].try_into().unwrap_or_default())
         )));
     }
+    ix.set_loading(false);
     ix.commit(false, None)?;
     Ok(Some((ix, len)))
 }
@@ -439,7 +443,10 @@ pub(super) fn load(
 struct Parser {
     header_done: bool,
     ended: bool,
-    queue: Option<Rkid>,
+    /// The queue the `D` entries that follow belong to.
+    queue: Option<(Rkid, u32)>,
+    /// The snapshot's queue slots → this index's.
+    slots: Vec<u32>,
     counts: [u64; 5],
     since_commit: usize,
 }
@@ -462,14 +469,14 @@ impl Parser {
         while at < buf.len() && !self.ended {
             let rest = &buf[at..];
             let need = match rest[0] {
-                b'Q' => 1 + 41,
+                b'Q' => 1 + 45,
                 b'D' => 1 + 69,
                 b'P' => 1 + 74,
                 b'U' => {
-                    if rest.len() < 10 {
+                    if rest.len() < 14 {
                         break;
                     }
-                    10 + rest[9] as usize
+                    14 + rest[13] as usize
                 }
                 b'X' => {
                     if rest.len() < 45 {
@@ -488,15 +495,19 @@ impl Parser {
             match e[0] {
                 b'Q' => {
                     let rkid = Rkid::from_bytes(arr32(e, 1));
-                    ix.raise_next_seq(&rkid, u64_le(e, 33))?;
-                    ix.set_bound(&rkid, e[41] != 0)?;
-                    if self.queue != Some(rkid) {
+                    let qid = ix.load_queue(&rkid, u64_le(e, 33), e[41] != 0)?;
+                    let old = u32_le(e, 42) as usize;
+                    if self.slots.len() <= old {
+                        self.slots.resize(old + 1, u32::MAX);
+                    }
+                    self.slots[old] = qid;
+                    if self.queue.map(|(r, _)| r) != Some(rkid) {
                         self.counts[0] += 1;
                     }
-                    self.queue = Some(rkid);
+                    self.queue = Some((rkid, qid));
                 }
                 b'D' => {
-                    let rkid = self.queue.ok_or_else(bad)?;
+                    let (_, qid) = self.queue.ok_or_else(bad)?;
                     let deposit = Deposit {
                         seq: u64_le(e, 1),
                         id: DepositId(arr32(e, 9)),
@@ -504,10 +515,7 @@ impl Parser {
                         give_up_at: u64_le(e, 49),
                         len: u32_le(e, 65),
                     };
-                    ix.add_deposit(&rkid, &deposit, u32_le(e, 57), u32_le(e, 61))?;
-                    if e[69] != 0 {
-                        ix.schedule(deposit.give_up_at, &Due::GiveUp(rkid, deposit.seq))?;
-                    }
+                    ix.load_deposit(qid, &deposit, u32_le(e, 57), u32_le(e, 61), e[69] != 0)?;
                     self.counts[1] += 1;
                 }
                 b'P' => {
@@ -519,15 +527,14 @@ impl Parser {
                     } else {
                         crate::Departure::Concluded
                     };
-                    ix.put_departure(&rkid, &id, &DepartureRecord { departure, forget_at })?;
-                    if e[74] != 0 {
-                        ix.schedule(forget_at, &Due::Forget(rkid, id))?;
-                    }
+                    let record = DepartureRecord { departure, forget_at };
+                    ix.load_departure(&rkid, &id, &record, e[74] != 0)?;
                     self.counts[2] += 1;
                 }
                 b'U' => {
-                    let (at, due) = rs::decode_due(&e[10..])?;
-                    ix.schedule(at, &due)?;
+                    let (at, due) = rs::decode_due(&e[14..])?;
+                    let hint = self.slots.get(u32_le(e, 9) as usize).copied();
+                    ix.load_due(at, &due, hint.filter(|&q| q != u32::MAX))?;
                     self.counts[3] += 1;
                 }
                 b'X' => {
