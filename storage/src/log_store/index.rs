@@ -312,6 +312,28 @@ impl<T: Slot> Slab<T> {
     }
 }
 
+/// An identity hash built apart ([`Index::identity_builder`]).
+pub(crate) struct IdentityBuilder {
+    table: Table,
+    /// Every slot's hash, for growing the table.
+    hashes: Vec<u64>,
+}
+
+impl IdentityBuilder {
+    pub(crate) fn add(&mut self, work: &[(u64, u32)]) {
+        for &(hash, slot) in work {
+            let at = slot as usize;
+            if self.hashes.len() <= at {
+                self.hashes.resize(at + 1, 0);
+            }
+            self.hashes[at] = hash;
+            let hashes = &self.hashes;
+            self.table
+                .insert(hash, slot, |&s| hashes[s as usize]);
+        }
+    }
+}
+
 /// Hash indexes are split in shards, so that growing one rehashes a
 /// 64th of its entries (a pause of well under a millisecond at 10⁶).
 const SHARDS: usize = 64;
@@ -576,6 +598,9 @@ pub(crate) struct Index {
     /// gathered here and built into the index at once when it ends.
     loading: bool,
     staged: Vec<(Ms, u32)>,
+    /// Deposits loaded whose identity entry a helper thread inserts:
+    /// `(hash, slot)` ([`Index::take_identity_work`]).
+    id_pending: Vec<(u64, u32)>,
 }
 
 const FINGERS: usize = 4096;
@@ -610,7 +635,30 @@ impl Index {
             history: std::collections::VecDeque::new(),
             loading: false,
             staged: Vec::new(),
+            id_pending: Vec::new(),
         }
+    }
+
+    /// The identity entries loaded deposits still need.
+    pub(crate) fn take_identity_work(&mut self) -> Vec<(u64, u32)> {
+        std::mem::take(&mut self.id_pending)
+    }
+
+    /// Builds an identity hash from `(hash, slot)` pairs, apart from the
+    /// index (a helper thread of a load); [`Index::install_identity`]
+    /// puts it in.
+    pub(crate) fn identity_builder(expected: usize) -> IdentityBuilder {
+        let mut table = Table::new();
+        table.reserve(expected, |_| 0);
+        IdentityBuilder {
+            table,
+            hashes: Vec::new(),
+        }
+    }
+
+    /// Installs a built identity hash (the index's own must be empty).
+    pub(crate) fn install_identity(&mut self, builder: IdentityBuilder) {
+        self.by_id = builder.table;
     }
 
     fn undo_push(&mut self, undo: Undo) {
@@ -708,7 +756,8 @@ impl Index {
             next: NIL,
         })?;
         self.link(qid, slot);
-        self.hash_dep(slot);
+        let hash = self.hash_qid(qid, &deposit.id.0);
+        self.id_pending.push((hash, slot));
         self.seg_adjust(seg, deposit.len, true);
         let q = self.queues.get_mut(qid);
         q.bytes = bytes;
@@ -2203,38 +2252,3 @@ mod tests {
     }
 }
 
-#[cfg(test)]
-mod timing {
-    use super::*;
-
-    #[test]
-    #[ignore = "timing probe"]
-    fn probe_queue_lookups() {
-        let n = 1_000_000u64;
-        let rk = |i: u64| {
-            let mut b = [0u8; 32];
-            b[..8].copy_from_slice(&i.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_be_bytes());
-            b[8..16].copy_from_slice(&i.to_be_bytes());
-            Rkid::from_bytes(b)
-        };
-        let mut ix = Index::new();
-        ix.reserve(n as usize, 0, 0);
-        ix.set_loading(true);
-        let t = std::time::Instant::now();
-        for i in 0..n {
-            ix.load_queue(&rk(i), 1, true).unwrap();
-        }
-        eprintln!("create {:?}", t.elapsed());
-        let t = std::time::Instant::now();
-        let mut found = 0;
-        for i in 0..n {
-            found += usize::from(ix.queue(&rk(i)).is_some());
-        }
-        eprintln!("lookup {:?} {found}", t.elapsed());
-        let t = std::time::Instant::now();
-        for i in 0..n {
-            ix.load_due(1000 + i / 200, &Due::OrphanExpiry(rk(i)), None).unwrap();
-        }
-        eprintln!("due {:?}", t.elapsed());
-    }
-}

@@ -384,39 +384,63 @@ pub(super) fn load(
     }
     let count = |i: usize| u64::from_le_bytes(trailer[1 + 8 * i..9 + 8 * i].try_into().unwrap_or_default());
     let body_end = len - 4;
-    // First whole (a torn file is no snapshot), then parsed.
+    // One pass: parsed as it is read, the CRC checked at the end (a torn
+    // file's index is thrown away); the identity hash is built by a helper
+    // thread meanwhile.
     let mut crc = crc32fast::Hasher::new();
-    let mut at = 0u64;
-    let mut buf = vec![0u8; READ_CHUNK];
-    while at < body_end {
-        let n = (body_end - at).min(READ_CHUNK as u64) as usize;
-        file.read_exact_at(&mut buf[..n], at)?;
-        crc.update(&buf[..n]);
-        at += n as u64;
-    }
-    if crc.finalize().to_le_bytes() != trailer[TRAILER - 4..] {
-        return Ok(None);
-    }
     let mut ix = Index::new();
-    ix.reserve(count(0) as usize, count(1) as usize, count(2) as usize);
+    ix.reserve(count(0) as usize, 0, count(2) as usize);
     ix.set_loading(true);
+    let (work, inbox) = mpsc::channel::<Vec<(u64, u32)>>();
+    let expected = count(1) as usize;
+    let helper = std::thread::Builder::new()
+        .name("rltp-store-load".into())
+        .spawn(move || {
+            let mut builder = Index::identity_builder(expected);
+            while let Ok(batch) = inbox.recv() {
+                builder.add(&batch);
+            }
+            builder
+        })?;
     let mut parser = Parser::default();
     let mut at = 0u64;
-    buf.clear();
+    let mut buf = Vec::with_capacity(READ_CHUNK + 1024);
+    let mut parsed = Ok(());
     while at < body_end {
         let n = (body_end - at).min(READ_CHUNK as u64) as usize;
         let start = buf.len();
         buf.resize(start + n, 0);
         file.read_exact_at(&mut buf[start..], at)?;
+        crc.update(&buf[start..]);
         at += n as u64;
-        let used = if parser.header_done {
-            parser.entries(&mut ix, &buf, at == body_end)?
+        if parsed.is_err() {
+            buf.clear();
+            continue;
+        }
+        let last = at == body_end;
+        let step = if parser.header_done {
+            parser.entries(&mut ix, &buf, last)
         } else {
             parser.header_done = true;
-            HEADER + parser.entries(&mut ix, &buf[HEADER..], at == body_end)?
+            parser.entries(&mut ix, &buf[HEADER..], last).map(|n| n + HEADER)
         };
-        buf.drain(..used);
+        match step {
+            Ok(used) => {
+                buf.drain(..used);
+            }
+            Err(e) => parsed = Err(e),
+        }
+        let _ = work.send(ix.take_identity_work());
     }
+    drop(work);
+    let builder = helper
+        .join()
+        .map_err(|_| corrupt("the snapshot loader's helper thread failed"))?;
+    if crc.finalize().to_le_bytes() != trailer[TRAILER - 4..] {
+        return Ok(None);
+    }
+    parsed?;
+    ix.install_identity(builder);
     if !parser.ended {
         return Err(corrupt(format!("the snapshot {} ends early", path.display())));
     }
