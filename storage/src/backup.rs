@@ -55,11 +55,11 @@ use crate::redb_store::{
     Importer, IntegrityReport, RedbStore, StoreId, parse_segment_file_name, segment_file_name,
 };
 use crate::{Ms, Occupancy, ReadTxn, StoreError, StoreResult};
-use std::sync::Arc;
 use sha2::{Digest as _, Sha256};
 use std::fs::OpenOptions;
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The first 8 bytes of every archive.
 pub const MAGIC: [u8; 8] = *b"RLTPBAK1";
@@ -727,10 +727,7 @@ pub fn prepare_restore(
 }
 
 /// The integrity check, then the counts against `manifest`.
-fn check_counts(
-    store: &mut LogStore,
-    manifest: &Manifest,
-) -> Result<IntegrityReport, BackupError> {
+fn check_counts(store: &mut LogStore, manifest: &Manifest) -> Result<IntegrityReport, BackupError> {
     let report = store.integrity_check()?;
     if let Some(first) = report.damaged.first() {
         return Err(BackupError::Store(StoreError::Corrupt(format!(

@@ -850,7 +850,12 @@ impl Tables for WriteTransaction {
     }
 }
 
-pub(crate) fn put(txn: &WriteTransaction, def: Def, key: &[u8], value: &[u8]) -> StoreResult<Option<Vec<u8>>> {
+pub(crate) fn put(
+    txn: &WriteTransaction,
+    def: Def,
+    key: &[u8],
+    value: &[u8],
+) -> StoreResult<Option<Vec<u8>>> {
     let mut table = txn.open_table(def).map_err(engine)?;
     let old = table.insert(key, value).map_err(engine)?;
     Ok(old.map(|g| g.value().to_vec()))
@@ -866,7 +871,11 @@ pub(crate) fn get_u64(t: &impl Tables, def: Def, key: &[u8]) -> StoreResult<Opti
     t.get_with(def, key, |v| u64_at(v, 0))
 }
 
-pub(crate) fn first_key(t: &impl Tables, def: Def, range: Range<'_>) -> StoreResult<Option<Vec<u8>>> {
+pub(crate) fn first_key(
+    t: &impl Tables,
+    def: Def,
+    range: Range<'_>,
+) -> StoreResult<Option<Vec<u8>>> {
     let mut found = None;
     t.scan(def, range, |k, _| {
         found = Some(k.to_vec());
@@ -1328,9 +1337,10 @@ impl RedbStore {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         // The old handle goes first: redb refuses a second open of a file.
         drop(slot.take());
-        let db = open_db(&*self.options.fs, &self.db_path, self.options.cache_bytes).map_err(|e| {
-            StoreError::Engine(format!("reopening the database after a failure: {e}"))
-        })?;
+        let db =
+            open_db(&*self.options.fs, &self.db_path, self.options.cache_bytes).map_err(|e| {
+                StoreError::Engine(format!("reopening the database after a failure: {e}"))
+            })?;
         *slot = Some(Arc::new(db));
         self.db_failed.store(false, Ordering::SeqCst);
         tracing::warn!("the database was reopened after a failed batch");
@@ -2651,7 +2661,12 @@ pub(crate) fn put_tombstone(
     rkid: &Rkid,
     tombstone: &Tombstone,
 ) -> StoreResult<bool> {
-    let fresh = match put(txn, TOMBSTONES, rkid.as_bytes(), &encode_tombstone(tombstone))? {
+    let fresh = match put(
+        txn,
+        TOMBSTONES,
+        rkid.as_bytes(),
+        &encode_tombstone(tombstone),
+    )? {
         Some(old) => {
             let old = decode_tombstone(&old)?;
             del(txn, EVICTION, &eviction_key(old.released_at, rkid))?;
@@ -2659,7 +2674,12 @@ pub(crate) fn put_tombstone(
         }
         None => true,
     };
-    put(txn, EVICTION, &eviction_key(tombstone.released_at, rkid), &[])?;
+    put(
+        txn,
+        EVICTION,
+        &eviction_key(tombstone.released_at, rkid),
+        &[],
+    )?;
     Ok(fresh)
 }
 

@@ -17,11 +17,11 @@ use rltp_storage::backup::{self, BackupError, BackupSource, ExtraFile};
 use rltp_storage::committer::Committer;
 use rltp_storage::log_store::{LogOptions, LogStore};
 use rltp_storage::redb_store::{RedbOptions, RedbStore};
-use std::path::Path;
 use rltp_storage::{
     BindingPhases, DeclarationRecord, Departure, DepartureRecord, DepositId, Due, Ms, ReadTxn,
     Store, StoreResult, WriteTxn,
 };
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -280,7 +280,9 @@ fn run<S: Backend>(name: &str, kill_points: bool) -> StoreResult<()> {
                 "run {run}: {stderr}"
             );
             if let Some(point) = &point {
-                *points_reached.entry(point.split(':').next().unwrap_or("").to_owned()).or_insert(0u64) += 1;
+                *points_reached
+                    .entry(point.split(':').next().unwrap_or("").to_owned())
+                    .or_insert(0u64) += 1;
             }
         } else {
             assert_eq!(

@@ -14,7 +14,7 @@ use rltp_storage::fault_fs::{FaultFs, Rng};
 use rltp_storage::log_store::{LogOptions, LogStore};
 use rltp_storage::redb_store::{RedbStore, StoreId};
 use rltp_storage::{
-    DepositId, Departure, DepartureRecord, Due, ReadTxn, Store, StoreError, StoreResult, WriteTxn,
+    Departure, DepartureRecord, DepositId, Due, ReadTxn, Store, StoreError, StoreResult, WriteTxn,
 };
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -42,7 +42,10 @@ fn files(dir: &Path) -> BTreeMap<String, DepositId> {
             let entry = entry.expect("entry");
             if entry.file_type().expect("type").is_file() {
                 let name = format!("{sub}/{}", entry.file_name().to_string_lossy());
-                out.insert(name, DepositId::of(&std::fs::read(entry.path()).expect("read")));
+                out.insert(
+                    name,
+                    DepositId::of(&std::fs::read(entry.path()).expect("read")),
+                );
             }
         }
     }
@@ -165,7 +168,8 @@ fn a_missing_snapshot_whose_log_was_reclaimed_is_refused() -> StoreResult<()> {
         let store = LogStore::open_with(dir.path(), quiet())?;
         for seed in 0..6 {
             write(&store, |t| {
-                t.append_deposit(&rkid(1), &payload(seed, 3000), 0, 0).map(drop)
+                t.append_deposit(&rkid(1), &payload(seed, 3000), 0, 0)
+                    .map(drop)
             })?;
         }
         // Every deposit gone, a snapshot: the segments before it go.
@@ -207,7 +211,9 @@ fn a_torn_snapshot_is_passed_over_and_a_damaged_one_refused() -> StoreResult<()>
     let whole = std::fs::read(&path)?;
     // A crash while a later snapshot was written: a torn file at a later
     // position. It is passed over and removed.
-    let torn = dir.path().join("snap/0000000000000fff-0000000000000040.snap");
+    let torn = dir
+        .path()
+        .join("snap/0000000000000fff-0000000000000040.snap");
     std::fs::write(&torn, &whole[..whole.len() / 2])?;
     let store = LogStore::open_with(dir.path(), quiet())?;
     assert_eq!(everything(&store.read()?)?, before);
@@ -236,7 +242,8 @@ fn a_missing_segment_is_refused() -> StoreResult<()> {
         let store = LogStore::open_with(dir.path(), quiet())?;
         for seed in 0..6 {
             write(&store, |t| {
-                t.append_deposit(&rkid(1), &payload(seed, 3000), 0, 0).map(drop)
+                t.append_deposit(&rkid(1), &payload(seed, 3000), 0, 0)
+                    .map(drop)
             })?;
         }
     }
@@ -295,8 +302,7 @@ fn stray_or_foreign_files_are_refused() -> StoreResult<()> {
     populated(other.path())?;
     let theirs = files(other.path())
         .into_keys()
-        .filter(|n| n.starts_with("log/"))
-        .last()
+        .rfind(|n| n.starts_with("log/"))
         .expect("a segment");
     std::fs::copy(
         other.path().join(&theirs),
@@ -321,7 +327,10 @@ fn a_fresh_store_numbers_its_log_after_every_file_present() -> StoreResult<()> {
         .into_keys()
         .filter(|n| n.starts_with("log/"))
         .collect();
-    assert_eq!(names, ["log/0000000000000008.log", "log/0000000000000009.log"]);
+    assert_eq!(
+        names,
+        ["log/0000000000000008.log", "log/0000000000000009.log"]
+    );
     assert!(store.integrity_check()?.is_clean());
     Ok(())
 }
@@ -331,7 +340,9 @@ fn a_damaged_deposit_is_named_and_quarantined() -> StoreResult<()> {
     let dir = tempfile::tempdir()?;
     let d = {
         let store = LogStore::open_with(dir.path(), quiet())?;
-        let d = write(&store, |t| t.append_deposit(&rkid(1), &payload(1, 500), 0, 0))?;
+        let d = write(&store, |t| {
+            t.append_deposit(&rkid(1), &payload(1, 500), 0, 0)
+        })?;
         // Its record is before the snapshot: no replay reads it again, only
         // a read of the deposit does (and checks it).
         store.snapshot_now()?;
@@ -353,9 +364,14 @@ fn a_damaged_deposit_is_named_and_quarantined() -> StoreResult<()> {
         "{read:?}"
     );
     let deferred = store.read()?.deposit_bytes_deferred(&rkid(1), &d).read();
-    assert!(matches!(deferred, Err(StoreError::Corrupt(_))), "{deferred:?}");
+    assert!(
+        matches!(deferred, Err(StoreError::Corrupt(_))),
+        "{deferred:?}"
+    );
     assert_eq!(store.integrity_check()?.damaged.len(), 1);
-    write(&store, |t| t.quarantine(&rkid(1), &d, 77, "bytes do not match"))?;
+    write(&store, |t| {
+        t.quarantine(&rkid(1), &d, 77, "bytes do not match")
+    })?;
     let store2 = store;
     assert_eq!(store2.read()?.quarantined()?, 1);
     drop(store2);
@@ -374,7 +390,9 @@ fn a_record_that_no_longer_reads_back_in_the_middle_of_the_log_is_refused() -> S
     let dir = tempfile::tempdir()?;
     {
         let store = LogStore::open_with(dir.path(), quiet())?;
-        write(&store, |t| t.append_deposit(&rkid(1), &payload(1, 500), 0, 0))?;
+        write(&store, |t| {
+            t.append_deposit(&rkid(1), &payload(1, 500), 0, 0)
+        })?;
     }
     // The next open began another segment after it: the log went on.
     drop(LogStore::open_with(dir.path(), quiet())?);
@@ -412,9 +430,15 @@ fn a_raised_seq_floor_survives_reopen_and_numbers_every_queue_above_it() -> Stor
     };
     let store = LogStore::open_with(dir.path(), quiet())?;
     assert_eq!((store.seq_floor(), store.store_id()), (1_000, id));
-    let a = write(&store, |t| t.append_deposit(&rkid(1), &payload(2, 10), 0, 0))?;
-    let b = write(&store, |t| t.append_deposit(&rkid(2), &payload(3, 10), 0, 0))?;
-    let c = write(&store, |t| t.append_deposit(&rkid(1), &payload(4, 10), 0, 0))?;
+    let a = write(&store, |t| {
+        t.append_deposit(&rkid(1), &payload(2, 10), 0, 0)
+    })?;
+    let b = write(&store, |t| {
+        t.append_deposit(&rkid(2), &payload(3, 10), 0, 0)
+    })?;
+    let c = write(&store, |t| {
+        t.append_deposit(&rkid(1), &payload(4, 10), 0, 0)
+    })?;
     assert_eq!((a.seq, b.seq, c.seq), (1_001, 1_001, 1_002));
     Ok(())
 }
@@ -425,7 +449,8 @@ fn segments_nothing_needs_are_reclaimed_after_a_snapshot() -> StoreResult<()> {
     let store = LogStore::open_with(dir.path(), quiet())?;
     for seed in 0..10 {
         write(&store, |t| {
-            t.append_deposit(&rkid(1), &payload(seed, 3000), 0, 0).map(drop)
+            t.append_deposit(&rkid(1), &payload(seed, 3000), 0, 0)
+                .map(drop)
         })?;
     }
     let grown = files(dir.path()).len();
@@ -473,7 +498,10 @@ fn redb_populated(dir: &Path, fs: Option<&FaultFs>) -> StoreResult<(Dump, StoreI
                 forget_at: 1001,
             },
         )?;
-        t.schedule(1001, &Due::Forget(rkid(1), DepositId::of(&payload(1, 1500))))?;
+        t.schedule(
+            1001,
+            &Due::Forget(rkid(1), DepositId::of(&payload(1, 1500))),
+        )?;
         t.put_binding(&rkid(1), &live(2, 5))?;
         t.put_binding(&rkid(2), &closing(1, 70))?;
         t.schedule(70, &Due::Deadline(rkid(2)))?;
@@ -485,7 +513,11 @@ fn redb_populated(dir: &Path, fs: Option<&FaultFs>) -> StoreResult<(Dump, StoreI
         })
     })?;
     store.raise_seq_floor(40)?;
-    let d = dump(&store.read()?, &[rkid(1), rkid(2), rkid(3)], &[DepositId::of(&payload(1, 1500))])?;
+    let d = dump(
+        &store.read()?,
+        &[rkid(1), rkid(2), rkid(3)],
+        &[DepositId::of(&payload(1, 1500))],
+    )?;
     Ok((d, store.store_id()))
 }
 
@@ -497,11 +529,17 @@ fn the_redb_layout_is_upgraded_and_an_older_binary_refuses_the_result() -> Store
     assert!(store.opened().upgraded);
     assert_eq!(store.store_id(), id);
     assert_eq!(store.seq_floor(), 40);
-    let after = dump(&store.read()?, &[rkid(1), rkid(2), rkid(3)], &[DepositId::of(&payload(1, 1500))])?;
+    let after = dump(
+        &store.read()?,
+        &[rkid(1), rkid(2), rkid(3)],
+        &[DepositId::of(&payload(1, 1500))],
+    )?;
     assert_eq!(after, before);
     assert!(store.integrity_check()?.is_clean());
     // The next seq is above the floor, as it would have been.
-    let d = write(&store, |t| t.append_deposit(&rkid(1), &payload(7, 10), 0, 0))?;
+    let d = write(&store, |t| {
+        t.append_deposit(&rkid(1), &payload(7, 10), 0, 0)
+    })?;
     assert_eq!(d.seq, 41);
     drop(store);
     // The redb store's files are gone; an older binary refuses format 3.

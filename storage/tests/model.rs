@@ -18,13 +18,13 @@ use rltp_proofs::multikey::Rkid;
 use rltp_storage::fault_fs::{FaultFs, Rng};
 use rltp_storage::log_store::{LogOptions, LogStore};
 use rltp_storage::mem::MemStore;
-use std::path::Path;
-use std::sync::Arc;
 use rltp_storage::redb_store::{RedbOptions, RedbStore};
 use rltp_storage::{
     Binding, DeclarationRecord, Departure, DepartureRecord, DepositId, Due, Ms, ReadTxn, Store,
     StoreResult, Tombstone, WriteTxn,
 };
+use std::path::Path;
+use std::sync::Arc;
 
 const RKIDS: usize = 4;
 const PAYLOADS: usize = 6;

@@ -274,7 +274,12 @@ fn run(
             if let Some(mib) = config.cache_mib {
                 options.cache_bytes = mib << 20;
             }
-            run_on(Arc::new(RedbStore::open_with(dir, options)?), inflight, config, dir)
+            run_on(
+                Arc::new(RedbStore::open_with(dir, options)?),
+                inflight,
+                config,
+                dir,
+            )
         }
     }
 }
@@ -344,7 +349,9 @@ fn run_on<S: Store>(
         let (measuring, stop) = (Arc::clone(&measuring), Arc::clone(&stop));
         let fill = CONCLUDE_FILL / producers as u64;
         handles.push(std::thread::spawn(move || {
-            produce(p as u64, quota, workload, fill, &committer, &measuring, &stop)
+            produce(
+                p as u64, quota, workload, fill, &committer, &measuring, &stop,
+            )
         }));
     }
     std::thread::sleep(WARM_UP);
@@ -614,7 +621,10 @@ mod scale {
 
     /// The child: fills, reports, runs deposits until killed.
     pub(super) fn child(args: Vec<String>) {
-        let (bindings, deposits) = (flag(&args, "--bindings", 1_000_000), flag(&args, "--deposits", 1_000_000));
+        let (bindings, deposits) = (
+            flag(&args, "--bindings", 1_000_000),
+            flag(&args, "--deposits", 1_000_000),
+        );
         let dir = dir(&args);
         let say = |line: String| {
             let mut out = std::io::stdout().lock();
@@ -645,7 +655,10 @@ mod scale {
             }
             store.commit(txn).expect("commit");
         }
-        say(format!("bindings {bindings} in {:.1} s", started.elapsed().as_secs_f64()));
+        say(format!(
+            "bindings {bindings} in {:.1} s",
+            started.elapsed().as_secs_f64()
+        ));
         let started = Instant::now();
         for start in (0..deposits).step_by(CHUNK as usize) {
             let mut txn = store.begin_write().expect("begin");
@@ -656,11 +669,15 @@ mod scale {
                 let d = txn
                     .append_deposit(&rkid, &envelope(9, n), at, at + 14 * 86_400_000)
                     .expect("append");
-                txn.schedule(d.give_up_at, &Due::GiveUp(rkid, d.seq)).expect("give up");
+                txn.schedule(d.give_up_at, &Due::GiveUp(rkid, d.seq))
+                    .expect("give up");
             }
             store.commit(txn).expect("commit");
         }
-        say(format!("deposits {deposits} in {:.1} s", started.elapsed().as_secs_f64()));
+        say(format!(
+            "deposits {deposits} in {:.1} s",
+            started.elapsed().as_secs_f64()
+        ));
         // Let the snapshot the fill triggered finish, then idle.
         std::thread::sleep(Duration::from_secs(3));
         say(format!("index {}", store.index_bytes()));
@@ -774,7 +791,10 @@ mod scale {
             report.replayed_bytes,
             report.replay_micros as f64 / 1e6
         );
-        println!("RSS after the restart (this process): {} KiB", rss_kib(std::process::id()));
+        println!(
+            "RSS after the restart (this process): {} KiB",
+            rss_kib(std::process::id())
+        );
         drop(store);
         if !args.iter().any(|a| a == "--keep") {
             let _ = std::fs::remove_dir_all(&dir);

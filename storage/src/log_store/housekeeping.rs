@@ -61,9 +61,16 @@ pub(super) fn step(inner: &Inner, snapshot_if_logged: bool) -> StoreResult<()> {
 
 /// Creates segment `id` (no header yet: the rotation writes it), durably
 /// named; zero-filled to the segment size when `fill`.
-pub(super) fn create_segment(inner: &Inner, id: u64, fill: bool) -> StoreResult<Arc<dyn StoreFile>> {
+pub(super) fn create_segment(
+    inner: &Inner,
+    id: u64,
+    fill: bool,
+) -> StoreResult<Arc<dyn StoreFile>> {
     let fs = &*inner.options.fs;
-    let file = fs.open(&inner.log_dir.join(record::segment_name(id)), Open::CreateNew)?;
+    let file = fs.open(
+        &inner.log_dir.join(record::segment_name(id)),
+        Open::CreateNew,
+    )?;
     if fill {
         let zeros = vec![0u8; 1 << 20];
         let mut at = 0u64;
@@ -144,7 +151,9 @@ pub(super) fn reclaim(inner: &Inner) {
                 super::kill_point("reclaim");
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(error) => tracing::warn!(%error, segment = id, "deleting a segment failed; will retry"),
+            Err(error) => {
+                tracing::warn!(%error, segment = id, "deleting a segment failed; will retry")
+            }
         }
         if let Ok(seg) = u32::try_from(id) {
             inner.index_write().segs.remove(&seg);
@@ -163,7 +172,10 @@ pub(super) fn compact_step(inner: &Inner, max_scan: usize, store: &LogStore) -> 
     let base = w.state.snapshot_base;
     let active = w.state.active.id;
     let percent = u64::from(inner.options.compact_below_percent);
-    let size = inner.options.segment_bytes.saturating_sub(record::SEGMENT_HEADER);
+    let size = inner
+        .options
+        .segment_bytes
+        .saturating_sub(record::SEGMENT_HEADER);
     let (to_move, cursor) = {
         let ix = inner.index_read();
         let sparse: std::collections::HashSet<u32> = ix
@@ -215,7 +227,12 @@ pub(super) fn compact_step(inner: &Inner, max_scan: usize, store: &LogStore) -> 
     Ok(moved)
 }
 
-fn move_deposit(w: &mut super::LogWrite<'_>, rkid: &Rkid, seq: u64, bytes: &[u8]) -> StoreResult<()> {
+fn move_deposit(
+    w: &mut super::LogWrite<'_>,
+    rkid: &Rkid,
+    seq: u64,
+    bytes: &[u8],
+) -> StoreResult<()> {
     let len = u32::try_from(bytes.len()).map_err(|_| corrupt("deposit over 4 GiB"))?;
     let end = w.log(&[
         &[record::tag::MOVE],

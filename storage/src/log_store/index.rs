@@ -214,10 +214,7 @@ impl DepartRec {
 /// at most 4 GiB).
 fn fits_queue(q: &QueueRec, len: u32) -> StoreResult<u32> {
     q.bytes.checked_add(len).ok_or_else(|| {
-        StoreError::Corrupt(format!(
-            "queue {} would hold more than 4 GiB",
-            q.rkid()
-        ))
+        StoreError::Corrupt(format!("queue {} would hold more than 4 GiB", q.rkid()))
     })
 }
 
@@ -328,8 +325,7 @@ impl IdentityBuilder {
             }
             self.hashes[at] = hash;
             let hashes = &self.hashes;
-            self.table
-                .insert(hash, slot, |&s| hashes[s as usize]);
+            self.table.insert(hash, slot, |&s| hashes[s as usize]);
         }
     }
 }
@@ -414,7 +410,9 @@ const BIG_BUCKET: usize = 64;
 const _: () = assert!(std::mem::size_of::<Bucket>() == 32);
 
 fn ref_hash(r: u32) -> u64 {
-    u64::from(r).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29)
+    u64::from(r)
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        .rotate_left(29)
 }
 
 impl Bucket {
@@ -502,6 +500,9 @@ impl Bucket {
     }
 }
 
+/// A due entry no record carries, with its queue's slot when it has one.
+pub(crate) type LooseDue = (Ms, Due, Option<u32>);
+
 /// Per-segment live deposits (compaction and reclamation).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct SegStat {
@@ -518,17 +519,38 @@ pub(crate) struct SegStat {
 pub(crate) enum Undo {
     DepAdded(u32),
     DepRemoved(u32),
-    DepMoved { slot: u32, seg: u32, off: u32 },
+    DepMoved {
+        slot: u32,
+        seg: u32,
+        off: u32,
+    },
     QueueCreated(u32),
     QueueFreed(u32),
-    QueueFields { qid: u32, next_seq: u64, bytes: u32, meta: u32 },
-    DueAdded { at: Ms, r: u32 },
-    DueRemoved { at: Ms, r: u32 },
+    QueueFields {
+        qid: u32,
+        next_seq: u64,
+        bytes: u32,
+        meta: u32,
+    },
+    DueAdded {
+        at: Ms,
+        r: u32,
+    },
+    DueRemoved {
+        at: Ms,
+        r: u32,
+    },
     DepartAdded(u32),
     DepartRemoved(u32),
-    DepartChanged { slot: u32, before: DepartRec },
+    DepartChanged {
+        slot: u32,
+        before: DepartRec,
+    },
     Occupancy(Occupancy),
-    Quarantine { key: (Rkid, u64), before: Option<Vec<u8>> },
+    Quarantine {
+        key: (Rkid, u64),
+        before: Option<Vec<u8>>,
+    },
 }
 
 /// What a key held before a transaction changed it.
@@ -705,7 +727,10 @@ impl Index {
     /// if that slot of `map` holds this rkid; else found by its rkid.
     pub(crate) fn hinted_queue(&mut self, rkid: &Rkid, hint: Option<u32>) -> StoreResult<u32> {
         if let Some(qid) = hint
-            && self.queues.live_at(qid).is_some_and(|q| q.rkid == *rkid.as_bytes())
+            && self
+                .queues
+                .live_at(qid)
+                .is_some_and(|q| q.rkid == *rkid.as_bytes())
         {
             return Ok(qid);
         }
@@ -714,7 +739,12 @@ impl Index {
 
     /// A queue of a snapshot: created (or found, when a long queue's copy
     /// was continued), its last seq and its binding set.
-    pub(crate) fn load_queue(&mut self, rkid: &Rkid, next_seq: u64, bound: bool) -> StoreResult<u32> {
+    pub(crate) fn load_queue(
+        &mut self,
+        rkid: &Rkid,
+        next_seq: u64,
+        bound: bool,
+    ) -> StoreResult<u32> {
         let qid = self.queue_or_create(rkid)?;
         let q = self.queues.get_mut(qid);
         q.next_seq = q.next_seq.max(next_seq);
@@ -796,10 +826,11 @@ impl Index {
             meta,
         })?;
         let (h, ps) = (&self.hasher, &self.departs);
-        self.depart_by_id.insert(h.hash_one((qid, id.0)), slot, |&s| {
-            let d = ps.get(s);
-            h.hash_one((d.qid, d.id))
-        });
+        self.depart_by_id
+            .insert(h.hash_one((qid, id.0)), slot, |&s| {
+                let d = ps.get(s);
+                h.hash_one((d.qid, d.id))
+            });
         let q = self.queues.get_mut(qid);
         q.meta = (q.meta & !REFS_MASK) | ((q.refs() + 1) & REFS_MASK);
         if flagged {
@@ -886,8 +917,9 @@ impl Index {
             ..QueueRec::default()
         })?;
         let (h, qs) = (&self.hasher, &self.queues);
-        self.by_rkid
-            .insert(h.hash_one(rkid.as_bytes()), qid, |&s| h.hash_one(qs.get(s).rkid));
+        self.by_rkid.insert(h.hash_one(rkid.as_bytes()), qid, |&s| {
+            h.hash_one(qs.get(s).rkid)
+        });
         self.undo_push(Undo::QueueCreated(qid));
         Ok(qid)
     }
@@ -925,8 +957,7 @@ impl Index {
 
     /// Whether `rkid` holds a binding (the projection of redb's table).
     pub(crate) fn bound(&self, rkid: &Rkid) -> bool {
-        self.queue(rkid)
-            .is_some_and(|q| self.queues.get(q).bound())
+        self.queue(rkid).is_some_and(|q| self.queues.get(q).bound())
     }
 
     /// Records that `rkid` holds a binding, or no longer does.
@@ -976,10 +1007,8 @@ impl Index {
             .filter(|&s| self.deps.live_at(s).is_some_and(|d| d.qid == qid))
     }
     fn set_finger(&self, qid: u32, slot: u32) {
-        self.fingers[qid as usize % FINGERS].store(
-            (u64::from(qid) << 32) | u64::from(slot),
-            Ordering::Relaxed,
-        );
+        self.fingers[qid as usize % FINGERS]
+            .store((u64::from(qid) << 32) | u64::from(slot), Ordering::Relaxed);
     }
 
     /// The first deposit of queue `qid` with `seq > after` (`None`: from
@@ -1253,10 +1282,11 @@ impl Index {
             meta,
         })?;
         let (h, ps) = (&self.hasher, &self.departs);
-        self.depart_by_id.insert(h.hash_one((qid, id.0)), slot, |&s| {
-            let d = ps.get(s);
-            h.hash_one((d.qid, d.id))
-        });
+        self.depart_by_id
+            .insert(h.hash_one((qid, id.0)), slot, |&s| {
+                let d = ps.get(s);
+                h.hash_one((d.qid, d.id))
+            });
         self.undo_push(Undo::DepartAdded(slot));
         self.add_refs(qid, 1);
         Ok(())
@@ -1343,7 +1373,8 @@ impl Index {
         self.due_len += 1;
         if kind_of(r) == SPILL {
             let slot = slot_of(r);
-            self.spill_index.insert((at, self.spill.get(slot).due), slot);
+            self.spill_index
+                .insert((at, self.spill.get(slot).due), slot);
         }
         if self.loading {
             self.staged.push((at, r));
@@ -1492,11 +1523,7 @@ impl Index {
     /// most about `limit` (whole instants): `(entries, next instant)`.
     /// … with, for an orphan expiry or deadline, the slot of its queue (a
     /// hint for the loader).
-    pub(crate) fn due_loose_chunk(
-        &self,
-        from: Ms,
-        limit: usize,
-    ) -> (Vec<(Ms, Due, Option<u32>)>, Option<Ms>) {
+    pub(crate) fn due_loose_chunk(&self, from: Ms, limit: usize) -> (Vec<LooseDue>, Option<Ms>) {
         let mut out = Vec::new();
         let mut seen = 0usize;
         for (&at, bucket) in self.due.range(from..) {
@@ -1638,9 +1665,10 @@ impl Index {
             Undo::QueueFreed(qid) => {
                 self.queues.get_mut(qid).meta |= LIVE;
                 let (h, qs) = (&self.hasher, &self.queues);
-                self.by_rkid.insert(h.hash_one(qs.get(qid).rkid), qid, |&s| {
-                    h.hash_one(qs.get(s).rkid)
-                });
+                self.by_rkid
+                    .insert(h.hash_one(qs.get(qid).rkid), qid, |&s| {
+                        h.hash_one(qs.get(s).rkid)
+                    });
             }
             Undo::QueueFields {
                 qid,
@@ -1687,10 +1715,11 @@ impl Index {
                 self.departs.get_mut(slot).meta |= LIVE;
                 let (h, ps) = (&self.hasher, &self.departs);
                 let d = *ps.get(slot);
-                self.depart_by_id.insert(h.hash_one((d.qid, d.id)), slot, |&s| {
-                    let d = ps.get(s);
-                    h.hash_one((d.qid, d.id))
-                });
+                self.depart_by_id
+                    .insert(h.hash_one((d.qid, d.id)), slot, |&s| {
+                        let d = ps.get(s);
+                        h.hash_one((d.qid, d.id))
+                    });
             }
             Undo::DepartChanged { slot, before } => {
                 *self.departs.get_mut(slot) = before;
@@ -1715,7 +1744,10 @@ impl Index {
             let (key, before) = match u {
                 Undo::DepAdded(slot) => {
                     let d = self.deps.get(*slot);
-                    (Key::Dep(self.queues.get(d.qid).rkid(), d.seq), Before::Dep(None))
+                    (
+                        Key::Dep(self.queues.get(d.qid).rkid(), d.seq),
+                        Before::Dep(None),
+                    )
                 }
                 Undo::DepRemoved(slot) => {
                     let d = self.deps.get(*slot);
@@ -1817,16 +1849,14 @@ impl Index {
                 .into_iter()
                 .map(|s| self.deps.get(s).image())
                 .collect();
-            c.queues.push((q.rkid(), q.next_seq, q.bytes(), q.bound(), deposits));
+            c.queues
+                .push((q.rkid(), q.next_seq, q.bytes(), q.bound(), deposits));
         }
         c.queues.sort_by_key(|q| q.0);
         for slot in 0..self.departs.high() {
             if let Some(d) = self.departs.live_at(slot) {
-                c.departures.push((
-                    self.queues.get(d.qid).rkid(),
-                    DepositId(d.id),
-                    d.record(),
-                ));
+                c.departures
+                    .push((self.queues.get(d.qid).rkid(), DepositId(d.id), d.record()));
             }
         }
         c.departures.sort_by_key(|d| (d.0, d.1));
@@ -1866,7 +1896,11 @@ impl Index {
                     return bad(format!("queue {} links a dead slot", q.rkid()));
                 };
                 if d.qid != qid || d.seq <= last || d.seq > q.next_seq {
-                    return bad(format!("queue {} is out of order at seq {}", q.rkid(), d.seq));
+                    return bad(format!(
+                        "queue {} is out of order at seq {}",
+                        q.rkid(),
+                        d.seq
+                    ));
                 }
                 if self.find_id(qid, &d.id) != Some(at) {
                     return bad(format!("deposit {} is not in the identity hash", d.seq));
@@ -1880,7 +1914,11 @@ impl Index {
                 at = self.next_in_queue(at);
             }
             if bytes != q.bytes() {
-                return bad(format!("queue {} counts {} bytes, holds {bytes}", q.rkid(), q.bytes()));
+                return bad(format!(
+                    "queue {} counts {} bytes, holds {bytes}",
+                    q.rkid(),
+                    q.bytes()
+                ));
             }
             total += bytes;
             deposits += n;
@@ -1921,7 +1959,9 @@ impl Index {
             for r in bucket.refs() {
                 if kind_of(r) == SPILL {
                     spilled += 1;
-                    if self.spill_index.get(&(at, self.spill.get(slot_of(r)).due)) != Some(&slot_of(r)) {
+                    if self.spill_index.get(&(at, self.spill.get(slot_of(r)).due))
+                        != Some(&slot_of(r))
+                    {
                         return bad(format!("spilled entry {r:#x} at {at} is not in its index"));
                     }
                 }
@@ -2131,7 +2171,10 @@ impl View<'_> {
         let overlay: Vec<((Ms, Due), bool)> = if self.overlaid() {
             self.range(
                 Key::Due(0, Due::OrphanExpiry(Rkid::from_bytes([0; 32]))),
-                Key::Due(upto, Due::Forget(Rkid::from_bytes([255; 32]), DepositId([255; 32]))),
+                Key::Due(
+                    upto,
+                    Due::Forget(Rkid::from_bytes([255; 32]), DepositId([255; 32])),
+                ),
             )
             .into_iter()
             .filter_map(|(k, b)| match (k, b) {
@@ -2198,21 +2241,29 @@ mod tests {
         ix.commit(false, None)?;
         ix.check()?;
         let before = (ix.occupancy, ix.due_upto(u64::MAX, 100));
-        let q = ix.queue(&a).ok_or_else(|| StoreError::Closed)?;
-        let two = ix.find_seq(q, 2).ok_or_else(|| StoreError::Closed)?;
+        let q = ix.queue(&a).ok_or(StoreError::Closed)?;
+        let two = ix.find_seq(q, 2).ok_or(StoreError::Closed)?;
         ix.remove_deposit(two)?;
         ix.unschedule(102, &Due::GiveUp(a, 2));
         ix.add_deposit(&a, &deposit(4, 4), 2, 64)?;
         ix.schedule(7, &Due::OrphanExpiry(rkid(9)))?;
-        ix.put_departure(&a, &DepositId([2; 32]), &DepartureRecord {
-            departure: crate::Departure::Concluded,
-            forget_at: 5,
-        })?;
+        ix.put_departure(
+            &a,
+            &DepositId([2; 32]),
+            &DepartureRecord {
+                departure: crate::Departure::Concluded,
+                forget_at: 5,
+            },
+        )?;
         ix.schedule(5, &Due::Forget(a, DepositId([2; 32])))?;
         ix.rollback();
         ix.check()?;
         assert_eq!((ix.occupancy, ix.due_upto(u64::MAX, 100)), before);
-        let seqs: Vec<u64> = ix.list(q, None, 10).iter().map(|&s| ix.deps.get(s).seq).collect();
+        let seqs: Vec<u64> = ix
+            .list(q, None, 10)
+            .iter()
+            .map(|&s| ix.deps.get(s).seq)
+            .collect();
         assert_eq!(seqs, [1, 2, 3]);
         assert!(ix.queue(&rkid(9)).is_none());
         Ok(())
@@ -2226,8 +2277,8 @@ mod tests {
             ix.add_deposit(&a, &deposit(seq, seq as u8), 1, 64)?;
         }
         let v = ix.commit(false, None)?;
-        let q = ix.queue(&a).ok_or_else(|| StoreError::Closed)?;
-        let one = ix.find_seq(q, 1).ok_or_else(|| StoreError::Closed)?;
+        let q = ix.queue(&a).ok_or(StoreError::Closed)?;
+        let one = ix.find_seq(q, 1).ok_or(StoreError::Closed)?;
         ix.remove_deposit(one)?;
         ix.add_deposit(&a, &deposit(4, 4), 1, 64)?;
         // The open transaction is invisible to it …
@@ -2251,4 +2302,3 @@ mod tests {
         Ok(())
     }
 }
-

@@ -38,7 +38,11 @@ pub(super) fn check(inner: &Inner) -> StoreResult<IntegrityReport> {
     let _state = inner.gate();
     let ix = inner.index_read();
     ix.check()?;
-    let rebuilt = rebuild(inner, log_end, (ix.occupancy.bindings, ix.occupancy.tombstones))?;
+    let rebuilt = rebuild(
+        inner,
+        log_end,
+        (ix.occupancy.bindings, ix.occupancy.tombstones),
+    )?;
     let (live, again) = (ix.canonical(), rebuilt.canonical());
     if live != again {
         return Err(corrupt(format!(
@@ -158,9 +162,10 @@ pub(super) fn check(inner: &Inner) -> StoreResult<IntegrityReport> {
         }
     }
     for ((rkid, seq), value) in &ix.quarantine {
-        report
-            .quarantined
-            .push(rs::describe_quarantine(&rs::cat(&[rkid.as_bytes(), &seq.to_be_bytes()]), value)?);
+        report.quarantined.push(rs::describe_quarantine(
+            &rs::cat(&[rkid.as_bytes(), &seq.to_be_bytes()]),
+            value,
+        )?);
     }
     Ok(report)
 }
@@ -186,7 +191,14 @@ fn rebuild(inner: &Inner, log_end: (u64, u64), held: (u64, u64)) -> StoreResult<
         counts: &mut counts,
         ops: 0,
     };
-    let walk = recovery::walk_chain(fs, &inner.log_dir, &segments, inner.store_id, base, &mut apply)?;
+    let walk = recovery::walk_chain(
+        fs,
+        &inner.log_dir,
+        &segments,
+        inner.store_id,
+        base,
+        &mut apply,
+    )?;
     if walk.end != log_end {
         return Err(corrupt(format!(
             "the log's chain ends at segment {:016x} offset {}, the store writes at segment {:016x} offset {}",

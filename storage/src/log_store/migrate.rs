@@ -26,9 +26,9 @@ use super::record::{self, SEGMENT_HEADER, SegmentHeader, tag};
 use super::{FORMAT, LogOptions, META_COUNTS, META_LEGACY};
 use crate::fs::{Open, StoreFile, StoreFs};
 use crate::redb_store::{
-    self as rs, DEPARTURES, DEPOSITS, DUE, IDENTITY, META, META_ACTIVE, META_APPLIED,
-    META_FORMAT, META_NEXT_SEGMENT, META_OCCUPANCY, QUARANTINE, QUEUES, RedbOptions, RedbStore,
-    SEGMENT_GC, SEGMENTS, corrupt, engine,
+    self as rs, DEPARTURES, DEPOSITS, DUE, IDENTITY, META, META_ACTIVE, META_APPLIED, META_FORMAT,
+    META_NEXT_SEGMENT, META_OCCUPANCY, QUARANTINE, QUEUES, RedbOptions, RedbStore, SEGMENT_GC,
+    SEGMENTS, corrupt, engine,
 };
 use crate::{ReadTxn as _, StoreResult};
 use redb::Durability;
@@ -70,78 +70,92 @@ pub(super) fn upgrade(dir: &Path, options: &LogOptions) -> StoreResult<()> {
     let occupancy = snapshot.read().occupancy()?;
     let mut segment_files: HashMap<u64, Arc<dyn StoreFile>> = HashMap::new();
     let mut failure = None;
-    snapshot.for_each_row(|table, key, value| {
-        let op: Vec<u8> = match table {
-            "bindings" => rs::cat(&[&[tag::PUT_BINDING], key, value]),
-            "queues" => {
-                let queue = rs::decode_queue(value)?;
-                rs::cat(&[&[tag::NEXT_SEQ], key, &queue.next_seq.to_be_bytes()])
-            }
-            "deposits" => {
-                let seq = rs::u64_at(key, 32)?;
-                let stored = rs::decode_deposit(seq, value)?;
-                let d = stored.deposit;
-                let bytes = if stored.segment == rs::INLINE {
-                    value.get(rs::DEPOSIT_HEADER..).unwrap_or_default().to_vec()
-                } else {
-                    let file = match segment_files.get(&stored.segment) {
-                        Some(file) => Arc::clone(file),
-                        None => {
-                            let file = snapshot.segment_file(stored.segment)?;
-                            segment_files.insert(stored.segment, Arc::clone(&file));
-                            file
-                        }
+    snapshot
+        .for_each_row(|table, key, value| {
+            let op: Vec<u8> = match table {
+                "bindings" => rs::cat(&[&[tag::PUT_BINDING], key, value]),
+                "queues" => {
+                    let queue = rs::decode_queue(value)?;
+                    rs::cat(&[&[tag::NEXT_SEQ], key, &queue.next_seq.to_be_bytes()])
+                }
+                "deposits" => {
+                    let seq = rs::u64_at(key, 32)?;
+                    let stored = rs::decode_deposit(seq, value)?;
+                    let d = stored.deposit;
+                    let bytes = if stored.segment == rs::INLINE {
+                        value.get(rs::DEPOSIT_HEADER..).unwrap_or_default().to_vec()
+                    } else {
+                        let file = match segment_files.get(&stored.segment) {
+                            Some(file) => Arc::clone(file),
+                            None => {
+                                let file = snapshot.segment_file(stored.segment)?;
+                                segment_files.insert(stored.segment, Arc::clone(&file));
+                                file
+                            }
+                        };
+                        raw_bytes(&*file, stored.offset, d.len)
                     };
-                    raw_bytes(&*file, stored.offset, d.len)
-                };
-                rs::cat(&[
-                    &[tag::APPEND],
-                    &key[..32],
-                    &seq.to_be_bytes(),
-                    &d.id.0,
-                    &d.admitted_at.to_be_bytes(),
-                    &d.give_up_at.to_be_bytes(),
-                    &d.len.to_be_bytes(),
-                    &bytes,
-                ])
+                    rs::cat(&[
+                        &[tag::APPEND],
+                        &key[..32],
+                        &seq.to_be_bytes(),
+                        &d.id.0,
+                        &d.admitted_at.to_be_bytes(),
+                        &d.give_up_at.to_be_bytes(),
+                        &d.len.to_be_bytes(),
+                        &bytes,
+                    ])
+                }
+                "departures" => rs::cat(&[&[tag::PUT_DEPARTURE], key, value]),
+                "due" => rs::cat(&[&[tag::SCHEDULE, key.len() as u8], key]),
+                "quarantine" => rs::cat(&[
+                    &[tag::QUARANTINE],
+                    key,
+                    &(value.len() as u32).to_be_bytes(),
+                    value,
+                ]),
+                _ => return Ok(()),
+            };
+            if let Err(e) = log.op(&op) {
+                failure = Some(e);
+                return Err(corrupt("the upgrade's log could not be written"));
             }
-            "departures" => rs::cat(&[&[tag::PUT_DEPARTURE], key, value]),
-            "due" => rs::cat(&[&[tag::SCHEDULE, key.len() as u8], key]),
-            "quarantine" => rs::cat(&[
-                &[tag::QUARANTINE],
-                key,
-                &(value.len() as u32).to_be_bytes(),
-                value,
-            ]),
-            _ => return Ok(()),
-        };
-        if let Err(e) = log.op(&op) {
-            failure = Some(e);
-            return Err(corrupt("the upgrade's log could not be written"));
-        }
-        Ok(())
-    })
-    .map_err(|e| failure.take().unwrap_or(e))?;
-    log.op(&rs::cat(&[&[tag::ELASTIC], &occupancy.elastic_bytes.to_be_bytes()]))?;
+            Ok(())
+        })
+        .map_err(|e| failure.take().unwrap_or(e))?;
+    log.op(&rs::cat(&[
+        &[tag::ELASTIC],
+        &occupancy.elastic_bytes.to_be_bytes(),
+    ]))?;
     let end = log.finish()?;
     drop(snapshot);
     drop(old);
     // The switch: one durable transaction.
     let db = rs::open_db(fs, &dir.join("carrier.redb"), options.cache_bytes)?;
     let mut txn = rs::begin(&db, true)?;
-    for def in [DEPOSITS, IDENTITY, QUEUES, DEPARTURES, DUE, SEGMENTS, SEGMENT_GC, QUARANTINE] {
+    for def in [
+        DEPOSITS, IDENTITY, QUEUES, DEPARTURES, DUE, SEGMENTS, SEGMENT_GC, QUARANTINE,
+    ] {
         txn.delete_table(def).map_err(engine)?;
     }
     for key in [META_OCCUPANCY, META_ACTIVE, META_NEXT_SEGMENT] {
         rs::del(&txn, META, key)?;
     }
     rs::put(&txn, META, META_FORMAT, &FORMAT.to_be_bytes())?;
-    rs::put(&txn, META, META_APPLIED, &rs::cat(&[&end.0.to_be_bytes(), &end.1.to_be_bytes()]))?;
+    rs::put(
+        &txn,
+        META,
+        META_APPLIED,
+        &rs::cat(&[&end.0.to_be_bytes(), &end.1.to_be_bytes()]),
+    )?;
     rs::put(
         &txn,
         META,
         META_COUNTS,
-        &rs::cat(&[&occupancy.bindings.to_be_bytes(), &occupancy.tombstones.to_be_bytes()]),
+        &rs::cat(&[
+            &occupancy.bindings.to_be_bytes(),
+            &occupancy.tombstones.to_be_bytes(),
+        ]),
     )?;
     rs::put(&txn, META, META_LEGACY, &[1])?;
     txn.set_durability(Durability::Immediate).map_err(engine)?;
@@ -160,7 +174,11 @@ pub(super) fn upgrade(dir: &Path, options: &LogOptions) -> StoreResult<()> {
 fn raw_bytes(file: &dyn StoreFile, offset: u64, len: u32) -> Vec<u8> {
     let mut bytes = vec![0u8; len as usize];
     if file.read_exact_at(&mut bytes, offset).is_err() {
-        let available = file.len().unwrap_or(0).saturating_sub(offset).min(u64::from(len));
+        let available = file
+            .len()
+            .unwrap_or(0)
+            .saturating_sub(offset)
+            .min(u64::from(len));
         bytes.fill(0);
         let _ = file.read_exact_at(&mut bytes[..available as usize], offset);
     }
@@ -244,9 +262,10 @@ impl<'a> Writer<'a> {
                 store_id: self.store_id,
                 prev,
             };
-            self.file = self
-                .fs
-                .open(&self.dir.join(record::segment_name(self.id)), Open::CreateNew)?;
+            self.file = self.fs.open(
+                &self.dir.join(record::segment_name(self.id)),
+                Open::CreateNew,
+            )?;
             self.file.write_all_at(&header.encode(), 0)?;
             self.at = SEGMENT_HEADER;
         }

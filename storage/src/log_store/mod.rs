@@ -51,13 +51,13 @@ use self::index::{DepImage, Index};
 use self::record::{RECORD_HEADER, tag};
 use crate::fs::{StoreFile, StoreFs};
 use crate::redb_store::{
-    self as rs, BINDINGS, EVICTION, META, META_DECLARATION, META_SEQ_FLOOR, StoreId,
-    TOMBSTONES, Tables as _, corrupt, engine, lock, query,
+    self as rs, BINDINGS, EVICTION, META, META_DECLARATION, META_SEQ_FLOOR, StoreId, TOMBSTONES,
+    Tables as _, corrupt, engine, lock, query,
 };
 use crate::segment::ActiveSegment;
 use crate::{
-    Binding, Challenge, DeclarationRecord, DeferredBytes, DepartureRecord, Deposit, DepositId,
-    Due, Ms, Occupancy, PendingSync, ReadTxn, Store, StoreError, StoreResult, Tombstone, WriteTxn,
+    Binding, Challenge, DeclarationRecord, DeferredBytes, DepartureRecord, Deposit, DepositId, Due,
+    Ms, Occupancy, PendingSync, ReadTxn, Store, StoreError, StoreResult, Tombstone, WriteTxn,
 };
 use redb::{Database, Durability, ReadTransaction, ReadableDatabase, WriteTransaction};
 use rltp_proofs::multikey::Rkid;
@@ -262,9 +262,10 @@ impl LogStore {
     /// [`StoreError::Damaged`] as above; I/O and engine errors.
     pub fn open_with(dir: impl AsRef<Path>, options: LogOptions) -> StoreResult<LogStore> {
         let dir = dir.as_ref();
-        let inner = crate::contain::contain(&format!("opening the store in {}", dir.display()), || {
-            recovery::open(dir, options)
-        })?;
+        let inner =
+            crate::contain::contain(&format!("opening the store in {}", dir.display()), || {
+                recovery::open(dir, options)
+            })?;
         let inner = Arc::new(inner);
         let housekeeper = if inner.options.background {
             let worker = Arc::clone(&inner);
@@ -498,7 +499,8 @@ impl Inner {
     fn deferred(&self, image: &DepImage, active: Option<&ActiveSegment>) -> DeferredBytes {
         if active.is_some_and(|a| {
             a.id == u64::from(image.seg)
-                && a.buffered(u64::from(image.off), image.deposit.len).is_some()
+                && a.buffered(u64::from(image.off), image.deposit.len)
+                    .is_some()
         }) {
             return DeferredBytes::ready(self.bytes(image, active));
         }
@@ -814,7 +816,10 @@ impl ReadTxn for LogRead<'_> {
         Ok(self.with_view(|v| v.due(upto, limit)))
     }
     fn next_due(&self) -> StoreResult<Option<Ms>> {
-        Ok(self.with_view(|v| v.due(Ms::MAX, 1)).first().map(|(at, _)| *at))
+        Ok(self
+            .with_view(|v| v.due(Ms::MAX, 1))
+            .first()
+            .map(|(at, _)| *at))
     }
     fn declaration(&self) -> StoreResult<Option<DeclarationRecord>> {
         query::declaration(&self.redb)

@@ -58,11 +58,11 @@
 //! Tags 20–24 are the state redb holds: replay applies them to redb when
 //! they lie past redb's own `applied` position.
 
-use crate::fs::StoreFile;
-use crate::oplog::Cursor;
-use crate::StoreResult;
 #[cfg(test)]
 use crate::StoreError;
+use crate::StoreResult;
+use crate::fs::StoreFile;
+use crate::oplog::Cursor;
 
 /// Bytes of a segment header.
 pub(crate) const SEGMENT_HEADER: u64 = 64;
@@ -93,7 +93,6 @@ pub(crate) mod tag {
     pub(crate) const REMOVE_TOMBSTONE: u8 = 23;
     pub(crate) const PUT_DECLARATION: u8 = 24;
 }
-
 
 /// What a segment header says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -321,7 +320,10 @@ mod tests {
         let record = read_record(&*file, len, 3, at)?.ok_or_else(short)?;
         assert_eq!((record.kind, record.body_at, record.end), (BATCH, 96, len));
         assert_eq!(record.body, body);
-        assert!(read_record(&*file, len, 4, at)?.is_none(), "another segment");
+        assert!(
+            read_record(&*file, len, 4, at)?.is_none(),
+            "another segment"
+        );
         assert!(read_record(&*file, len, 3, 0)?.is_none(), "zeros");
         assert!(read_record(&*file, len - 1, 3, at)?.is_none(), "torn");
         file.write_all_at(&[0x09], len - 1)?;

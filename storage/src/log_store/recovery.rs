@@ -29,14 +29,14 @@ use super::index::Index;
 use super::record::{self, SEGMENT_HEADER, SegmentHeader, tag};
 use super::snapshot;
 use super::{
-    FORMAT, House, Inner, LogOptions, META_COUNTS, META_LEGACY, OpenReport, WriterState,
-    damaged, location,
+    FORMAT, House, Inner, LogOptions, META_COUNTS, META_LEGACY, OpenReport, WriterState, damaged,
+    location,
 };
 use crate::fs::{Open, StoreFile, StoreFs};
 use crate::oplog::Cursor;
 use crate::redb_store::{
-    self as rs, BINDINGS, EVICTION, META, META_APPLIED, META_FORMAT, META_SEQ_FLOOR,
-    META_STORE_ID, StoreId, TOMBSTONES, Tables as _, corrupt, engine,
+    self as rs, BINDINGS, EVICTION, META, META_APPLIED, META_FORMAT, META_SEQ_FLOOR, META_STORE_ID,
+    StoreId, TOMBSTONES, Tables as _, corrupt, engine,
 };
 use crate::segment::ActiveSegment;
 use crate::{DeclarationRecord, Deposit, DepositId, PendingSync, StoreError, StoreResult};
@@ -102,7 +102,10 @@ pub(super) fn create_with_header(
     log_dir: &Path,
     header: &SegmentHeader,
 ) -> StoreResult<Arc<dyn StoreFile>> {
-    let file = fs.open(&log_dir.join(record::segment_name(header.id)), Open::CreateNew)?;
+    let file = fs.open(
+        &log_dir.join(record::segment_name(header.id)),
+        Open::CreateNew,
+    )?;
     file.write_all_at(&header.encode(), 0)?;
     file.sync_data()?;
     fs.sync_dir(log_dir)?;
@@ -134,7 +137,13 @@ fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> StoreResult<In
     let holds_data = !with_records.is_empty() || !snapshots.is_empty();
     let absent = index_len.is_none_or(|len| len == 0);
     if absent && (holds_data || !legacy.is_empty() || options.expect_store_id.is_some()) {
-        return Err(missing(&db_path, index_len.is_some(), &with_records, &snapshots, &options));
+        return Err(missing(
+            &db_path,
+            index_len.is_some(),
+            &with_records,
+            &snapshots,
+            &options,
+        ));
     }
     let db = rs::open_db(&*fs, &db_path, options.cache_bytes)?;
     fs.sync_dir(dir)?;
@@ -175,7 +184,9 @@ fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> StoreResult<In
     let store_id = held_store_id(&txn, &db_path, options.expect_store_id)?;
     let seq_floor = rs::get_u64(&txn, META, META_SEQ_FLOOR)?.unwrap_or(0);
     let mut counts = txn
-        .get_with(META, META_COUNTS, |v| Ok((rs::u64_at(v, 0)?, rs::u64_at(v, 8)?)))?
+        .get_with(META, META_COUNTS, |v| {
+            Ok((rs::u64_at(v, 0)?, rs::u64_at(v, 8)?))
+        })?
         .unwrap_or((0, 0));
     let applied = rs::applied(&txn)?.ok_or_else(|| corrupt("the index names no log position"))?;
     if txn.get_with(META, META_LEGACY, |_| Ok(()))?.is_some() {
@@ -259,7 +270,15 @@ fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> StoreResult<In
             missing.join(", ")
         )));
     }
-    let obsolete = classify(&*fs, &log_dir, &segments, &walk, &referenced, from.0, store_id)?;
+    let obsolete = classify(
+        &*fs,
+        &log_dir,
+        &segments,
+        &walk,
+        &referenced,
+        from.0,
+        store_id,
+    )?;
     let end = walk.end;
     if applied > end {
         return Err(damaged(format!(
@@ -302,8 +321,18 @@ fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> StoreResult<In
     let file = create_with_header(&*fs, &log_dir, &header)?;
     super::kill_point("open-new-segment");
     let start = (next, SEGMENT_HEADER);
-    rs::put(&txn, META, META_APPLIED, &rs::cat(&[&start.0.to_be_bytes(), &start.1.to_be_bytes()]))?;
-    rs::put(&txn, META, META_COUNTS, &rs::cat(&[&counts.0.to_be_bytes(), &counts.1.to_be_bytes()]))?;
+    rs::put(
+        &txn,
+        META,
+        META_APPLIED,
+        &rs::cat(&[&start.0.to_be_bytes(), &start.1.to_be_bytes()]),
+    )?;
+    rs::put(
+        &txn,
+        META,
+        META_COUNTS,
+        &rs::cat(&[&counts.0.to_be_bytes(), &counts.1.to_be_bytes()]),
+    )?;
     txn.set_durability(Durability::Immediate).map_err(engine)?;
     txn.commit().map_err(engine)?;
     index.occupancy.bindings = counts.0;
@@ -402,7 +431,9 @@ fn held_store_id(
     expected: Option<StoreId>,
 ) -> StoreResult<StoreId> {
     let held = txn
-        .get_with(META, META_STORE_ID, |v| Ok(<[u8; 16]>::try_from(v).ok().map(StoreId)))?
+        .get_with(META, META_STORE_ID, |v| {
+            Ok(<[u8; 16]>::try_from(v).ok().map(StoreId))
+        })?
         .flatten()
         .ok_or_else(|| corrupt(format!("{} holds no store id", db_path.display())))?;
     match expected {
@@ -657,7 +688,11 @@ fn classify(
                      but segment {id:016x} says it went on to offset {} (a durable record no longer reads back)",
                     log_dir.display(),
                     h.prev.0,
-                    if h.prev.0 == walk.end.0 { walk.end.1 } else { SEGMENT_HEADER },
+                    if h.prev.0 == walk.end.0 {
+                        walk.end.1
+                    } else {
+                        SEGMENT_HEADER
+                    },
                     h.prev.1
                 )));
             }
@@ -673,7 +708,9 @@ pub(super) fn catch_up(inner: &Inner, state: &mut WriterState) -> StoreResult<()
     let txn = rs::begin(&db, true)?;
     let applied = rs::applied(&txn)?.ok_or_else(|| corrupt("the index names no log position"))?;
     let mut counts = txn
-        .get_with(META, META_COUNTS, |v| Ok((rs::u64_at(v, 0)?, rs::u64_at(v, 8)?)))?
+        .get_with(META, META_COUNTS, |v| {
+            Ok((rs::u64_at(v, 0)?, rs::u64_at(v, 8)?))
+        })?
         .unwrap_or((0, 0));
     let segments = scan_log(&*inner.options.fs, &inner.log_dir)?;
     let mut scratch = Index::new();
@@ -694,8 +731,18 @@ pub(super) fn catch_up(inner: &Inner, state: &mut WriterState) -> StoreResult<()
         &mut apply,
     )?;
     let end = (state.active.id, state.active.end());
-    rs::put(&txn, META, META_APPLIED, &rs::cat(&[&end.0.to_be_bytes(), &end.1.to_be_bytes()]))?;
-    rs::put(&txn, META, META_COUNTS, &rs::cat(&[&counts.0.to_be_bytes(), &counts.1.to_be_bytes()]))?;
+    rs::put(
+        &txn,
+        META,
+        META_APPLIED,
+        &rs::cat(&[&end.0.to_be_bytes(), &end.1.to_be_bytes()]),
+    )?;
+    rs::put(
+        &txn,
+        META,
+        META_COUNTS,
+        &rs::cat(&[&counts.0.to_be_bytes(), &counts.1.to_be_bytes()]),
+    )?;
     let mut txn = txn;
     txn.set_durability(Durability::Immediate).map_err(engine)?;
     txn.commit().map_err(engine)?;

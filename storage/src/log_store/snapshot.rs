@@ -252,8 +252,18 @@ fn take_inner(inner: &Inner) -> StoreResult<()> {
         let db = inner.db()?;
         let mut txn = rs::begin(&db, true)?;
         let o = inner.index_read().occupancy;
-        rs::put(&txn, META, rs::META_APPLIED, &rs::cat(&[&pos.0.to_be_bytes(), &pos.1.to_be_bytes()]))?;
-        rs::put(&txn, META, super::META_COUNTS, &rs::cat(&[&o.bindings.to_be_bytes(), &o.tombstones.to_be_bytes()]))?;
+        rs::put(
+            &txn,
+            META,
+            rs::META_APPLIED,
+            &rs::cat(&[&pos.0.to_be_bytes(), &pos.1.to_be_bytes()]),
+        )?;
+        rs::put(
+            &txn,
+            META,
+            super::META_COUNTS,
+            &rs::cat(&[&o.bindings.to_be_bytes(), &o.tombstones.to_be_bytes()]),
+        )?;
         txn.set_durability(Durability::Immediate).map_err(engine)?;
         txn.commit().map_err(engine)?;
         state.redb_applied = pos;
@@ -302,7 +312,12 @@ fn take_inner(inner: &Inner) -> StoreResult<()> {
         }
     }
     fs.sync_dir(&inner.snap_dir)?;
-    tracing::debug!(segment = pos.0, offset = pos.1, bytes = size, "snapshot taken");
+    tracing::debug!(
+        segment = pos.0,
+        offset = pos.1,
+        bytes = size,
+        "snapshot taken"
+    );
     Ok(())
 }
 
@@ -382,7 +397,8 @@ pub(super) fn load(
     if trailer[0] != b'Z' {
         return Ok(None);
     }
-    let count = |i: usize| u64::from_le_bytes(trailer[1 + 8 * i..9 + 8 * i].try_into().unwrap_or_default());
+    let count =
+        |i: usize| u64::from_le_bytes(trailer[1 + 8 * i..9 + 8 * i].try_into().unwrap_or_default());
     let body_end = len - 4;
     // One pass: parsed as it is read, the CRC checked at the end (a torn
     // file's index is thrown away); the identity hash is built by a helper
@@ -422,7 +438,9 @@ pub(super) fn load(
             parser.entries(&mut ix, &buf, last)
         } else {
             parser.header_done = true;
-            parser.entries(&mut ix, &buf[HEADER..], last).map(|n| n + HEADER)
+            parser
+                .entries(&mut ix, &buf[HEADER..], last)
+                .map(|n| n + HEADER)
         };
         match step {
             Ok(used) => {
@@ -442,7 +460,10 @@ pub(super) fn load(
     parsed?;
     ix.install_identity(builder);
     if !parser.ended {
-        return Err(corrupt(format!("the snapshot {} ends early", path.display())));
+        return Err(corrupt(format!(
+            "the snapshot {} ends early",
+            path.display()
+        )));
     }
     if parser.counts != [count(0), count(1), count(2), count(3), count(4)] {
         return Err(corrupt(format!(
@@ -551,7 +572,10 @@ impl Parser {
                     } else {
                         crate::Departure::Concluded
                     };
-                    let record = DepartureRecord { departure, forget_at };
+                    let record = DepartureRecord {
+                        departure,
+                        forget_at,
+                    };
                     ix.load_departure(&rkid, &id, &record, e[74] != 0)?;
                     self.counts[2] += 1;
                 }
