@@ -21,7 +21,7 @@ use crate::clock::Clock;
 use crate::writer::{BatchObserver, CommitError, CommitStats, Writer};
 use rand::SeedableRng;
 use rltp_engine::{
-    Collected, Concluded, CounterSnapshot, Engine, EngineConfig, EngineConstants, EngineError,
+    Collected, CollectedDeposit, Concluded, CounterSnapshot, Engine, EngineConfig, EngineConstants, EngineError,
     EventSnapshot, IssuedChallenge, Limits, Meter, Operation, SessionError, WatchPage,
 };
 use rltp_proofs::identity::CarrierId;
@@ -291,12 +291,40 @@ impl<S: Store> Driver<S> {
     ) -> Result<Collected, SessionError> {
         let authorized = self.authorize(proof_bytes, Operation::Collect)?;
         let engine = Arc::clone(&self.engine);
-        let hint = Some((*authorized.rkid(), None));
-        self.writer
-            .execute_hinted(hint, move |txn, now, events| {
+        let rkid = *authorized.rkid();
+        let page = self
+            .writer
+            .execute_hinted(Some((rkid, None)), move |txn, now, events| {
                 engine.collect(txn, &authorized, after, limit, now, events)
             })?
-            .map_err(SessionError::Refused)
+            .map_err(SessionError::Refused)?;
+        // The page's bytes, read and checked here, outside the writer.
+        let mut deposits = Vec::with_capacity(page.deposits.len());
+        for (d, bytes) in page.deposits {
+            match bytes.read() {
+                Ok(bytes) => deposits.push(CollectedDeposit {
+                    seq: d.seq,
+                    id: d.id,
+                    bytes,
+                    admitted_at: d.admitted_at,
+                }),
+                // Given up at once; the rest of the page is served.
+                Err(StoreError::Corrupt(_)) => {
+                    self.quarantine_if_damaged(&rkid, d.seq)
+                        .map_err(|e| match e {
+                            EngineError::Unavailable(e) => SessionError::Unavailable(e),
+                            other => SessionError::Unavailable(Arc::new(StoreError::Engine(
+                                other.to_string(),
+                            ))),
+                        })?;
+                }
+                Err(e) => return Err(SessionError::from(e)),
+            }
+        }
+        Ok(Collected {
+            deposits,
+            more: page.more,
+        })
     }
 
     /// §5a.8 conclude ([`Engine::conclude`]).

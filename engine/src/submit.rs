@@ -66,9 +66,9 @@ pub enum Identity {
 /// # Errors
 /// A [`rltp_storage::StoreError`] from the read.
 pub fn s1_queue_lookup(txn: &dyn WriteTxn, rkid: &Rkid) -> StoreResult<Result<(), SubmitVerdict>> {
-    Ok(match txn.binding(rkid)? {
-        Some(_) => Ok(()),
-        None => Err(SubmitVerdict::NoSuchQueue),
+    Ok(match txn.holds_binding(rkid)? {
+        true => Ok(()),
+        false => Err(SubmitVerdict::NoSuchQueue),
     })
 }
 

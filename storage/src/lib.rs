@@ -7,7 +7,10 @@
 //! path, byte occupancy, and declaration revisions.
 //!
 //! The trait is free of storage-engine types so that a second, distributed
-//! backend can implement it. The embedded default is [`redb_store`].
+//! backend can implement it. The embedded default is [`log_store`] (the
+//! queue data a log, its indexes in memory, redb for the bindings);
+//! [`redb_store`] is the previous embedded store, kept for comparison and
+//! as the layout [`log_store`] upgrades from.
 //!
 //! What this crate does **not** do: it decides nothing about requests (the
 //! rules are `rltp-engine`'s, which drives the store through these traits),
@@ -38,6 +41,7 @@ pub mod challenges;
 mod contain;
 pub mod fault_fs;
 pub mod fs;
+pub mod log_store;
 pub mod mem;
 pub mod model;
 mod oplog;
@@ -114,6 +118,95 @@ pub struct PendingSync {
     pub(crate) end: u64,
 }
 
+/// Envelope bytes handed out by [`ReadTxn::deposit_bytes_deferred`].
+pub struct DeferredBytes(Deferred);
+
+enum Deferred {
+    Ready(StoreResult<Vec<u8>>),
+    At {
+        file: std::sync::Arc<dyn fs::StoreFile>,
+        offset: u64,
+        len: u32,
+        id: DepositId,
+        what: String,
+    },
+}
+
+impl DeferredBytes {
+    /// Bytes already read (or the error reading them gave).
+    pub fn ready(bytes: StoreResult<Vec<u8>>) -> DeferredBytes {
+        DeferredBytes(Deferred::Ready(bytes))
+    }
+
+    /// `len` bytes at `offset` of `file`, which must hash to `id`; `what`
+    /// names the deposit in an error.
+    pub(crate) fn at(
+        file: std::sync::Arc<dyn fs::StoreFile>,
+        offset: u64,
+        len: u32,
+        id: DepositId,
+        what: String,
+    ) -> DeferredBytes {
+        DeferredBytes(Deferred::At {
+            file,
+            offset,
+            len,
+            id,
+            what,
+        })
+    }
+
+    /// Reads the bytes and checks them against the deposit's id.
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] for bytes that are not the ones the id
+    /// names (or a file cut short); [`StoreError::Io`] otherwise.
+    pub fn read(self) -> StoreResult<Vec<u8>> {
+        match self.0 {
+            Deferred::Ready(bytes) => bytes,
+            Deferred::At {
+                file,
+                offset,
+                len,
+                id,
+                what,
+            } => read_checked(&*file, offset, len, &id, &what),
+        }
+    }
+}
+
+impl std::fmt::Debug for DeferredBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DeferredBytes")
+    }
+}
+
+/// Reads `len` bytes at `offset` of `file` and checks that they hash to
+/// `id`: a file cut short or other bytes are [`StoreError::Corrupt`]
+/// (`what` names the deposit), any other read error is the disk's.
+pub(crate) fn read_checked(
+    file: &dyn fs::StoreFile,
+    offset: u64,
+    len: u32,
+    id: &DepositId,
+    what: &str,
+) -> StoreResult<Vec<u8>> {
+    let mut bytes = vec![0u8; len as usize];
+    file.read_exact_at(&mut bytes, offset).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            StoreError::Corrupt(format!("{what}: the segment is cut short ({e})"))
+        } else {
+            StoreError::Io(e)
+        }
+    })?;
+    if DepositId::of(&bytes) != *id {
+        return Err(StoreError::Corrupt(format!(
+            "{what}: bytes do not match their id"
+        )));
+    }
+    Ok(bytes)
+}
+
 /// Read access to the carrier state (a consistent snapshot, or the
 /// current state inside a write transaction).
 pub trait ReadTxn {
@@ -131,6 +224,21 @@ pub trait ReadTxn {
     fn deposit_by_id(&self, rkid: &Rkid, id: &DepositId) -> StoreResult<Option<Deposit>>;
     /// The envelope bytes of a held deposit.
     fn deposit_bytes(&self, rkid: &Rkid, deposit: &Deposit) -> StoreResult<Vec<u8>>;
+    /// The envelope bytes of a held deposit, to be read (and checked)
+    /// after this transaction ended: a collect reads its page outside the
+    /// group-commit writer. What [`DeferredBytes::read`] returns is what
+    /// [`ReadTxn::deposit_bytes`] would have returned here (a damaged
+    /// deposit is [`StoreError::Corrupt`] then). The default reads them
+    /// now; the log store hands out where they are.
+    fn deposit_bytes_deferred(&self, rkid: &Rkid, deposit: &Deposit) -> DeferredBytes {
+        DeferredBytes::ready(self.deposit_bytes(rkid, deposit))
+    }
+    /// Whether `rkid` holds a binding (§5a.5 s1): the same as
+    /// `binding(rkid)?.is_some()`, which is the default; the log store
+    /// answers it from memory, so that a submission reads no B-tree.
+    fn holds_binding(&self, rkid: &Rkid) -> StoreResult<bool> {
+        Ok(self.binding(rkid)?.is_some())
+    }
     /// Bytes held by the queue of `rkid`.
     fn queue_bytes(&self, rkid: &Rkid) -> StoreResult<u64>;
     /// The global counters.

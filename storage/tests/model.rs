@@ -4,12 +4,21 @@
 //! equal to the `MemStore` reference after every operation of a
 //! transaction and every commit, and their counters equal to what they
 //! hold (their integrity checks).
+//!
+//! The same for the log store, on a simulated disk (`FaultFs`), with
+//! snapshots, housekeeping (spare segments, reclaiming), compaction,
+//! reopens and **crash images** (the power cut right after a commit:
+//! every unsynced write dropped, torn or kept at random) at random points:
+//! every committed transaction is durable, so the recovered store must
+//! equal the model exactly.
 
 mod common;
 
 use common::*;
 use proptest::prelude::*;
 use rltp_proofs::multikey::Rkid;
+use rltp_storage::fault_fs::{FaultFs, Rng};
+use rltp_storage::log_store::{LogOptions, LogStore};
 use rltp_storage::mem::MemStore;
 use rltp_storage::postgres::{PgOptions, PgStore};
 use rltp_storage::redb_store::{RedbOptions, RedbStore};
@@ -17,6 +26,8 @@ use rltp_storage::{
     Binding, DeclarationRecord, Departure, DepartureRecord, DepositId, Due, Ms, ReadTxn, Store,
     StoreResult, Tombstone, WriteTxn,
 };
+use std::path::Path;
+use std::sync::Arc;
 
 const RKIDS: usize = 4;
 const PAYLOADS: usize = 6;
@@ -56,6 +67,12 @@ enum Op {
     Abort,
     Reopen,
     Compact(usize),
+    /// Log store only (a no-op elsewhere): a snapshot now.
+    Snapshot,
+    /// Log store only: one pass of its background work.
+    Housekeep,
+    /// Log store only: the power cut now; the store reopens on the image.
+    Crash(u64),
 }
 
 fn due_strategy() -> impl Strategy<Value = (Ms, Due)> {
@@ -105,6 +122,9 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         1 => Just(Op::Abort),
         1 => Just(Op::Reopen),
         1 => (1usize..6).prop_map(Op::Compact),
+        1 => Just(Op::Snapshot),
+        1 => Just(Op::Housekeep),
+        1 => any::<u64>().prop_map(Op::Crash),
     ]
 }
 
@@ -158,7 +178,13 @@ fn apply(t: &mut impl WriteTxn, op: &Op) -> StoreResult<String> {
         }
         Op::ReadDue(upto, limit) => format!("{:?}", t.due(*upto, *limit)?),
         Op::ReadDeposits(r, after, limit) => format!("{:?}", t.deposits(&rk[*r], *after, *limit)?),
-        Op::Commit | Op::Abort | Op::Reopen | Op::Compact(_) => String::new(),
+        Op::Commit
+        | Op::Abort
+        | Op::Reopen
+        | Op::Compact(_)
+        | Op::Snapshot
+        | Op::Housekeep
+        | Op::Crash(_) => String::new(),
     })
 }
 
@@ -185,6 +211,78 @@ trait Subject {
     fn compact(&self, steps: usize) -> StoreResult<()>;
     /// Its own integrity check, at the end.
     fn check(&mut self) -> StoreResult<()>;
+    /// A snapshot now (the log store; nothing elsewhere).
+    fn snapshot(&self) -> StoreResult<()> {
+        Ok(())
+    }
+    /// One pass of background work (the log store; nothing elsewhere).
+    fn housekeep(&self) -> StoreResult<()> {
+        Ok(())
+    }
+    /// The power cut now, reopened on the crash image (the log store on
+    /// its simulated disk; nothing elsewhere).
+    fn crash(&mut self, _seed: u64) -> StoreResult<()> {
+        Ok(())
+    }
+}
+
+/// The log store on a simulated disk (`FaultFs`).
+struct Log {
+    disk: FaultFs,
+    store: Option<LogStore>,
+}
+
+const LOG_DIR: &str = "/store";
+
+fn log_options(fs: &FaultFs) -> LogOptions {
+    LogOptions {
+        segment_bytes: 2048,
+        snapshot_log_bytes: 4096,
+        redb_checkpoint_ops: 8,
+        compact_below_percent: 60,
+        background: false,
+        fs: Arc::new(fs.clone()),
+        ..LogOptions::default()
+    }
+}
+
+impl Subject for Log {
+    type S = LogStore;
+    fn store(&self) -> StoreResult<&LogStore> {
+        self.store.as_ref().ok_or(rltp_storage::StoreError::Closed)
+    }
+    fn reopen(&mut self) -> StoreResult<()> {
+        drop(self.store.take());
+        self.store = Some(LogStore::open_with(Path::new(LOG_DIR), log_options(&self.disk))?);
+        Ok(())
+    }
+    fn compact(&self, steps: usize) -> StoreResult<()> {
+        self.store()?.compact_step(steps).map(drop)
+    }
+    fn check(&mut self) -> StoreResult<()> {
+        let store = self
+            .store
+            .as_mut()
+            .ok_or(rltp_storage::StoreError::Closed)?;
+        let report = store.integrity_check()?;
+        assert!(
+            report.damaged.is_empty() && report.quarantined.is_empty(),
+            "{report:?}"
+        );
+        Ok(())
+    }
+    fn snapshot(&self) -> StoreResult<()> {
+        self.store()?.snapshot_now()
+    }
+    fn housekeep(&self) -> StoreResult<()> {
+        self.store()?.housekeeping_step()
+    }
+    fn crash(&mut self, seed: u64) -> StoreResult<()> {
+        let (image, _) = self.disk.crash(&mut Rng::new(seed));
+        drop(self.store.take());
+        self.disk = image;
+        self.reopen()
+    }
 }
 
 struct Redb {
@@ -276,6 +374,9 @@ fn run(subject: &mut impl Subject, ops: &[Op]) -> StoreResult<()> {
             }
             Op::Reopen => subject.reopen()?,
             Op::Compact(n) => subject.compact(*n)?,
+            Op::Snapshot => subject.snapshot()?,
+            Op::Housekeep => subject.housekeep()?,
+            Op::Crash(seed) => subject.crash(*seed)?,
             other => {
                 pending.push(other);
                 continue;
@@ -302,6 +403,16 @@ proptest! {
         cases: cases(48),
         ..ProptestConfig::default()
     })]
+
+    #[test]
+    fn log_store_matches_the_reference_model_through_snapshots_reopens_and_crashes(
+        ops in prop::collection::vec(op_strategy(), 1..80)
+    ) {
+        let disk = FaultFs::new();
+        let store = LogStore::open_with(Path::new(LOG_DIR), log_options(&disk)).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let mut subject = Log { disk, store: Some(store) };
+        run(&mut subject, &ops).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    }
 
     #[test]
     fn redb_store_matches_the_reference_model(ops in prop::collection::vec(op_strategy(), 1..80)) {

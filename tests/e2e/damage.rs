@@ -89,8 +89,11 @@ fn tree(dir: &Path) -> BTreeMap<String, u64> {
     out
 }
 
+/// The store's log and snapshots (the log store's layout).
 fn segments(data: &Path) -> BTreeMap<String, u64> {
-    tree(&data.join("store/segments"))
+    let mut files = tree(&data.join("store/log"));
+    files.extend(tree(&data.join("store/snap")));
+    files
 }
 
 /// A carrier that admitted two deposits for Alice, stopped cleanly: the
@@ -489,8 +492,8 @@ fn flip_stored(data: &Path, envelope: &[u8]) -> PathBuf {
         .position(|w| w == b"\"ciphertext\":\"")
         .unwrap()
         + 20;
-    for (name, _) in segments(data) {
-        let path = data.join("store/segments").join(name);
+    for (name, _) in tree(&data.join("store/log")) {
+        let path = data.join("store/log").join(name);
         let mut bytes = std::fs::read(&path).unwrap();
         if let Some(start) = bytes.windows(envelope.len()).position(|w| w == envelope) {
             let c = &mut bytes[start + at_ciphertext];
@@ -616,7 +619,7 @@ async fn a_corrupt_deposit_is_quarantined_and_nothing_else_suffers() {
     Arc::try_unwrap(client).ok().unwrap().close().await;
     assert!(carrier.terminate().success());
     // The integrity check names it.
-    let mut store = rltp_storage::redb_store::RedbStore::open(data.join("store")).unwrap();
+    let mut store = rltp_storage::log_store::LogStore::open(data.join("store")).unwrap();
     let report = store.integrity_check().unwrap();
     assert!(report.damaged.is_empty(), "{report:?}");
     assert_eq!(report.quarantined.len(), 1, "{report:?}");

@@ -68,7 +68,7 @@ use rltp_carrier::server::clock::TEST_CLOCK_ENV;
 use rltp_client::{Client, ClientError, RecipientKeys, RegisterOutcome};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
-use rltp_storage::redb_store::RedbStore;
+use rltp_storage::log_store::LogStore;
 use rltp_storage::{DepositId, ReadTxn, Store};
 use rltp_wire::verdict::{DepositStatus, SubmitVerdict, Verdict};
 use std::collections::{BTreeSet, HashMap};
@@ -578,7 +578,7 @@ impl Deployment {
 fn offline_check(deployment: &Deployment, journal: &Shared) {
     match deployment {
         Deployment::Embedded { store_dir, .. } => {
-            let mut store = RedbStore::open(store_dir)
+            let mut store = LogStore::open(store_dir)
                 .unwrap_or_else(|e| panic!("the store does not open after a kill: {e}"));
             let report = match store.integrity_check() {
                 Ok(report) => report,

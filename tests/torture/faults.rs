@@ -15,7 +15,7 @@ use super::harness::*;
 use rltp_client::{Client, ClientError};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
-use rltp_storage::redb_store::RedbStore;
+use rltp_storage::log_store::LogStore;
 use rltp_storage::{DepositId, ReadTxn, Store};
 use rltp_wire::response::ErrorCode;
 use rltp_wire::verdict::{SubmitVerdict, Verdict};
@@ -252,7 +252,7 @@ async fn a_full_disk_is_answered_unavailable_and_the_carrier_recovers() {
     );
     client.close().await;
     assert_eq!(carrier.terminate().code(), Some(0));
-    let mut store = RedbStore::open(data.join("store")).unwrap();
+    let mut store = LogStore::open(data.join("store")).unwrap();
     let report = store.integrity_check().unwrap();
     assert_eq!(report.deposits, admitted.len() as u64);
     assert!(report.is_clean(), "{report:?}");

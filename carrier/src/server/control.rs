@@ -3,15 +3,16 @@
 //! things another process cannot do while the carrier holds the store
 //! open: stream a consistent online backup, and read the counts.
 //!
-//! A backup runs on the blocking pool over one redb read snapshot
-//! ([`rltp_storage::redb_store::RedbStore::snapshot`]): the group-commit
-//! writer goes on committing meanwhile, so admission never waits for it.
+//! A backup runs on the blocking pool over one consistent copy of the
+//! store ([`rltp_storage::log_store::LogStore::backup_source`]): the
+//! group-commit writer goes on committing meanwhile, so admission never
+//! waits for it.
 //! Shutdown stops accepting requests and waits for a backup in progress.
 
 use crate::admin::{self, Request, counts::Counts};
 use crate::driver::Driver;
 use rltp_storage::Store as _;
-use rltp_storage::redb_store::RedbStore;
+use rltp_storage::log_store::LogStore;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -60,7 +61,7 @@ pub(super) fn bind(data_dir: &Path) -> Option<UnixListener> {
 /// socket file and waits for requests in progress.
 pub(super) async fn serve(
     listener: UnixListener,
-    engine: Driver<RedbStore>,
+    engine: Driver<LogStore>,
     data_dir: PathBuf,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -101,7 +102,7 @@ async fn read_request(stream: &mut UnixStream) -> Option<String> {
     }
 }
 
-async fn handle(mut stream: UnixStream, engine: Driver<RedbStore>, data_dir: PathBuf) {
+async fn handle(mut stream: UnixStream, engine: Driver<LogStore>, data_dir: PathBuf) {
     let line = tokio::time::timeout(REQUEST_TIMEOUT, read_request(&mut stream))
         .await
         .ok()
@@ -132,7 +133,7 @@ async fn handle(mut stream: UnixStream, engine: Driver<RedbStore>, data_dir: Pat
     }
 }
 
-fn stats(engine: &Driver<RedbStore>, out: &mut impl Write) -> Result<(), String> {
+fn stats(engine: &Driver<LogStore>, out: &mut impl Write) -> Result<(), String> {
     let counts = engine
         .store()
         .read()
@@ -146,7 +147,7 @@ fn stats(engine: &Driver<RedbStore>, out: &mut impl Write) -> Result<(), String>
     }
 }
 
-fn backup(engine: &Driver<RedbStore>, data_dir: &Path, out: &mut impl Write) -> Result<(), String> {
+fn backup(engine: &Driver<LogStore>, data_dir: &Path, out: &mut impl Write) -> Result<(), String> {
     let extra = match admin::backup::extra_files(data_dir) {
         Ok(extra) => extra,
         Err(error) => {

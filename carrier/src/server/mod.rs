@@ -70,8 +70,9 @@ use rltp_engine::{EngineConfig, EngineConstants, EngineError};
 use rltp_proofs::constants::CarrierConstants;
 use rltp_proofs::identity::CarrierId;
 use rltp_proofs::multikey::DidKey;
+use rltp_storage::log_store::{LogOptions, LogStore};
 use rltp_storage::postgres::PgStore;
-use rltp_storage::redb_store::{RedbOptions, RedbStore, StoreId};
+use rltp_storage::redb_store::StoreId;
 use rltp_storage::{Store, StoreError};
 use std::future::Future;
 use std::net::SocketAddr;
@@ -143,7 +144,7 @@ fn drain_deadline<S: Store>(ctx: &Ctx<S>) -> tokio::time::Instant {
 
 /// A running carrier. Dropping it without [`Server::shutdown`] signals
 /// shutdown but does not wait for the drain.
-pub struct Server<S: Store = RedbStore> {
+pub struct Server<S: Store = LogStore> {
     local_addr: SocketAddr,
     fingerprint: SpkiFingerprint,
     issuer: DidKey,
@@ -166,28 +167,30 @@ impl<S: Store> std::fmt::Debug for Server<S> {
     }
 }
 
-impl Server<RedbStore> {
-    /// Starts a carrier on the embedded store in `<data-dir>/store`, after
+impl Server<LogStore> {
+    /// Starts a carrier on the embedded store (the log store,
+    /// `rltp_storage::log_store`; a data dir in the redb store's layout is
+    /// upgraded as it opens) in `<data-dir>/store`, after
     /// accounting for every file of the data dir against its lineage
     /// ([`lineage`]): a damaged data dir is refused, naming what is
     /// missing and the way back, and nothing in it is made anew.
     ///
     /// # Errors
     /// [`ServerError`]; [`ServerError::Lineage`] for a damaged data dir.
-    pub async fn start(config: &Config) -> Result<Server<RedbStore>, ServerError> {
+    pub async fn start(config: &Config) -> Result<Server<LogStore>, ServerError> {
         prepare_data_dir(config)?;
         let data_dir = config.data_dir.clone();
         let generated_tls = config.tls.cert.is_none();
         let life = lineage::account(&data_dir, generated_tls)?;
-        let options = RedbOptions {
+        let options = LogOptions {
             expect_store_id: match &life {
                 lineage::Life::Known(l) => Some(l.store_id),
                 _ => None,
             },
-            ..RedbOptions::default()
+            ..LogOptions::default()
         };
         let dir = crate::data_dir::store(&data_dir);
-        let store = tokio::task::spawn_blocking(move || RedbStore::open_with(dir, options))
+        let store = tokio::task::spawn_blocking(move || LogStore::open_with(dir, options))
             .await
             .map_err(|e| ServerError::Io {
                 what: "opening the store".into(),

@@ -3,6 +3,7 @@
 #![allow(dead_code, clippy::panic)]
 
 use rltp_proofs::multikey::Rkid;
+use rltp_storage::log_store::{LogOptions, LogStore};
 use rltp_storage::redb_store::{Placement, RedbOptions, RedbStore};
 use rltp_storage::{
     Binding, DeclarationRecord, DepartureRecord, Deposit, DepositId, Due, Ms, Occupancy, Phase,
@@ -96,6 +97,24 @@ pub fn postgres() -> (rltp_pgtest::Cluster, rltp_storage::postgres::PgStore) {
 pub fn redb(options: RedbOptions) -> (tempfile::TempDir, RedbStore) {
     let dir = tempfile::tempdir().expect("temporary directory");
     let store = RedbStore::open_with(dir.path(), options).expect("open redb store");
+    (dir, store)
+}
+
+/// Log store options for tests: tiny segments and snapshot intervals, so
+/// that rotation, snapshots and reclaiming happen in small tests.
+pub fn small_log() -> LogOptions {
+    LogOptions {
+        segment_bytes: 4096,
+        snapshot_log_bytes: 8192,
+        redb_checkpoint_ops: 16,
+        ..LogOptions::default()
+    }
+}
+
+/// A log store in a fresh temporary directory (kept alive by the guard).
+pub fn log(options: LogOptions) -> (tempfile::TempDir, LogStore) {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let store = LogStore::open_with(dir.path(), options).expect("open log store");
     (dir, store)
 }
 
