@@ -21,8 +21,8 @@ use crate::clock::Clock;
 use crate::writer::{BatchObserver, CommitError, CommitStats, Writer};
 use rand::SeedableRng;
 use rltp_engine::{
-    Collected, CollectedDeposit, Concluded, CounterSnapshot, Engine, EngineConfig, EngineConstants, EngineError,
-    EventSnapshot, IssuedChallenge, Limits, Meter, Operation, SessionError, WatchPage,
+    Collected, CollectedDeposit, Concluded, CounterSnapshot, Engine, EngineConfig, EngineConstants,
+    EngineError, EventSnapshot, IssuedChallenge, Limits, Meter, Operation, SessionError, WatchPage,
 };
 use rltp_proofs::identity::CarrierId;
 use rltp_proofs::multikey::Rkid;

@@ -15,8 +15,8 @@ use rltp_storage::backup::{self, BackupError, BackupSource, ExtraFile};
 use rltp_storage::log_store::LogStore;
 use rltp_storage::redb_store::RedbStore;
 use rltp_storage::{
-    BindingPhases, DeclarationRecord, Departure, DepartureRecord, DepositId, Due, ReadTxn,
-    Store, StoreResult, WriteTxn,
+    BindingPhases, DeclarationRecord, Departure, DepartureRecord, DepositId, Due, ReadTxn, Store,
+    StoreResult, WriteTxn,
 };
 use std::path::Path;
 

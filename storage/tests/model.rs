@@ -253,7 +253,10 @@ impl Subject for Log {
     }
     fn reopen(&mut self) -> StoreResult<()> {
         drop(self.store.take());
-        self.store = Some(LogStore::open_with(Path::new(LOG_DIR), log_options(&self.disk))?);
+        self.store = Some(LogStore::open_with(
+            Path::new(LOG_DIR),
+            log_options(&self.disk),
+        )?);
         Ok(())
     }
     fn compact(&self, steps: usize) -> StoreResult<()> {

@@ -254,6 +254,74 @@ fn published_constants_are_adopted_by_every_running_node() {
     assert!(b.terminate().success());
 }
 
+/// `migrate --after-restore` (the database restored from a backup, every
+/// node stopped) raises the `seq` floor to now × 1024, and the next
+/// deposit's `seq` is above it: no `seq` handed out after the backup is
+/// handed out again (`PROTOCOL.md` §7).
+#[test]
+fn after_a_restore_migrate_raises_the_seq_floor_past_every_seq_handed_out() {
+    let cluster = rltp_pgtest::Cluster::start().unwrap_or_else(|e| panic!("{e}"));
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    let config = node_config(&cluster);
+    let config_path = root.join("node.toml");
+    std::fs::write(&config_path, &config).unwrap();
+    let a_dir = root.join("a");
+    let a = Carrier::start_with(&Spec::new(&a_dir, &config));
+    let (key, rkid) = keys_new(root, "alice.json");
+    cli_to(root, &a, &["register", "--key", key.to_str().unwrap()]).expect(0);
+    let doc = document(root, "d0.json", "{\"n\":0}");
+    cli_to(root, &a, &["send", "--to", &rkid, doc.to_str().unwrap()]).expect(0);
+    assert!(a.terminate().success());
+
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let migrated = cli(
+        root,
+        &[
+            "migrate",
+            "--config",
+            config_path.to_str().unwrap(),
+            "--after-restore",
+        ],
+    )
+    .expect(0);
+    let floor: u64 = migrated.value("seq-floor").parse().unwrap();
+    assert!(
+        floor >= before * 1024,
+        "floor {floor} below {before} ms × 1024"
+    );
+
+    let a = Carrier::start_with(&Spec::new(&a_dir, &config));
+    let doc = document(root, "d1.json", "{\"n\":1}");
+    cli_to(root, &a, &["send", "--to", &rkid, doc.to_str().unwrap()]).expect(0);
+    let collected = cli_to(
+        root,
+        &a,
+        &[
+            "collect",
+            "--json",
+            "--key",
+            key.to_str().unwrap(),
+            "--out",
+            "inbox",
+        ],
+    )
+    .expect(0);
+    let seqs: Vec<u64> = collected
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["seq"].as_u64())
+        .collect();
+    assert_eq!(seqs.len(), 2, "{}", collected.stdout);
+    assert!(seqs[0] < floor, "the deposit held before keeps its seq");
+    assert_eq!(seqs[1], floor + 1, "the next seq is above the floor");
+    assert!(a.terminate().success());
+}
+
 /// Starts `collect --watch` on `a`, sends a deposit through `b` and waits
 /// (30 s at most) until the watch prints it.
 fn watch_on_a_is_pushed_what_b_admits(

@@ -109,16 +109,10 @@ async fn a_full_disk_is_answered_unavailable_and_the_carrier_recovers() {
     let mut rng = Rng::from_env("disk full");
     let dir = tempfile::tempdir().unwrap();
     let mount = dir.path().join("small-fs");
-    let _fs = match Tmpfs::mount(&mount, "48m") {
-        Ok(fs) => fs,
-        Err(e) => {
-            println!(
-                "SKIPPED a_full_disk_is_answered_unavailable_and_the_carrier_recovers: \
-                 cannot mount a tmpfs here ({e}); this test needs root (CAP_SYS_ADMIN)"
-            );
-            return;
-        }
-    };
+    // A missing prerequisite is a failure that names it, never a skip.
+    let _fs = Tmpfs::mount(&mount, "48m").unwrap_or_else(|e| {
+        panic!("cannot mount a tmpfs here ({e}): this test needs root (CAP_SYS_ADMIN)")
+    });
     let data = mount.join("data");
     let spec = Spec::new(&data, "[limits]\nsweep-interval-ms = 50\n");
     // The config file sits beside the data dir, on the small filesystem too.

@@ -33,10 +33,10 @@
 //! held; `dev B/op` = bytes the block device wrote per append during the run
 //! (`/proc/diskstats`, whole machine: noisy when other work runs).
 
-use rltp_proofs::multikey::Rkid;
 use rltp_carrier::clock::SystemClock;
 use rltp_carrier::defaults::MAX_BATCH;
 use rltp_carrier::writer::{CommitError, Writer};
+use rltp_proofs::multikey::Rkid;
 use rltp_storage::log_store::{LogOptions, LogStore};
 use rltp_storage::redb_store::{Placement, RedbOptions, RedbStore};
 use rltp_storage::{
@@ -682,7 +682,7 @@ mod scale {
         // Deposits go on (a submission each, 64 in flight) until the parent
         // kills us; it reads our memory meanwhile.
         let committer = Writer::start(Arc::clone(&store), Arc::new(SystemClock), None, MAX_BATCH)
-        .expect("committer");
+            .expect("committer");
         let counted = Arc::new(std::sync::atomic::AtomicU64::new(0));
         for p in 0..4u64 {
             let (committer, counted) = (committer.clone(), Arc::clone(&counted));
@@ -694,13 +694,15 @@ mod scale {
                         n += 1;
                         let rkid = scale_rkid((p * 7_919 + n * 104_729) % bindings.max(1));
                         let bytes = envelope(100 + p, n);
-                        pending.push_back(committer.submit(move |txn: &mut dyn WriteTxn, now, _| {
-                            if !txn.holds_binding(&rkid)? {
-                                return Err(StoreError::Closed);
-                            }
-                            let d = txn.append_deposit(&rkid, &bytes, now, now + 1_000_000)?;
-                            txn.schedule(d.give_up_at, &Due::GiveUp(rkid, d.seq))
-                        }));
+                        pending.push_back(committer.submit(
+                            move |txn: &mut dyn WriteTxn, now, _| {
+                                if !txn.holds_binding(&rkid)? {
+                                    return Err(StoreError::Closed);
+                                }
+                                let d = txn.append_deposit(&rkid, &bytes, now, now + 1_000_000)?;
+                                txn.schedule(d.give_up_at, &Due::GiveUp(rkid, d.seq))
+                            },
+                        ));
                     }
                     if let Some(r) = pending.pop_front() {
                         let _ = r.blocking_recv();

@@ -14,6 +14,13 @@
 //!   `orphan-horizon` is re-derived there), every running node adopts it
 //!   within one `sweep-interval-ms`, and a node that starts later must
 //!   have the same `[constants]`. Prints `declaration-revision`.
+//! - With `--after-restore` (every node stopped, the database just
+//!   restored from a backup or a point in time) it raises the floor every
+//!   queue's next `seq` stays above to now × 1024
+//!   ([`crate::admin::backup::restore_seq_floor`], the rule `restore`
+//!   applies to the embedded store), so that no `seq` handed out after the
+//!   backup's instant is handed out again (`PROTOCOL.md` §7). Prints
+//!   `seq-floor`.
 //!
 //! The embedded store needs none of this: it upgrades itself when it opens.
 
@@ -40,6 +47,11 @@ pub struct Args {
     /// revision, for every node.
     #[arg(long)]
     publish_constants: bool,
+    /// The database was just restored: raise the `seq` floor past every
+    /// `seq` the carrier may have handed out since the backup's instant
+    /// (run with every node stopped).
+    #[arg(long)]
+    after_restore: bool,
 }
 
 fn execute(args: &Args) -> Result<u8, Failure> {
@@ -69,6 +81,15 @@ fn execute(args: &Args) -> Result<u8, Failure> {
         "store-id {}",
         rltp_storage::redb_store::StoreId(store.store_id())
     );
+    if args.after_restore {
+        use crate::clock::Clock as _;
+        let floor =
+            crate::admin::backup::restore_seq_floor(crate::clock::SystemClock.now(), 0, None);
+        store
+            .raise_seq_floor(floor)
+            .map_err(|e| Failure::transport(format!("raising the seq floor: {e}")))?;
+        println!("seq-floor {floor}");
+    }
     if !args.publish_constants {
         return Ok(exit::OK);
     }

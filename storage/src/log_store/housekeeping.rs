@@ -86,8 +86,28 @@ pub(super) fn create_segment(
     Ok(file)
 }
 
-/// Zero-fills the next segment, unless one is ready.
+/// Zero-fills the next segment, unless one is ready — or the file system
+/// has less than two segments' worth free ([`SPARE_ROOM_SEGMENTS`]): a
+/// spare filled into the last free space would take the room the active
+/// segment's appends need, and turn a nearly full disk into refused
+/// admissions while it is filled. Without a spare, the writer begins the
+/// next segment itself (its `fdatasync`s then also write file-size
+/// metadata: slower, never less durable).
 fn prepare_spare(inner: &Inner) -> StoreResult<()> {
+    let room = inner
+        .options
+        .segment_bytes
+        .saturating_mul(SPARE_ROOM_SEGMENTS);
+    if let Some(free) = inner.options.fs.available_bytes(&inner.log_dir)?
+        && free < room
+    {
+        tracing::warn!(
+            free_bytes = free,
+            segment_bytes = inner.options.segment_bytes,
+            "the store's file system is nearly full: the next log segment is not preallocated"
+        );
+        return Ok(());
+    }
     let id = {
         let mut state = inner.gate();
         if state.spare.is_some() {
@@ -97,7 +117,19 @@ fn prepare_spare(inner: &Inner) -> StoreResult<()> {
         state.next_segment += 1;
         id
     };
-    let file = create_segment(inner, id, true)?;
+    let file = match create_segment(inner, id, true) {
+        Ok(file) => file,
+        Err(error) => {
+            // A spare that could not be filled (a full disk) is removed at
+            // once: it would hold the very space the active segment's
+            // appends need. The next rotation asks for one again, and
+            // without one the writer begins the next segment itself.
+            let fs = &*inner.options.fs;
+            let _ = fs.remove_file(&inner.log_dir.join(record::segment_name(id)));
+            let _ = fs.sync_dir(&inner.log_dir);
+            return Err(error);
+        }
+    };
     let mut state = inner.gate();
     if state.spare.is_none() && id > state.active.id {
         state.spare = Some((id, file));
@@ -111,6 +143,9 @@ fn prepare_spare(inner: &Inner) -> StoreResult<()> {
     fs.sync_dir(&inner.log_dir)?;
     Ok(())
 }
+
+/// A spare segment is filled only with this many segments' worth free.
+const SPARE_ROOM_SEGMENTS: u64 = 2;
 
 /// Deletes the segments nothing needs any more (module docs).
 pub(super) fn reclaim(inner: &Inner) {
