@@ -482,6 +482,45 @@ pub trait Store: Send + Sync + 'static {
     fn on_remote_admission(&self, hook: AdmissionHook) {
         let _ = hook;
     }
+
+    /// What the store takes on disk and in memory, how much of its log
+    /// still holds deposits, and how old its oldest deposit is (the
+    /// operator's view of store growth: `/metrics`, `admin store`). Read
+    /// at one moment without the writer, so a figure may include a write
+    /// transaction in progress. Default: nothing known.
+    ///
+    /// # Errors
+    /// [`StoreError`] if the files or the database cannot be read.
+    fn size(&self) -> StoreResult<StoreSize> {
+        Ok(StoreSize::default())
+    }
+}
+
+/// A store's size ([`Store::size`]); `None` where a store has no such
+/// thing or cannot tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StoreSize {
+    /// Bytes of every file of the store (log segments, including
+    /// preallocated ones, snapshots, redb), or the database's size.
+    pub disk_bytes: Option<u64>,
+    /// Bytes of the log's segment files.
+    pub log_bytes: Option<u64>,
+    /// Of those, bytes of held deposits' envelopes: `log_bytes −
+    /// live_bytes` is what compaction and reclaiming can give back (plus
+    /// record headers, other records and preallocated space).
+    pub live_bytes: Option<u64>,
+    /// Log segment files.
+    pub segments: Option<u64>,
+    /// Sealed segments sparse enough to be compacted (compaction's
+    /// backlog; 0 once it has caught up).
+    pub compactable_segments: Option<u64>,
+    /// Bytes of snapshot files.
+    pub snapshot_bytes: Option<u64>,
+    /// Bytes the in-memory index holds (an estimate).
+    pub index_bytes: Option<u64>,
+    /// When the oldest held deposit was admitted (ms), `None` with none
+    /// held (or unknown).
+    pub oldest_deposit_at: Option<Ms>,
 }
 
 /// A callback told the `rkid` of a queue another node admitted to

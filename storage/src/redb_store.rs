@@ -127,6 +127,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
+/// The redb file of an embedded store's directory (both layouts).
+pub const INDEX_FILE: &str = "carrier.redb";
+
 pub(crate) type Def = TableDefinition<'static, &'static [u8], &'static [u8]>;
 
 pub(crate) const BINDINGS: Def = TableDefinition::new("bindings");
@@ -1031,7 +1034,7 @@ impl RedbStore {
         let fs = Arc::clone(&options.fs);
         let segments_dir = segment::segments_dir(dir);
         fs.create_dir_all(&segments_dir)?;
-        let db_path = dir.join("carrier.redb");
+        let db_path = dir.join(INDEX_FILE);
         let index_len = fs.file_len(&db_path)?;
         let (files, strays) = segment::scan(&*fs, &segments_dir)?;
         if let Some(name) = strays.first() {
@@ -2018,7 +2021,7 @@ impl Snapshot<'_> {
 /// closed file counts as not in use.
 pub fn store_in_use(dir: &Path) -> bool {
     matches!(
-        redb::ReadOnlyDatabase::open(dir.join("carrier.redb")),
+        redb::ReadOnlyDatabase::open(dir.join(INDEX_FILE)),
         Err(redb::DatabaseError::DatabaseAlreadyOpen)
     )
 }
@@ -2053,7 +2056,7 @@ impl Importer {
     /// # Errors
     /// [`StoreError::Io`] if it exists or cannot be created.
     pub fn create(dir: &Path) -> StoreResult<Importer> {
-        let path = dir.join("carrier.redb");
+        let path = dir.join(INDEX_FILE);
         if path.exists() {
             return Err(StoreError::Io(std::io::Error::new(
                 std::io::ErrorKind::AlreadyExists,

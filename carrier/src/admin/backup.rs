@@ -86,7 +86,7 @@ pub fn write_archive(
 /// another process holds it, [`AdminError::Store`].
 pub fn open_offline(data_dir: &Path) -> Result<LogStore, AdminError> {
     let dir = archive::store_path(data_dir);
-    if !dir.join("carrier.redb").exists() {
+    if !dir.join(rltp_storage::redb_store::INDEX_FILE).exists() {
         return Err(AdminError::Io {
             what: format!("opening {}", dir.display()),
             source: std::io::Error::new(std::io::ErrorKind::NotFound, "no carrier store there"),

@@ -3,6 +3,12 @@
 //! stopped): bindings by state, tombstones, deposits and bytes, and the
 //! horizons due in the next 24 h.
 //!
+//! `rltp-carrier admin store --data-dir DIR`: the store's growth — bytes on
+//! disk, log bytes and how many of them still hold deposits (the rest is
+//! what compaction and reclaiming give back), segments, compaction's
+//! backlog, snapshots, the in-memory index, and the oldest held deposit's
+//! age ([`crate::admin::counts::Counts::size_lines`]).
+//!
 //! `rltp-carrier admin renew --data-dir DIR --declaration-key |
 //! --tls-identity | --clock`: replaces that file on purpose, with the
 //! carrier stopped (the old one is moved aside, the data dir's lineage
@@ -31,6 +37,13 @@ enum Command {
         #[arg(long)]
         data_dir: PathBuf,
     },
+    /// The store's size: disk, log, live and dead bytes, segments,
+    /// compaction backlog, snapshots, index memory, oldest deposit's age.
+    Store {
+        /// The carrier's data directory.
+        #[arg(long)]
+        data_dir: PathBuf,
+    },
     /// Replace the declaration key, the TLS identity or the clock file on
     /// purpose (the carrier stopped; the old file is moved aside).
     #[command(group(clap::ArgGroup::new("what").required(true).multiple(false)))]
@@ -54,6 +67,11 @@ fn execute(args: &Args) -> Result<u8, Failure> {
     match &args.command {
         Command::Stats { data_dir } => {
             let text = crate::admin::stats(data_dir).map_err(|e| Failure::usage(e.to_string()))?;
+            print!("{text}");
+            Ok(exit::OK)
+        }
+        Command::Store { data_dir } => {
+            let text = crate::admin::store(data_dir).map_err(|e| Failure::usage(e.to_string()))?;
             print!("{text}");
             Ok(exit::OK)
         }

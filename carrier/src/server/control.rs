@@ -120,6 +120,7 @@ async fn handle(mut stream: UnixStream, engine: Driver<LogStore>, data_dir: Path
             None => writeln!(out, "error unknown request {:?}", line.unwrap_or_default())
                 .map_err(|e| e.to_string()),
             Some(Request::Stats) => stats(&engine, &mut out),
+            Some(Request::Store) => store(&engine, &mut out),
             Some(Request::Backup) => backup(&engine, &data_dir, &mut out),
         };
         let _ = out.flush();
@@ -140,6 +141,17 @@ fn stats(engine: &Driver<LogStore>, out: &mut impl Write) -> Result<(), String> 
         .and_then(|read| Counts::read(&read, engine.now()));
     match counts {
         Ok(counts) => write!(out, "ok\n{}", counts.to_lines()).map_err(|e| e.to_string()),
+        Err(error) => {
+            let _ = writeln!(out, "error {error}");
+            Err(error.to_string())
+        }
+    }
+}
+
+fn store(engine: &Driver<LogStore>, out: &mut impl Write) -> Result<(), String> {
+    match engine.store().size() {
+        Ok(size) => write!(out, "ok\n{}", Counts::size_lines(&size, engine.now()))
+            .map_err(|e| e.to_string()),
         Err(error) => {
             let _ = writeln!(out, "error {error}");
             Err(error.to_string())

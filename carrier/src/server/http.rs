@@ -174,6 +174,8 @@ fn reading<S: Store>(ctx: &Ctx<S>) -> Result<Reading, StoreError> {
         revision: declaration_view(ctx).map_or(0, |d| d.revision),
         work: engine.counters(),
         clock_steps: ctx.clock.steps(),
+        size: engine.store().size()?,
+        now: engine.now(),
     })
 }
 

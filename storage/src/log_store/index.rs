@@ -901,6 +901,17 @@ impl Index {
             .find(self.hash_rkid(key), |&s| self.queues.get(s).rkid == *key)
     }
 
+    /// When the oldest held deposit was admitted: the earliest head of any
+    /// queue (a queue is in admission order). O(queues).
+    pub(crate) fn oldest_admitted_at(&self) -> Option<u64> {
+        (0..self.queues.high())
+            .filter_map(|qid| self.queues.live_at(qid))
+            .filter(|q| q.head != NIL)
+            .filter_map(|q| self.deps.live_at(q.head))
+            .map(|d| d.admitted_at)
+            .min()
+    }
+
     pub(crate) fn queue_rec(&self, qid: u32) -> &QueueRec {
         self.queues.get(qid)
     }

@@ -131,7 +131,11 @@ pub(super) fn upgrade(dir: &Path, options: &LogOptions) -> StoreResult<()> {
     drop(snapshot);
     drop(old);
     // The switch: one durable transaction.
-    let db = rs::open_db(fs, &dir.join("carrier.redb"), options.cache_bytes)?;
+    let db = rs::open_db(
+        fs,
+        &dir.join(crate::redb_store::INDEX_FILE),
+        options.cache_bytes,
+    )?;
     let mut txn = rs::begin(&db, true)?;
     for def in [
         DEPOSITS, IDENTITY, QUEUES, DEPARTURES, DUE, SEGMENTS, SEGMENT_GC, QUARANTINE,

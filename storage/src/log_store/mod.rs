@@ -1245,6 +1245,55 @@ impl Store for LogStore {
     fn maintenance_step(&self) -> StoreResult<()> {
         self.compact_step(MAINTENANCE_SCAN).map(drop)
     }
+
+    fn size(&self) -> StoreResult<crate::StoreSize> {
+        let inner = &self.inner;
+        let fs = &*inner.options.fs;
+        let files = |dir: &Path| -> StoreResult<(u64, u64)> {
+            let mut count_bytes = (0u64, 0u64);
+            for name in fs.list(dir)? {
+                if let Some(len) = fs.file_len(&dir.join(&name))? {
+                    count_bytes.0 += 1;
+                    count_bytes.1 += len;
+                }
+            }
+            Ok(count_bytes)
+        };
+        let (segments, log_bytes) = files(&inner.log_dir)?;
+        let (_, snapshot_bytes) = files(&inner.snap_dir)?;
+        let redb_bytes = fs
+            .file_len(&inner.dir.join(crate::redb_store::INDEX_FILE))?
+            .unwrap_or(0);
+        let (base, active) = {
+            let state = inner.gate();
+            (state.snapshot_base.0, state.active.id)
+        };
+        let size = inner
+            .options
+            .segment_bytes
+            .saturating_sub(record::SEGMENT_HEADER);
+        let percent = u64::from(inner.options.compact_below_percent);
+        let ix = inner.index_read();
+        let live_bytes = ix.segs.values().map(|s| s.bytes).sum();
+        let compactable = ix
+            .segs
+            .iter()
+            .filter(|(id, s)| {
+                let id = u64::from(**id);
+                id < base && id != active && s.live > 0 && s.bytes * 100 < size * percent
+            })
+            .count() as u64;
+        Ok(crate::StoreSize {
+            disk_bytes: Some(log_bytes + snapshot_bytes + redb_bytes),
+            log_bytes: Some(log_bytes),
+            live_bytes: Some(live_bytes),
+            segments: Some(segments),
+            compactable_segments: Some(compactable),
+            snapshot_bytes: Some(snapshot_bytes),
+            index_bytes: Some(ix.heap_bytes() as u64),
+            oldest_deposit_at: ix.oldest_admitted_at(),
+        })
+    }
 }
 
 /// Deposit slots one maintenance step examines.

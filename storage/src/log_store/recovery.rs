@@ -121,7 +121,7 @@ fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> StoreResult<In
     let fs = Arc::clone(&options.fs);
     let log_dir = dir.join("log");
     let snap_dir = dir.join("snap");
-    let db_path = dir.join("carrier.redb");
+    let db_path = dir.join(crate::redb_store::INDEX_FILE);
     fs.create_dir_all(&log_dir)?;
     fs.create_dir_all(&snap_dir)?;
     let segments = scan_log(&*fs, &log_dir)?;

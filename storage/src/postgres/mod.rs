@@ -766,4 +766,35 @@ impl Store for PgStore {
     fn on_remote_admission(&self, hook: AdmissionHook) {
         *lock(&self.hook) = Some(hook);
     }
+
+    /// The database's size, and the oldest deposit: each queue's head
+    /// through the `(rkid, seq)` key, so O(queues), never a scan of the
+    /// deposits. The rest is PostgreSQL's own (`VACUUM` gives back what
+    /// departed deposits held: `pg_stat_user_tables.n_dead_tup`).
+    fn size(&self) -> StoreResult<crate::StoreSize> {
+        let pool = self.readers.clone();
+        self.io.run(async move {
+            let c = pool
+                .get()
+                .await
+                .map_err(|e| StoreError::Engine(format!("postgres pool: {e}")))?;
+            let row = c
+                .query_one(
+                    "SELECT pg_database_size(current_database()), \
+                            (SELECT min(h.admitted_at) FROM rltp_queues q \
+                             CROSS JOIN LATERAL (SELECT d.admitted_at FROM rltp_deposits d \
+                               WHERE d.rkid = q.rkid ORDER BY d.seq LIMIT 1) h)",
+                    &[],
+                )
+                .await
+                .map_err(|e| pg_error("store size", &e))?;
+            let disk: i64 = row.get(0);
+            let oldest: Option<i64> = row.get(1);
+            Ok(crate::StoreSize {
+                disk_bytes: u64::try_from(disk).ok(),
+                oldest_deposit_at: oldest.and_then(|v| u64::try_from(v).ok()),
+                ..crate::StoreSize::default()
+            })
+        })
+    }
 }
