@@ -13,6 +13,7 @@
 
 #![allow(clippy::unwrap_used, clippy::panic, missing_docs)]
 
+mod catalogue;
 mod cli_flow;
 mod conformance;
 mod damage;

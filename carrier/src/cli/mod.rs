@@ -75,6 +75,30 @@ pub mod exit {
     pub const USAGE: u8 = 2;
     /// The carrier could not be reached, or it broke the wire profile.
     pub const TRANSPORT: u8 = 3;
+
+    /// Every exit status a command ends with, in order (`ERRORS.md`, "Exit
+    /// statuses", lists exactly these). Clap's own argument errors exit
+    /// with [`USAGE`] too.
+    pub const ALL: [u8; 4] = [OK, REFUSED, USAGE, TRANSPORT];
+
+    /// The name of an exit status (`ok`, `refused`, `usage`, `transport`).
+    pub const fn name(status: u8) -> &'static str {
+        match status {
+            OK => "ok",
+            REFUSED => "refused",
+            USAGE => "usage",
+            TRANSPORT => "transport",
+            _ => "unknown",
+        }
+    }
+
+    /// Whether running the same command again later may succeed without
+    /// changing anything: only [`TRANSPORT`] (the carrier was unreachable;
+    /// a refusal was already retried until `--give-up-after` when it was
+    /// retriable).
+    pub const fn retriable(status: u8) -> bool {
+        status == TRANSPORT
+    }
 }
 
 /// Why a command stopped early: an exit status and a message for stderr.
