@@ -17,6 +17,7 @@ mod catalogue;
 mod cli_flow;
 mod conformance;
 mod damage;
+mod dashboards;
 mod exits;
 mod nodes;
 mod recipient;
