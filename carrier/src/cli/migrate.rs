@@ -40,6 +40,10 @@ pub struct Args {
     /// revision, for every node.
     #[arg(long)]
     publish_constants: bool,
+    /// Print one JSON object per line instead of `name value` lines
+    /// (members: the line names in camelCase, `README.md` "JSON output").
+    #[arg(long)]
+    json: bool,
 }
 
 fn execute(args: &Args) -> Result<u8, Failure> {
@@ -61,15 +65,14 @@ fn execute(args: &Args) -> Result<u8, Failure> {
     let options = pg.options().map_err(|e| Failure::usage(e.to_string()))?;
     let store = rltp_storage::postgres::PgStore::open(options)
         .map_err(|e| Failure::transport(format!("the database: {e}")))?;
-    println!(
-        "schema-version {}",
-        rltp_storage::postgres::schema::SCHEMA_VERSION
-    );
-    println!(
-        "store-id {}",
+    let mut lines = format!(
+        "schema-version {}\nstore-id {}\n",
+        rltp_storage::postgres::schema::SCHEMA_VERSION,
         rltp_storage::redb_store::StoreId(store.store_id())
     );
+    let out = super::output::Output::new("migrate", args.json, tokio::time::Instant::now());
     if !args.publish_constants {
+        out.record("migrate", &lines);
         return Ok(exit::OK);
     }
     // The key that signed the database's declaration, if it has one.
@@ -91,7 +94,8 @@ fn execute(args: &Args) -> Result<u8, Failure> {
     .map_err(|e| Failure::transport(e.to_string()))?;
     let record = declaration::publish(&driver, &key, &config.constants, &config.data_dir)
         .map_err(|e| Failure::transport(e.to_string()))?;
-    println!("declaration-revision {}", record.revision);
+    lines.push_str(&format!("declaration-revision {}\n", record.revision));
+    out.record("migrate", &lines);
     Ok(exit::OK)
 }
 

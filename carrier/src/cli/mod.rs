@@ -18,6 +18,7 @@
 //! | `backup` | [`backup`] | an online, consistent backup archive (`deploy/OPERATIONS.md`) |
 //! | `restore` | [`restore`] | check an archive and install it, or `--verify` it |
 //! | `admin stats` | [`admin`] | counts only (no cross-principal answers, §5a.1) |
+//! | `completions` / `man` | [`docs`] | shell completion scripts and the manual page |
 //!
 //! ## Exit statuses
 //! [`exit::OK`] (0) the operation reached its positive outcome;
@@ -50,6 +51,7 @@ pub mod conclude;
 pub mod conformance;
 pub mod declaration;
 pub mod demo;
+pub mod docs;
 pub mod keys;
 pub mod migrate;
 pub mod output;
