@@ -19,6 +19,7 @@ mod conformance;
 mod damage;
 mod dashboards;
 mod exits;
+mod json_output;
 mod nodes;
 mod recipient;
 mod sender;
@@ -29,6 +30,7 @@ mod wire;
 #[path = "../support/carrier.rs"]
 mod support;
 
+pub use json_output::{objects, only_object};
 pub use support::*;
 
 // The test modules take these through `use super::*`.

@@ -39,11 +39,13 @@ pub struct ManArgs {
 /// Prints the manual page of `command` (section 1, roff), or writes every
 /// page of the command tree into `--out-dir`.
 pub fn man(args: &ManArgs, command: clap::Command) -> ExitCode {
+    // As `generate_to` does: a `help` page would describe `--help`.
+    let command = command.disable_help_subcommand(true);
     let cannot = |e: std::io::Error| Failure::usage(format!("cannot write the manual pages: {e}"));
     let done = match &args.out_dir {
         Some(dir) => clap_mangen::generate_to(command, dir)
             .map(|()| exit::OK)
-            .map_err(|e| cannot(e)),
+            .map_err(cannot),
         None => {
             let mut page = Vec::new();
             clap_mangen::Man::new(command)
