@@ -24,6 +24,7 @@ mod nodes;
 mod recipient;
 mod sender;
 mod shutdown;
+mod tarball;
 mod transport;
 mod wire;
 
