@@ -39,9 +39,10 @@
 //! [`DEFAULT_GIVE_UP_AFTER`]); `collect --watch` never gives up on the
 //! carrier and reconnects until stopped.
 //!
-//! Output is line-oriented `name value` text on stdout (and JSON lines
-//! where a command offers `--json`, [`output`]), each line printed as its
-//! step happens; diagnostics go to stderr. No command ever prints a
+//! Output is line-oriented `name value` text on stdout (or, with `--json`,
+//! which every command printing results takes, JSON lines: [`output`],
+//! `README.md` "JSON output"), each line printed as its step happens;
+//! diagnostics go to stderr. No command ever prints a
 //! secret or an envelope body.
 
 pub mod admin;
