@@ -10,7 +10,10 @@
 #   page headless);
 # - Debian's postgresql (the PostgreSQL store's tests start their own
 #   throwaway clusters with its initdb and pg_ctl, pgtest/; the package's
-#   own system cluster is left stopped and never used).
+#   own system cluster is left stopped and never used);
+# - Debian's prometheus, for its promtool (tests/e2e/dashboards.rs runs
+#   `promtool check rules` on deploy/prometheus/alerts.yml);
+# - Debian's groff-base (tests/e2e/json_output.rs renders the manual page).
 # A prerequisite that cannot be installed stops here with a message that
 # names it; no test is ever skipped for want of one.
 set -euo pipefail
@@ -28,7 +31,8 @@ fi
 # Debian packages the suite needs, as "program package" pairs (a program
 # is a command on PATH or an absolute glob).
 missing=()
-for pair in "chromium chromium" "/usr/lib/postgresql/*/bin/initdb postgresql"; do
+for pair in "chromium chromium" "/usr/lib/postgresql/*/bin/initdb postgresql" "promtool prometheus" \
+  "groff groff-base"; do
   read -r cmd pkg <<<"$pair"
   case "$cmd" in
     /*) compgen -G "$cmd" >/dev/null || missing+=("$pkg") ;;

@@ -1,14 +1,14 @@
 //! `rltp-carrier`: the carrier binary. CLI parsing and dispatch only; each
 //! subcommand lives in [`rltp_carrier::cli`].
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use rltp_carrier::cli;
 use std::process::ExitCode;
 
 /// The RLTP carrier: a key-blind relay for sealed envelopes, and the
 /// sender and recipient commands that use one.
 #[derive(Debug, Parser)]
-#[command(name = "rltp-carrier", version, about)]
+#[command(name = "rltp-carrier", version)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -44,6 +44,10 @@ enum Command {
     Restore(cli::restore::Args),
     /// Operator queries: counts only.
     Admin(cli::admin::Args),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(cli::docs::CompletionsArgs),
+    /// Print the manual page (roff), or write one page per command to a directory.
+    Man(cli::docs::ManArgs),
 }
 
 #[tokio::main]
@@ -64,5 +68,7 @@ async fn main() -> ExitCode {
         Command::Backup(args) => cli::backup::run(args),
         Command::Restore(args) => cli::restore::run(args),
         Command::Admin(args) => cli::admin::run(args),
+        Command::Completions(args) => cli::docs::completions(&args, Cli::command()),
+        Command::Man(args) => cli::docs::man(&args, Cli::command()),
     }
 }

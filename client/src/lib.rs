@@ -407,7 +407,10 @@ impl Client {
 
     /// Closes the connection and waits until the close is sent.
     pub async fn close(self) {
-        self.connection.close(quinn::VarInt::from_u32(0), b"done");
+        self.connection.close(
+            quinn::VarInt::from_u32(rltp_wire::CloseCode::NoError.code()),
+            b"done",
+        );
         self.endpoint.wait_idle().await;
     }
 

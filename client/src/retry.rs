@@ -299,9 +299,10 @@ impl Link {
     /// Drops the connection (the next attempt connects afresh).
     pub fn forget(&mut self) {
         if let Some(client) = self.client.take() {
-            client
-                .connection()
-                .close(quinn::VarInt::from_u32(0), b"done");
+            client.connection().close(
+                quinn::VarInt::from_u32(rltp_wire::CloseCode::NoError.code()),
+                b"done",
+            );
         }
     }
 

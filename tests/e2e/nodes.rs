@@ -200,6 +200,27 @@ fn published_constants_are_adopted_by_every_running_node() {
     .expect(0);
     assert_eq!(published.value("declaration-revision"), "2");
     assert!(!published.value("store-id").is_empty());
+    // `--json`: the same, as one object.
+    let json = cli(
+        root,
+        &[
+            "migrate",
+            "--json",
+            "--config",
+            changed_path.to_str().unwrap(),
+        ],
+    )
+    .expect(0);
+    let object = only_object(&json.stdout, "migrate");
+    assert_eq!(
+        object.keys().collect::<Vec<_>>(),
+        ["elapsedMs", "event", "schemaVersion", "storeId"]
+    );
+    assert_eq!(object["storeId"], published.value("store-id"));
+    assert_eq!(
+        object["schemaVersion"],
+        u64::from(rltp_storage::postgres::schema::SCHEMA_VERSION)
+    );
 
     let deadline = Instant::now() + Duration::from_secs(20);
     let served = |node: &Carrier| loop {

@@ -25,6 +25,7 @@
 #![deny(missing_docs)]
 
 pub mod address_challenge;
+pub mod close;
 mod closed_set;
 mod fields;
 pub mod frame;
@@ -33,6 +34,7 @@ pub mod request;
 pub mod response;
 pub mod verdict;
 
+pub use close::CloseCode;
 pub use frame::{
     ALPN, FrameError, MAX_BODY_BYTES, MAX_COLLECT_LIMIT, MAX_CONCLUDE_IDS, MAX_HEADER_BYTES,
     MAX_PROOF_BYTES, PREFIX_BYTES, encode_frame, parse_header, parse_prefix,

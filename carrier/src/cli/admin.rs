@@ -27,6 +27,10 @@ use std::process::ExitCode;
 pub struct Args {
     #[command(subcommand)]
     command: Command,
+    /// Print one JSON object per line instead of `name value` lines
+    /// (members: the line names in camelCase, `README.md` "JSON output").
+    #[arg(long, global = true)]
+    json: bool,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -64,15 +68,16 @@ enum Command {
 }
 
 fn execute(args: &Args) -> Result<u8, Failure> {
+    let out = super::output::Output::new("admin", args.json, tokio::time::Instant::now());
     match &args.command {
         Command::Stats { data_dir } => {
             let text = crate::admin::stats(data_dir).map_err(|e| Failure::usage(e.to_string()))?;
-            print!("{text}");
+            out.record("stats", &text);
             Ok(exit::OK)
         }
         Command::Store { data_dir } => {
             let text = crate::admin::store(data_dir).map_err(|e| Failure::usage(e.to_string()))?;
-            print!("{text}");
+            out.record("store", &text);
             Ok(exit::OK)
         }
         Command::Renew {
@@ -90,7 +95,7 @@ fn execute(args: &Args) -> Result<u8, Failure> {
             };
             let text =
                 crate::admin::renew(data_dir, what).map_err(|e| Failure::refused(e.to_string()))?;
-            print!("{text}");
+            out.record("renew", &text);
             Ok(exit::OK)
         }
     }

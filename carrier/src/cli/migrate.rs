@@ -52,6 +52,10 @@ pub struct Args {
     /// (run with every node stopped).
     #[arg(long)]
     after_restore: bool,
+    /// Print one JSON object per line instead of `name value` lines
+    /// (members: the line names in camelCase, `README.md` "JSON output").
+    #[arg(long)]
+    json: bool,
 }
 
 fn execute(args: &Args) -> Result<u8, Failure> {
@@ -73,12 +77,9 @@ fn execute(args: &Args) -> Result<u8, Failure> {
     let options = pg.options().map_err(|e| Failure::usage(e.to_string()))?;
     let store = rltp_storage::postgres::PgStore::open(options)
         .map_err(|e| Failure::transport(format!("the database: {e}")))?;
-    println!(
-        "schema-version {}",
-        rltp_storage::postgres::schema::SCHEMA_VERSION
-    );
-    println!(
-        "store-id {}",
+    let mut lines = format!(
+        "schema-version {}\nstore-id {}\n",
+        rltp_storage::postgres::schema::SCHEMA_VERSION,
         rltp_storage::redb_store::StoreId(store.store_id())
     );
     if args.after_restore {
@@ -88,9 +89,11 @@ fn execute(args: &Args) -> Result<u8, Failure> {
         store
             .raise_seq_floor(floor)
             .map_err(|e| Failure::transport(format!("raising the seq floor: {e}")))?;
-        println!("seq-floor {floor}");
+        lines.push_str(&format!("seq-floor {floor}\n"));
     }
+    let out = super::output::Output::new("migrate", args.json, tokio::time::Instant::now());
     if !args.publish_constants {
+        out.record("migrate", &lines);
         return Ok(exit::OK);
     }
     // The key that signed the database's declaration, if it has one.
@@ -112,7 +115,8 @@ fn execute(args: &Args) -> Result<u8, Failure> {
     .map_err(|e| Failure::transport(e.to_string()))?;
     let record = declaration::publish(&driver, &key, &config.constants, &config.data_dir)
         .map_err(|e| Failure::transport(e.to_string()))?;
-    println!("declaration-revision {}", record.revision);
+    lines.push_str(&format!("declaration-revision {}\n", record.revision));
+    out.record("migrate", &lines);
     Ok(exit::OK)
 }
 

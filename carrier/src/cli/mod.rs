@@ -18,6 +18,7 @@
 //! | `backup` | [`backup`] | an online, consistent backup archive (`deploy/OPERATIONS.md`) |
 //! | `restore` | [`restore`] | check an archive and install it, or `--verify` it |
 //! | `admin stats` | [`admin`] | counts only (no cross-principal answers, §5a.1) |
+//! | `completions` / `man` | [`docs`] | shell completion scripts and the manual page |
 //!
 //! ## Exit statuses
 //! [`exit::OK`] (0) the operation reached its positive outcome;
@@ -38,9 +39,10 @@
 //! [`DEFAULT_GIVE_UP_AFTER`]); `collect --watch` never gives up on the
 //! carrier and reconnects until stopped.
 //!
-//! Output is line-oriented `name value` text on stdout (and JSON lines
-//! where a command offers `--json`, [`output`]), each line printed as its
-//! step happens; diagnostics go to stderr. No command ever prints a
+//! Output is line-oriented `name value` text on stdout (or, with `--json`,
+//! which every command printing results takes, JSON lines: [`output`],
+//! `README.md` "JSON output"), each line printed as its step happens;
+//! diagnostics go to stderr. No command ever prints a
 //! secret or an envelope body.
 
 pub mod admin;
@@ -50,6 +52,7 @@ pub mod conclude;
 pub mod conformance;
 pub mod declaration;
 pub mod demo;
+pub mod docs;
 pub mod keys;
 pub mod migrate;
 pub mod output;
@@ -75,6 +78,30 @@ pub mod exit {
     pub const USAGE: u8 = 2;
     /// The carrier could not be reached, or it broke the wire profile.
     pub const TRANSPORT: u8 = 3;
+
+    /// Every exit status a command ends with, in order (`ERRORS.md`, "Exit
+    /// statuses", lists exactly these). Clap's own argument errors exit
+    /// with [`USAGE`] too.
+    pub const ALL: [u8; 4] = [OK, REFUSED, USAGE, TRANSPORT];
+
+    /// The name of an exit status (`ok`, `refused`, `usage`, `transport`).
+    pub const fn name(status: u8) -> &'static str {
+        match status {
+            OK => "ok",
+            REFUSED => "refused",
+            USAGE => "usage",
+            TRANSPORT => "transport",
+            _ => "unknown",
+        }
+    }
+
+    /// Whether running the same command again later may succeed without
+    /// changing anything: only [`TRANSPORT`] (the carrier was unreachable;
+    /// a refusal was already retried until `--give-up-after` when it was
+    /// retriable).
+    pub const fn retriable(status: u8) -> bool {
+        status == TRANSPORT
+    }
 }
 
 /// Why a command stopped early: an exit status and a message for stderr.

@@ -779,7 +779,10 @@ async fn serve<S: Store>(endpoint: quinn::Endpoint, ctx: Arc<Ctx<S>>) {
         connections.abort_all();
         abandon();
     }
-    endpoint.close(quinn::VarInt::from_u32(0), b"shutdown");
+    endpoint.close(
+        quinn::VarInt::from_u32(rltp_wire::CloseCode::NoError.code()),
+        b"shutdown",
+    );
     if tokio::time::timeout_at(deadline, endpoint.wait_idle())
         .await
         .is_err()

@@ -59,7 +59,10 @@ pub(super) async fn connection<S: Store>(
     }
     // In-flight operations finish (watch sessions end on shutdown).
     while streams.join_next().await.is_some() {}
-    connection.close(quinn::VarInt::from_u32(0), b"shutdown");
+    connection.close(
+        quinn::VarInt::from_u32(rltp_wire::CloseCode::NoError.code()),
+        b"shutdown",
+    );
 }
 
 fn deadline<S: Store>(ctx: &Ctx<S>) -> Duration {
@@ -98,7 +101,9 @@ async fn stream_task<S: Store>(
             };
             let _ = net::write_frame(&mut send, &header, b"").await;
             // The body is never read: the sender stops sending it.
-            let _ = recv.stop(quinn::VarInt::from_u32(0));
+            let _ = recv.stop(quinn::VarInt::from_u32(
+                rltp_wire::CloseCode::NoError.code(),
+            ));
             finish(&mut send).await;
         }
         Ok(Ok(Read::Whole(request, body))) => {
@@ -193,7 +198,9 @@ fn second_proof() -> ErrorAnswer {
 /// stop sending (the rest of its frame is never read).
 async fn refuse(send: &mut quinn::SendStream, recv: &mut quinn::RecvStream, answer: &ErrorAnswer) {
     let _ = net::write_frame(send, &answer.to_header(), b"").await;
-    let _ = recv.stop(quinn::VarInt::from_u32(0));
+    let _ = recv.stop(quinn::VarInt::from_u32(
+        rltp_wire::CloseCode::NoError.code(),
+    ));
     finish(send).await;
 }
 
@@ -502,7 +509,9 @@ async fn submit_stream<S: Store>(
         tracing::debug!(items = count, "submit-stream ended");
     };
     tokio::join!(reader, writer);
-    let _ = recv.stop(quinn::VarInt::from_u32(0));
+    let _ = recv.stop(quinn::VarInt::from_u32(
+        rltp_wire::CloseCode::NoError.code(),
+    ));
 }
 
 /// One item of a `submit-stream`, as read.
