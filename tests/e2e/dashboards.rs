@@ -264,6 +264,11 @@ fn dashboard_and_alerts_use_only_exported_metrics() {
         "rltp_carrier_commit_failures_total",
         "rltp_carrier_quarantined_deposits",
         "rltp_carrier_quarantined_deposits_total",
+        "rltp_carrier_store_disk_bytes",
+        "rltp_carrier_store_log_bytes",
+        "rltp_carrier_store_live_bytes",
+        "rltp_carrier_store_compactable_segments",
+        "rltp_carrier_oldest_deposit_age_seconds",
     ] {
         assert!(used.contains(needed), "nothing shows {needed}");
     }
@@ -278,5 +283,5 @@ fn dashboard_and_alerts_use_only_exported_metrics() {
         });
     let said = String::from_utf8_lossy(&promtool.stdout);
     assert!(promtool.status.success(), "promtool: {said} {promtool:?}");
-    assert!(said.contains("SUCCESS: 11 rules found"), "{said}");
+    assert!(said.contains("SUCCESS: 13 rules found"), "{said}");
 }
