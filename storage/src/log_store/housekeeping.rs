@@ -173,6 +173,12 @@ pub(super) fn reclaim(inner: &Inner) {
     if drained.is_empty() || inner.oldest_reader().is_some_and(|v| v < version) {
         return;
     }
+    // The live counts read above are those of visible transactions, which
+    // may not be durable yet: the removal that drained a segment must be,
+    // before the segment goes — else a power cut would bring the deposit
+    // back (its removal lost) with its bytes deleted. One `fdatasync`
+    // here makes everything visible (so everything counted) durable.
+    inner.sync_visible();
     let mut removed = 0;
     for id in drained {
         lock(&inner.files).remove(&id);
@@ -303,9 +309,13 @@ pub(super) fn snapshot_file(
     }
 }
 
-/// The segments a copy of the store needs: every one at or after `base`
-/// (the replay) and every one a held deposit lives in.
-pub(super) fn live_segments(inner: &Inner, base: (u64, u64)) -> StoreResult<Vec<u64>> {
+/// The segments a copy of the store needs: every one from `base` (the
+/// replay) up to `active`, the segment the log ends in, and every one a
+/// held deposit lives in. Never one after `active`: that is the spare
+/// (zeros, or — should the writer rotate into it while the copy is made —
+/// records past the copy's end under a header the copy's log does not
+/// lead to).
+pub(super) fn live_segments(inner: &Inner, base: (u64, u64), active: u64) -> StoreResult<Vec<u64>> {
     let ix = inner.index_read();
     let mut ids: Vec<u64> = inner
         .options
@@ -313,6 +323,7 @@ pub(super) fn live_segments(inner: &Inner, base: (u64, u64)) -> StoreResult<Vec<
         .list(&inner.log_dir)?
         .iter()
         .filter_map(|n| record::parse_segment_name(n))
+        .filter(|&id| id <= active)
         .filter(|&id| {
             id >= base.0
                 || u32::try_from(id).is_ok_and(|s| ix.segs.get(&s).is_some_and(|s| s.live > 0))

@@ -346,6 +346,12 @@ impl LogStore {
         housekeeping::step(&self.inner, true)
     }
 
+    /// Reclaiming alone, as the background thread runs it between
+    /// snapshots (for tests that run without the thread).
+    pub fn reclaim_step(&self) {
+        housekeeping::reclaim(&self.inner);
+    }
+
     /// One bounded step of compaction (module docs): examines up to
     /// `max_scan` deposit slots from where the previous step stopped and
     /// moves the deposits of sparse sealed segments before the snapshot
@@ -435,6 +441,34 @@ impl Inner {
 
     fn publish_bounds(&self, state: &WriterState) {
         *lock(&self.bounds) = (state.snapshot_base, state.redb_applied);
+    }
+
+    /// `fdatasync`s the log up to `pending`, unless it is durable already;
+    /// a failed sync stops the process ([`rs::fatal_sync_failure`]).
+    fn sync(&self, pending: PendingSync) {
+        let Some(file) = pending.file else {
+            return;
+        };
+        let mut durable = lock(&self.durable);
+        if *durable >= (pending.segment, pending.end) {
+            return;
+        }
+        if let Err(error) = file.sync_data() {
+            rs::fatal_sync_failure(&error);
+        }
+        *durable = (pending.segment, pending.end);
+    }
+
+    /// Makes every transaction visible now durable.
+    pub(super) fn sync_visible(&self) {
+        let visible = {
+            let v = lock(&self.visible);
+            PendingSync {
+                file: v.file.clone(),
+                ..*v
+            }
+        };
+        self.sync(visible);
     }
 
     fn oldest_reader(&self) -> Option<u64> {
@@ -1198,29 +1232,13 @@ impl Store for LogStore {
     }
 
     fn sync(&self, pending: PendingSync) -> StoreResult<()> {
-        let Some(file) = pending.file else {
-            return Ok(());
-        };
-        let mut durable = lock(&self.inner.durable);
-        if *durable >= (pending.segment, pending.end) {
-            return Ok(());
-        }
-        if let Err(error) = file.sync_data() {
-            rs::fatal_sync_failure(&error);
-        }
-        *durable = (pending.segment, pending.end);
+        self.inner.sync(pending);
         Ok(())
     }
 
     fn sync_visible(&self) -> StoreResult<()> {
-        let visible = {
-            let v = lock(&self.inner.visible);
-            PendingSync {
-                file: v.file.clone(),
-                ..*v
-            }
-        };
-        self.sync(visible)
+        self.inner.sync_visible();
+        Ok(())
     }
 
     fn after_failure(&self) {
@@ -1393,7 +1411,7 @@ impl LogBackup {
             let len = file.len()?;
             files.push((format!("snap/{name}"), file, len));
         }
-        for id in housekeeping::live_segments(inner, base)? {
+        for id in housekeeping::live_segments(inner, base, end.0)? {
             let file = inner.file(id)?;
             let len = if id == end.0 { end.1 } else { file.len()? };
             files.push((format!("log/{}", record::segment_name(id)), file, len));

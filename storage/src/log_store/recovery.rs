@@ -311,6 +311,15 @@ fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> StoreResult<In
     }
     fs.sync_dir(&log_dir)?;
     fs.sync_dir(&snap_dir)?;
+    // What was replayed becomes durable before anything names its end: a
+    // killed process's last records may still be only in the page cache
+    // (written, never synced, so never answered), and the new segment's
+    // header and redb's `applied` below point past them. Without this, a
+    // power cut after this open would lose them from under a header that
+    // names them, and the next open would refuse the log as damaged.
+    for (&id, _) in segments.range(from.0..=end.0) {
+        open_segment(&*fs, &log_dir, id)?.sync_data()?;
+    }
     // A new segment, linked to the chain's end.
     let next = segments.keys().next_back().copied().unwrap_or(0).max(end.0) + 1;
     let header = SegmentHeader {
