@@ -293,6 +293,25 @@ impl CarrierProc {
         CarrierProc::spawn(bin, config, data_dir, log, level).await
     }
 
+    /// Kills the carrier (SIGKILL: no drain, no snapshot at close) and
+    /// starts it again on the same data directory: the crash restart.
+    ///
+    /// # Errors
+    /// As [`CarrierProc::start`].
+    pub async fn kill_and_restart(mut self) -> anyhow::Result<(CarrierProc, StartTiming)> {
+        let (bin, config, data_dir, log, level) = (
+            self.bin.clone(),
+            self.config.clone(),
+            self.data_dir.clone(),
+            self.log.clone(),
+            self.log_level.clone(),
+        );
+        // Already dead (killed by pid) or not: killed and reaped either way.
+        let _ = self.child.kill();
+        self.child.wait()?;
+        CarrierProc::spawn(bin, config, data_dir, log, level).await
+    }
+
     /// The store directory.
     pub fn store_dir(&self) -> PathBuf {
         self.data_dir.join("store")

@@ -907,9 +907,33 @@ async fn scale(
         "[5] restart: first request after {:.3} s; RSS idle {} KiB, after restart {} KiB",
         restart.to_first_request_s, rss_idle_kib, rss_idle_after_restart_kib
     );
+    // The crash restart: deposits under load (64 × 4) until a SIGKILL
+    // mid-run, so the log holds what a crash leaves to replay.
+    let pid = carrier.pid();
+    let killer = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        std::process::Command::new("kill")
+            .arg("-KILL")
+            .arg(pid.to_string())
+            .status()
+    });
+    // The run fails once the carrier is gone; only the kill matters here.
+    let _ = tokio::time::timeout(
+        Duration::from_secs(60),
+        load::run(System::Ours(&carrier), &spec64, &base_targets),
+    )
+    .await;
+    killer.await??;
+    let (carrier, killed) = carrier.kill_and_restart().await?;
+    eprintln!(
+        "[5] restart after SIGKILL under load: listening after {:.3} s, first request after {:.3} s",
+        killed.to_listening_s, killed.to_first_request_s
+    );
     carrier.stop().await?;
     let _ = std::fs::remove_dir_all(&dir);
     Ok(ScaleResult {
+        kill_restart_to_listening_s: Some(killed.to_listening_s),
+        kill_restart_to_first_request_s: Some(killed.to_first_request_s),
         bindings,
         deposits_held,
         reduced: bindings < 1_000_000 || deposits < 1_000_000,

@@ -1,5 +1,6 @@
 //! Crash consistency (issue 3): a child process runs the group-commit writer
-//! over a `RedbStore` — appends, removals, binding releases and returns from
+//! over an embedded store — the log store (`serve`'s) and the redb store in
+//! turn — appends, removals, binding releases and returns from
 //! six threads, plus background compaction — and prints a journal line
 //! before each operation (intent) and after its commit (acknowledgement).
 //! The parent SIGKILLs it at a random instant (5–200 ms), reopens the store
@@ -24,7 +25,9 @@
 //! in each file-writing step: mid-snapshot, snapshot durable, mid
 //! zero-fill, new segment header, mid-reclaim, compaction copy logged,
 //! record written, recovery's new segment), in turn, at a random pass
-//! through it: the child aborts there, as a SIGKILL would.
+//! through it: the child aborts there, as a SIGKILL would. (The last one,
+//! `upgrade-log`, runs only while a redb-layout store is upgraded, which
+//! these children never do: `storage/tests/log_store.rs` cuts upgrades.)
 
 // The journal checks live in helper functions, where a failed check is a
 // panic just as in the test body.

@@ -21,10 +21,11 @@
 //!
 //! A data dir written before lineages existed (a store, no `lineage`) is
 //! adopted: its store is opened as it is and the lineage written after a
-//! successful start. There is no rebuild of the index from the log: the
-//! log is a redo log since the last checkpoint, not a history (segments
-//! whose deposits have all left are deleted, and with them the records of
-//! every binding registered in them), so it cannot carry enough.
+//! successful start. There is no rebuild of the store from its log alone:
+//! the log holds what changed since the latest snapshot, not a history
+//! (segments whose deposits have all left are deleted, and with them the
+//! records of every binding registered in them), so it cannot carry
+//! enough.
 
 use crate::tls::{self, SpkiFingerprint};
 use rltp_proofs::multikey::DidKey;

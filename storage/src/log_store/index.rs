@@ -5,7 +5,7 @@
 //! ## Layout and its byte budget (asserted below)
 //! - a queue (any rkid with a binding, a deposit, a due entry or a
 //!   departure, or that ever held a deposit: its `seq` is never reused):
-//!   [`QueueRec`], 56 B, plus one `u32` in the rkid hash;
+//!   [`QueueRec`], 52 B, plus one `u32` in the rkid hash;
 //! - a held deposit: [`DepRec`], 80 B (the full id, so that listing a
 //!   queue reads no file), a `u32` in the identity hash on
 //!   `(queue, id)`, and, for its give-up entry, a `u32` in the due index;

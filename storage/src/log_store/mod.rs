@@ -1322,7 +1322,8 @@ const MAINTENANCE_SCAN: usize = 4_096;
 // ---------------------------------------------------------------------------
 
 /// The file-writing steps of the log store where the crash test
-/// (`storage/tests/crash.rs`) can kill the process: in the middle of a
+/// (`carrier/tests/store_crash.rs`; `upgrade-log` in
+/// `storage/tests/log_store.rs`, where an upgrade runs) can kill the process: in the middle of a
 /// snapshot, after a snapshot is durable and before older ones go, in the
 /// middle of zero-filling a segment, after a new segment's header and
 /// before its first record, in the middle of reclaiming segments, after a

@@ -318,7 +318,9 @@ fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> StoreResult<In
     // power cut after this open would lose them from under a header that
     // names them, and the next open would refuse the log as damaged.
     for (&id, _) in segments.range(from.0..=end.0) {
-        open_segment(&*fs, &log_dir, id)?.sync_data()?;
+        if !obsolete.contains(&id) {
+            open_segment(&*fs, &log_dir, id)?.sync_data()?;
+        }
     }
     // A new segment, linked to the chain's end.
     let next = segments.keys().next_back().copied().unwrap_or(0).max(end.0) + 1;
