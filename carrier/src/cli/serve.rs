@@ -48,6 +48,16 @@ pub struct Args {
     /// Log format (overrides `log-format`).
     #[arg(long, value_parser = ["human", "json"])]
     log_format: Option<String>,
+    /// Check everything a start would (configuration, TLS files, data dir,
+    /// lineage, store read-only, database schema) without starting or
+    /// changing anything, print the configuration in force with every
+    /// default filled in (TOML; findings as `#` comments), exit 0, or 2
+    /// naming the field or file.
+    #[arg(long)]
+    check: bool,
+    /// With --check: print one JSON object (`config`, `checks`) instead of TOML.
+    #[arg(long, requires = "check")]
+    json: bool,
 }
 
 /// The configuration `args` name: the file (or the defaults), then the
@@ -75,7 +85,35 @@ pub fn load_config(args: &Args) -> Result<Config, Failure> {
     Ok(config)
 }
 
+/// `serve --check`: [`crate::server::check::check`], then the
+/// configuration in force.
+fn check(args: &Args) -> Result<u8, Failure> {
+    let config = load_config(args)?;
+    let findings =
+        crate::server::check::check(&config).map_err(|e| Failure::usage(e.to_string()))?;
+    let effective = config.effective();
+    if args.json {
+        let checks: Vec<serde_json::Value> = findings
+            .iter()
+            .map(|f| serde_json::json!({ "what": f.what, "detail": f.detail }))
+            .collect();
+        let object = serde_json::json!({ "config": effective, "checks": checks });
+        println!("{object}");
+    } else {
+        let text = toml::to_string(&effective)
+            .map_err(|e| Failure::usage(format!("printing the configuration: {e}")))?;
+        for finding in &findings {
+            println!("# check {}: {}", finding.what, finding.detail);
+        }
+        print!("{text}");
+    }
+    Ok(exit::OK)
+}
+
 async fn execute(args: &Args) -> Result<u8, Failure> {
+    if args.check {
+        return check(args);
+    }
     let config = load_config(args)?;
     crate::server::init_tracing(config.log_format);
     match config.store.backend {

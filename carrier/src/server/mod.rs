@@ -52,6 +52,7 @@
 //! never cut, so nothing acknowledged is lost and nothing half-written is
 //! left.
 
+pub mod check;
 pub mod clock;
 mod control;
 pub mod declaration;
