@@ -89,6 +89,8 @@ pub enum Request {
     Backup,
     /// The counts.
     Stats,
+    /// Enter lame-duck mode (as SIGUSR2 does).
+    LameDuck,
 }
 
 impl Request {
@@ -97,12 +99,13 @@ impl Request {
         match self {
             Request::Backup => "backup",
             Request::Stats => "stats",
+            Request::LameDuck => "lame-duck",
         }
     }
 
     /// Parses a request line (without its newline).
     pub fn parse(line: &str) -> Option<Request> {
-        [Request::Backup, Request::Stats]
+        [Request::Backup, Request::Stats, Request::LameDuck]
             .into_iter()
             .find(|r| r.as_str() == line)
     }

@@ -1,5 +1,10 @@
 //! `rltp-carrier serve`: run a carrier ([`crate::server`]) until SIGINT or
-//! SIGTERM, then drain and exit 0.
+//! SIGTERM, then drain and exit 0. SIGHUP reloads the configuration file
+//! ([`crate::server::reload`]; what reloads: [`crate::config::RELOAD`]);
+//! SIGUSR2 enters lame-duck mode ([`crate::server::Server::lame_duck`]),
+//! after which the carrier drains and exits 0 by itself.
+//! `serve --check` checks everything a start would and prints the
+//! configuration in force, changing nothing ([`crate::server::check`]).
 //!
 //! Once listening it prints four lines on stdout, for people and for
 //! scripts (the e2e tests read them), always in this order:
@@ -115,27 +120,30 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
         return check(args);
     }
     let config = load_config(args)?;
-    crate::server::init_tracing(config.log_format);
+    crate::server::init_tracing(config.log_format, &config.effective_log_filter());
     match config.store.backend {
         crate::config::Backend::Embedded => {
             let server = crate::server::Server::start(&config)
                 .await
                 .map_err(|e| Failure::usage(e.to_string()))?;
-            run_until_signal(server).await
+            run_until_signal(server, args).await
         }
         crate::config::Backend::Postgres => {
             let server = crate::server::Server::start_postgres(&config)
                 .await
                 .map_err(|e| Failure::usage(e.to_string()))?;
-            run_until_signal(server).await
+            run_until_signal(server, args).await
         }
     }
 }
 
-/// Prints the four lines, serves until SIGINT or SIGTERM, drains.
+/// Prints the four lines, serves until SIGINT or SIGTERM (or the end of
+/// lame-duck mode, SIGUSR2), reloads on SIGHUP, drains.
 async fn run_until_signal<S: rltp_storage::Store>(
     server: crate::server::Server<S>,
+    args: &Args,
 ) -> Result<u8, Failure> {
+    use tokio::signal::unix::{SignalKind, signal};
     println!("listening {}", server.local_addr());
     println!("fingerprint {}", server.fingerprint());
     println!("carrier {}", server.carrier().as_str());
@@ -143,7 +151,18 @@ async fn run_until_signal<S: rltp_storage::Store>(
         "declaration-issuer {}",
         server.declaration_issuer().to_did_key()
     );
-    crate::server::shutdown_signal().await;
+    let listen = |kind: SignalKind, name: &str| {
+        signal(kind).map_err(|e| Failure::usage(format!("cannot listen for {name}: {e}")))
+    };
+    let mut hangup = listen(SignalKind::hangup(), "SIGHUP")?;
+    let mut usr2 = listen(SignalKind::user_defined2(), "SIGUSR2")?;
+    let stop = crate::server::shutdown_signal();
+    tokio::pin!(stop);
+    {
+        let lame_duck_over = server.lame_duck_over();
+        tokio::pin!(lame_duck_over);
+        serve_signals(&server, args, &mut hangup, &mut usr2, stop, lame_duck_over).await;
+    }
     if !server.shutdown().await {
         // Something was abandoned at the drain deadline and a blocking
         // thread may be stuck in it (a backup a client stopped reading):
@@ -153,6 +172,36 @@ async fn run_until_signal<S: rltp_storage::Store>(
         std::process::exit(i32::from(exit::OK));
     }
     Ok(exit::OK)
+}
+
+/// The signal loop of [`run_until_signal`]: returns on SIGINT/SIGTERM or
+/// at the end of lame-duck mode.
+async fn serve_signals<S: rltp_storage::Store>(
+    server: &crate::server::Server<S>,
+    args: &Args,
+    hangup: &mut tokio::signal::unix::Signal,
+    usr2: &mut tokio::signal::unix::Signal,
+    mut stop: std::pin::Pin<&mut impl Future<Output = ()>>,
+    mut lame_duck_over: std::pin::Pin<&mut impl Future<Output = ()>>,
+) {
+    loop {
+        tokio::select! {
+            () = &mut stop => return,
+            () = &mut lame_duck_over => return,
+            _ = hangup.recv() => {
+                tracing::info!("SIGHUP: reloading the configuration");
+                match load_config(args) {
+                    Ok(config) => {
+                        server.reload(&config);
+                    }
+                    Err(failure) => server.reload_refused(&failure.message),
+                }
+            }
+            _ = usr2.recv() => {
+                server.lame_duck("SIGUSR2");
+            }
+        }
+    }
 }
 
 /// Runs `serve`.
@@ -225,6 +274,7 @@ mod tests {
             "listen",
             "data-dir",
             "log-format",
+            "log-filter",
             "orphan-horizon",
             "give-up-horizon",
             "challenge-lifetime",

@@ -42,7 +42,7 @@ pub(super) fn bind(data_dir: &Path) -> Option<UnixListener> {
         Ok(listener) => {
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
-            tracing::info!(socket = %path.display(), "control socket listening (backup, stats)");
+            tracing::info!(socket = %path.display(), "control socket listening (backup, stats, lame-duck)");
             Some(listener)
         }
         Err(error) => {
@@ -58,10 +58,15 @@ pub(super) fn bind(data_dir: &Path) -> Option<UnixListener> {
 
 /// Serves the control socket until `stop` is signalled, then removes the
 /// socket file and waits for requests in progress.
+/// What the control socket asks of the carrier besides its store: enter
+/// lame-duck mode (`true` if it was not in it yet).
+pub(super) type LameDuck = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
+
 pub(super) async fn serve(
     listener: UnixListener,
     engine: Driver<RedbStore>,
     data_dir: PathBuf,
+    lame_duck: LameDuck,
     mut stop: watch::Receiver<bool>,
 ) {
     use std::os::unix::fs::MetadataExt;
@@ -77,7 +82,7 @@ pub(super) async fn serve(
                         tracing::warn!(?uid, "control request from a foreign user refused");
                         continue;
                     }
-                    handlers.spawn(handle(stream, engine.clone(), data_dir.clone()));
+                    handlers.spawn(handle(stream, engine.clone(), data_dir.clone(), std::sync::Arc::clone(&lame_duck)));
                 }
                 Err(error) => tracing::warn!(%error, "control socket accept failed"),
             },
@@ -101,7 +106,12 @@ async fn read_request(stream: &mut UnixStream) -> Option<String> {
     }
 }
 
-async fn handle(mut stream: UnixStream, engine: Driver<RedbStore>, data_dir: PathBuf) {
+async fn handle(
+    mut stream: UnixStream,
+    engine: Driver<RedbStore>,
+    data_dir: PathBuf,
+    lame_duck: LameDuck,
+) {
     let line = tokio::time::timeout(REQUEST_TIMEOUT, read_request(&mut stream))
         .await
         .ok()
@@ -120,6 +130,15 @@ async fn handle(mut stream: UnixStream, engine: Driver<RedbStore>, data_dir: Pat
                 .map_err(|e| e.to_string()),
             Some(Request::Stats) => stats(&engine, &mut out),
             Some(Request::Backup) => backup(&engine, &data_dir, &mut out),
+            Some(Request::LameDuck) => {
+                let entered = lame_duck();
+                writeln!(
+                    out,
+                    "ok\nlame-duck {}",
+                    if entered { "entered" } else { "already" }
+                )
+                .map_err(|e| e.to_string())
+            }
         };
         let _ = out.flush();
         result
