@@ -214,6 +214,27 @@ impl ClientError {
         }
     }
 
+    /// Whether the carrier node closed the connection with
+    /// [`rltp_wire::CloseCode::GoingAway`] (lame-duck mode, `PROTOCOL.md`
+    /// §5): try the next configured server, or this one later.
+    pub fn is_going_away(&self) -> bool {
+        let closed = |e: &quinn::ConnectionError| {
+            matches!(e, quinn::ConnectionError::ApplicationClosed(close)
+                if rltp_wire::CloseCode::from_code(close.error_code.into_inner())
+                    == Some(rltp_wire::CloseCode::GoingAway))
+        };
+        match self {
+            ClientError::Transport(TransportError::Connection(e)) => closed(e),
+            ClientError::Transport(TransportError::Write(quinn::WriteError::ConnectionLost(e))) => {
+                closed(e)
+            }
+            ClientError::Transport(TransportError::Read(quinn::ReadError::ConnectionLost(e))) => {
+                closed(e)
+            }
+            _ => false,
+        }
+    }
+
     /// Whether this is a failure to reach or keep the carrier.
     pub fn is_transport(&self) -> bool {
         matches!(
