@@ -993,4 +993,143 @@ key = "k.pem"
         let format = refusal("log-format = \"xml\"");
         assert!(format.contains("xml"), "{format}");
     }
+
+    /// `serve --check` prints [`Config::effective`]: it parses back to the
+    /// same configuration, key for key, with every default written out.
+    #[test]
+    fn the_effective_configuration_parses_back_to_itself() {
+        let config =
+            Config::from_toml("[limits.meters]\nqueue = { per-second = 3, burst = 4 }\n").unwrap();
+        let text = toml::to_string(&config.effective()).unwrap();
+        let again = Config::from_toml(&text).unwrap();
+        assert_eq!(again.flattened(), config.flattened());
+        assert!(
+            text.contains("[limits.meters.queue]\nper-second = 3\nburst = 4\n"),
+            "{text}"
+        );
+        assert!(text.contains("\ncapacity-bytes = 4294967296\n"), "{text}");
+        assert!(text.contains("\nstatus-horizon = \"PT30S\"\n"), "{text}");
+    }
+
+    #[test]
+    fn a_password_in_the_database_url_is_never_printed() {
+        assert_eq!(
+            redact_password("host=db user=rltp password=s3cret dbname=rltp"),
+            "host=db user=rltp password=<redacted> dbname=rltp"
+        );
+        assert_eq!(
+            redact_password("postgresql://rltp:s3cret@db:5432/rltp"),
+            "postgresql://rltp:<redacted>@db:5432/rltp"
+        );
+        assert_eq!(
+            redact_password("postgresql://db/rltp"),
+            "postgresql://db/rltp"
+        );
+    }
+
+    /// Every key a configuration has is classified by [`RELOAD`], and
+    /// [`Config::with_reloaded`] applies exactly the [`Reload::Live`] ones:
+    /// a file that changes every key reloads the live keys and keeps every
+    /// other value.
+    #[test]
+    fn a_reload_applies_exactly_the_live_keys_of_the_reload_table() {
+        let old = Config::defaults().unwrap();
+        let new = Config::from_toml(
+            r#"
+carrier = "did:web:other.example"
+listen = "127.0.0.1:5000"
+data-dir = "/elsewhere"
+log-format = "json"
+log-filter = "debug"
+[constants]
+status-horizon = "PT1M"
+[limits]
+capacity-bytes = 1
+max-bindings = 2
+max-connections = 3
+max-streams-per-connection = 4
+idle-timeout-ms = 5
+stream-read-timeout-ms = 6
+sweep-interval-ms = 7
+drain-timeout-ms = 8
+[limits.meters]
+unknown-address = { per-second = 9, burst = 10 }
+held-binding = { per-second = 11, burst = 12 }
+queue = { per-second = 13, burst = 14 }
+shared-submission = { per-second = 15, burst = 16 }
+[tls]
+cert = "c.pem"
+key = "k.pem"
+[metrics]
+listen = "127.0.0.1:9464"
+"#,
+        )
+        .unwrap();
+        let changes = changes(&old, &new);
+        let mut keys: Vec<(&str, Reload)> =
+            changes.iter().map(|c| (c.key.as_str(), c.reload)).collect();
+        keys.sort_unstable_by_key(|(k, _)| *k);
+        let mut expected = [
+            ("carrier", Reload::Restart),
+            ("listen", Reload::Restart),
+            ("data-dir", Reload::Restart),
+            ("log-format", Reload::Restart),
+            ("log-filter", Reload::Live),
+            ("constants.status-horizon", Reload::Declaration),
+            ("limits.capacity-bytes", Reload::Live),
+            ("limits.max-bindings", Reload::Live),
+            ("limits.max-connections", Reload::Restart),
+            ("limits.max-streams-per-connection", Reload::Restart),
+            ("limits.idle-timeout-ms", Reload::Restart),
+            ("limits.stream-read-timeout-ms", Reload::Live),
+            ("limits.sweep-interval-ms", Reload::Live),
+            ("limits.drain-timeout-ms", Reload::Live),
+            ("limits.meters.unknown-address.per-second", Reload::Live),
+            ("limits.meters.unknown-address.burst", Reload::Live),
+            ("limits.meters.held-binding.per-second", Reload::Live),
+            ("limits.meters.held-binding.burst", Reload::Live),
+            ("limits.meters.queue.per-second", Reload::Live),
+            ("limits.meters.queue.burst", Reload::Live),
+            ("limits.meters.shared-submission.per-second", Reload::Live),
+            ("limits.meters.shared-submission.burst", Reload::Live),
+            ("tls.cert", Reload::Restart),
+            ("tls.key", Reload::Restart),
+            ("metrics.listen", Reload::Restart),
+        ];
+        expected.sort_unstable_by_key(|(k, _)| *k);
+        assert_eq!(keys, expected);
+        let capacity = changes
+            .iter()
+            .find(|c| c.key == "limits.capacity-bytes")
+            .unwrap();
+        assert_eq!(
+            (capacity.old.as_str(), capacity.new.as_str()),
+            ("4294967296", "1")
+        );
+        // Applied: the live keys are the new file's, every other key the old value.
+        let applied = old.with_reloaded(&new);
+        for change in &changes {
+            let now = applied
+                .flattened()
+                .into_iter()
+                .find(|(k, _)| *k == change.key)
+                .map(|(_, v)| v)
+                .unwrap_or_default();
+            let expected = if change.reload == Reload::Live {
+                &change.new
+            } else {
+                &change.old
+            };
+            assert_eq!(&now, expected, "{}", change.key);
+        }
+        // Every key of a full configuration is covered by an entry of its own section.
+        for (key, _) in new.flattened() {
+            assert!(
+                RELOAD
+                    .iter()
+                    .any(|(k, _)| key == *k || key.starts_with(&format!("{k}."))),
+                "{key} is not in RELOAD"
+            );
+        }
+    }
 }
