@@ -134,14 +134,24 @@ pub enum TransportError {
     #[error("{0}")]
     Connection(#[source] quinn::ConnectionError),
     /// Writing to a stream failed.
-    #[error("{0}")]
+    #[error("{}", lost(.0, matches!(.0, quinn::WriteError::ConnectionLost(_))))]
     Write(#[source] quinn::WriteError),
     /// Reading from a stream failed.
-    #[error("{0}")]
+    #[error("{}", lost(.0, matches!(.0, quinn::ReadError::ConnectionLost(_))))]
     Read(#[source] quinn::ReadError),
     /// The retry driver holds no connection (a connection attempt failed).
     #[error("not connected")]
     NotConnected,
+}
+
+/// A stream error's text, with the connection's own error when the
+/// connection was lost (quinn's says only "connection lost"; the reason —
+/// e.g. `going-away` — is in its source).
+fn lost(e: &(dyn std::error::Error + 'static), connection_lost: bool) -> String {
+    match e.source().filter(|_| connection_lost) {
+        Some(cause) => format!("{e}: {cause}"),
+        None => e.to_string(),
+    }
 }
 
 /// How the server's answer violates the wire profile.

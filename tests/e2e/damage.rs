@@ -440,29 +440,6 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// `GET path` on the operator endpoint: status code and body.
-fn http_get(port: u16, path: &str) -> (u16, String) {
-    use std::io::Write;
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).unwrap();
-    let code = text
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map_or("", |(_, b)| b)
-        .to_owned();
-    (code, body)
-}
-
 fn metric(port: u16, name: &str) -> f64 {
     let (_, text) = http_get(port, "/metrics");
     text.lines()

@@ -144,13 +144,8 @@ async fn run_until_signal<S: rltp_storage::Store>(
     args: &Args,
 ) -> Result<u8, Failure> {
     use tokio::signal::unix::{SignalKind, signal};
-    println!("listening {}", server.local_addr());
-    println!("fingerprint {}", server.fingerprint());
-    println!("carrier {}", server.carrier().as_str());
-    println!(
-        "declaration-issuer {}",
-        server.declaration_issuer().to_did_key()
-    );
+    // Every handler is installed before the lines are printed: a signal
+    // sent as soon as they are read must not meet its default action.
     let listen = |kind: SignalKind, name: &str| {
         signal(kind).map_err(|e| Failure::usage(format!("cannot listen for {name}: {e}")))
     };
@@ -158,6 +153,13 @@ async fn run_until_signal<S: rltp_storage::Store>(
     let mut usr2 = listen(SignalKind::user_defined2(), "SIGUSR2")?;
     let stop = crate::server::shutdown_signal();
     tokio::pin!(stop);
+    println!("listening {}", server.local_addr());
+    println!("fingerprint {}", server.fingerprint());
+    println!("carrier {}", server.carrier().as_str());
+    println!(
+        "declaration-issuer {}",
+        server.declaration_issuer().to_did_key()
+    );
     {
         let lame_duck_over = server.lame_duck_over();
         tokio::pin!(lame_duck_over);

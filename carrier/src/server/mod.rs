@@ -695,29 +695,36 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     Ok(())
 }
 
-/// Resolves on SIGINT or SIGTERM (on non-Unix: Ctrl-C).
-pub async fn shutdown_signal() {
+/// Resolves on SIGINT or SIGTERM (on non-Unix: Ctrl-C). The handlers are
+/// installed by this call, not by the first poll, so a signal that comes
+/// before the future is awaited is not met by its default action.
+pub fn shutdown_signal() -> impl Future<Output = ()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        match (
+        let handlers = (
             signal(SignalKind::interrupt()),
             signal(SignalKind::terminate()),
-        ) {
-            (Ok(mut int), Ok(mut term)) => {
-                tokio::select! {
-                    _ = int.recv() => {},
-                    _ = term.recv() => {},
+        );
+        async move {
+            match handlers {
+                (Ok(mut int), Ok(mut term)) => {
+                    tokio::select! {
+                        _ = int.recv() => {},
+                        _ = term.recv() => {},
+                    }
                 }
-            }
-            _ => {
-                let _ = tokio::signal::ctrl_c().await;
+                _ => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
             }
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = tokio::signal::ctrl_c().await;
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 
