@@ -1132,4 +1132,33 @@ listen = "127.0.0.1:9464"
             );
         }
     }
+
+    /// `deploy/OPERATIONS.md` lists exactly [`RELOAD`], in its order, with
+    /// the same class for every key.
+    #[test]
+    fn the_operations_guide_lists_the_reload_table() {
+        const GUIDE: &str = include_str!("../../deploy/OPERATIONS.md");
+        let table = GUIDE
+            .split_once("<!-- reload-table -->")
+            .and_then(|(_, rest)| rest.split_once("<!-- /reload-table -->"))
+            .map(|(table, _)| table)
+            .unwrap();
+        let rows: Vec<(String, Reload)> = table
+            .lines()
+            .filter_map(|line| {
+                let mut cells = line.split('|').map(str::trim).skip(1);
+                let key = cells.next()?.strip_prefix('`')?.strip_suffix('`')?;
+                let class = match cells.next()? {
+                    "reloaded" => Reload::Live,
+                    "restart" => Reload::Restart,
+                    "declaration" => Reload::Declaration,
+                    other => panic!("{key}: unknown class {other:?}"),
+                };
+                Some((key.to_owned(), class))
+            })
+            .collect();
+        let code: Vec<(String, Reload)> =
+            RELOAD.iter().map(|(k, r)| ((*k).to_owned(), *r)).collect();
+        assert_eq!(rows, code);
+    }
 }
