@@ -435,11 +435,10 @@ fn lame_duck_moves_a_client_to_the_next_node_and_exits_after_the_drain() {
     assert_eq!(a.log_events(rltp_carrier::server::LAME_DUCK, 1).len(), 1);
     let (code, body) = http_get(port, "/readyz");
     assert_eq!(code, 503, "{body}");
-    assert!(body.starts_with("not ready\n"), "{body}");
-    assert!(
-        body.lines()
-            .any(|l| l == "lame-duck yes (new connections are turned away: going-away)"),
-        "{body}"
+    assert_eq!(
+        body,
+        "not ready\nstore ok\ndeclaration ok (revision 1)\ndraining no\n\
+         lame-duck yes (new connections are turned away: going-away)\nstore-damage none\n"
     );
     // The open session is still served.
     let revision = rt
