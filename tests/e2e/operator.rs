@@ -384,6 +384,29 @@ fn sighup_reloads_the_meters_and_refuses_an_invalid_file_whole() {
     assert_eq!(constant.len(), 1);
     assert_eq!(constant[0]["fields"]["key"], "constants.status-horizon");
     assert_eq!(constant[0]["fields"]["new"], "\"PT1M\"");
+    // The log filter reloads: the per-deposit debug line appears.
+    assert_eq!(carrier.logged("submit").len(), 0, "info has no submit line");
+    std::fs::write(
+        &config_path,
+        "log-filter = \"info,rltp_carrier=debug\"\n\
+         [limits.meters]\nqueue = { per-second = 1000, burst = 1000 }\n",
+    )
+    .unwrap();
+    carrier.signal("HUP");
+    assert_eq!(
+        carrier
+            .log_events(rltp_carrier::server::reload::RELOADED, 3)
+            .len(),
+        3
+    );
+    let filter = carrier.logged("config reload: applied");
+    let filter = filter.last().unwrap();
+    assert_eq!(filter["fields"]["key"], "log-filter");
+    assert_eq!(filter["fields"]["old"], "\"info\"");
+    assert_eq!(filter["fields"]["new"], "\"info,rltp_carrier=debug\"");
+    let answer = rt.block_on(submit_raw(&client, &rkid, &envelope()));
+    assert_eq!(verdict_of(&answer), "admitted");
+    assert_eq!(carrier.log_events("submit", 1).len(), 1);
     rt.block_on(client.close());
     assert_eq!(carrier.terminate().code(), Some(0));
 }
@@ -571,4 +594,56 @@ fn sigusr2_closes_new_connections_with_going_away() {
     assert_eq!(&close.reason[..], b"going-away");
     rt.block_on(held.close());
     assert_eq!(carrier.wait_exit().code(), Some(0));
+}
+
+/// `serve --check` of a node on PostgreSQL connects and reads, never
+/// migrates: a database without the carrier's schema is refused (exit 2,
+/// naming `migrate`) as often as it is checked; after `migrate` it is
+/// reported with the schema version and the store id `migrate` printed.
+#[test]
+fn check_of_a_postgres_node_reads_the_schema_and_migrates_nothing() {
+    let cluster = rltp_pgtest::Cluster::start().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let config = document(
+        dir,
+        "node.toml",
+        &format!(
+            "[store]\nbackend = \"postgres\"\n\n[store.postgres]\nurl = \"{}\"\n",
+            cluster.conninfo()
+        ),
+    );
+    let args = [
+        "serve",
+        "--check",
+        "--data-dir",
+        "node",
+        "--config",
+        config.to_str().unwrap(),
+    ];
+    for _ in 0..2 {
+        let run = cli(dir, &args).expect(2);
+        assert_eq!(
+            run.stderr,
+            "rltp-carrier serve: store: storage engine error: the database holds no carrier schema \
+             (rltp_meta): run `rltp-carrier migrate --config FILE`\n"
+        );
+    }
+    assert!(!dir.join("node").exists());
+    let migrated = cli(dir, &["migrate", "--config", config.to_str().unwrap()]).expect(0);
+    let store_id = migrated.value("store-id").to_owned();
+    let run = cli(dir, &args).expect(0);
+    assert_eq!(
+        run.lines("# check store: "),
+        [format!(
+            "# check store: postgres, reachable: schema version 1 (this binary: 1), store {store_id}"
+        )
+        .as_str()]
+    );
+    let printed = Config::from_toml(&run.stdout).unwrap();
+    assert_eq!(
+        printed.store.backend,
+        rltp_carrier::config::Backend::Postgres
+    );
+    assert!(!dir.join("node").exists());
 }
