@@ -636,7 +636,8 @@ fn check_of_a_postgres_node_reads_the_schema_and_migrates_nothing() {
     assert_eq!(
         run.lines("# check store: "),
         [format!(
-            "# check store: postgres, reachable: schema version 1 (this binary: 1), store {store_id}"
+            "# check store: postgres, reachable: schema version 1 (this binary: 1), store {store_id}, \
+             no declaration yet (the first node signs revision 1)"
         )
         .as_str()]
     );
@@ -646,4 +647,35 @@ fn check_of_a_postgres_node_reads_the_schema_and_migrates_nothing() {
         rltp_carrier::config::Backend::Postgres
     );
     assert!(!dir.join("node").exists());
+    // A first node signs revision 1; a fresh data dir without its key is
+    // refused by --check as a start would refuse it; the node's own is not.
+    let node = Carrier::start_with(&Spec {
+        data_dir: dir.join("a"),
+        config: Some(config.clone()),
+        ..Spec::default()
+    });
+    let run = cli(dir, &args).expect(2);
+    assert!(
+        run.stderr.contains("its declaration key") && run.stderr.contains("is missing"),
+        "{}",
+        run.stderr
+    );
+    let own = [
+        "serve",
+        "--check",
+        "--data-dir",
+        "a",
+        "--config",
+        config.to_str().unwrap(),
+    ];
+    let run = cli(dir, &own).expect(0);
+    assert_eq!(
+        run.lines("# check store: "),
+        [format!(
+            "# check store: postgres, reachable: schema version 1 (this binary: 1), store {store_id}, \
+             declaration revision 1 (this node's key and constants match it)"
+        )
+        .as_str()]
+    );
+    assert_eq!(node.terminate().code(), Some(0));
 }

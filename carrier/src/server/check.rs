@@ -256,6 +256,11 @@ fn check_postgres(config: &Config, known: Option<StoreId>) -> Result<Finding, Se
         .options()
         .map_err(|e| ServerError::Config(e.to_string()))?;
     let checked = rltp_storage::postgres::PgStore::check(&options)?;
+    super::check_held_declaration(
+        checked.declaration.as_ref(),
+        &config.data_dir,
+        Some(&config.constants),
+    )?;
     if let (Some(expected), Some(held)) = (known, checked.store_id.map(StoreId))
         && expected != held
     {
@@ -270,12 +275,19 @@ fn check_postgres(config: &Config, known: Option<StoreId>) -> Result<Finding, Se
     Ok(found(
         "store",
         format!(
-            "postgres, reachable: schema version {} (this binary: {}), store {}",
+            "postgres, reachable: schema version {} (this binary: {}), store {}, {}",
             checked.schema_version,
             rltp_storage::postgres::schema::SCHEMA_VERSION,
             checked
                 .store_id
-                .map_or_else(|| "none yet".to_owned(), |id| StoreId(id).to_string())
+                .map_or_else(|| "none yet".to_owned(), |id| StoreId(id).to_string()),
+            checked.declaration.as_ref().map_or_else(
+                || "no declaration yet (the first node signs revision 1)".to_owned(),
+                |d| format!(
+                    "declaration revision {} (this node's key and constants match it)",
+                    d.revision
+                )
+            )
         ),
     ))
 }

@@ -366,6 +366,20 @@ pub fn check_node_declaration(
     data_dir: &Path,
     configured: Option<&CarrierConstants>,
 ) -> Result<(), ServerError> {
+    let held = rltp_storage::ReadTxn::declaration(&store.read()?)?;
+    check_held_declaration(held.as_ref(), data_dir, configured)
+}
+
+/// [`check_node_declaration`] of the declaration `held` (read by the
+/// caller: `serve --check` reads it without opening the store).
+///
+/// # Errors
+/// As [`check_node_declaration`].
+pub fn check_held_declaration(
+    held: Option<&rltp_storage::DeclarationRecord>,
+    data_dir: &Path,
+    configured: Option<&CarrierConstants>,
+) -> Result<(), ServerError> {
     let refuse = |what: String, way_back: &str| {
         ServerError::Lineage(lineage::LineageError::Damaged {
             dir: data_dir.to_owned(),
@@ -374,8 +388,7 @@ pub fn check_node_declaration(
         })
     };
     let key_path = data_dir.join(declaration::KEY_FILE);
-    let held = rltp_storage::ReadTxn::declaration(&store.read()?)?;
-    if let Some(record) = &held {
+    if let Some(record) = held {
         let Some((issuer, constants)) = declaration::held_declaration(record) else {
             return Err(refuse(
                 format!(

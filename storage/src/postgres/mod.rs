@@ -289,13 +289,15 @@ fn rustls_pemfile_certs(
 }
 
 /// What [`PgStore::check`] read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PgCheck {
     /// The held schema version ([`schema::SCHEMA_VERSION`] or older: a
     /// start migrates it).
     pub schema_version: u32,
     /// The store identity, `None` until the first node starts.
     pub store_id: Option<[u8; 16]>,
+    /// The stored declaration, `None` until the first node signs one.
+    pub declaration: Option<crate::DeclarationRecord>,
 }
 
 /// The PostgreSQL [`Store`].
@@ -450,9 +452,11 @@ impl PgStore {
                 })?),
                 None => None,
             };
+            let declaration = queries::declaration(&client).await?;
             Ok(PgCheck {
                 schema_version,
                 store_id,
+                declaration,
             })
         })
     }
