@@ -650,4 +650,38 @@ mod tests {
         );
         assert!(link.client().is_none(), "the stuck connection is dropped");
     }
+
+    /// Three servers: after each transport failure the link moves on at
+    /// once, until every server has failed once since the last answer;
+    /// then the driver backs off. An answer (a retriable refusal) resets
+    /// the round. Each move forgets the connection's declaration.
+    #[test]
+    fn a_link_moves_through_its_servers_then_backs_off() {
+        let options = |server: &str| {
+            ConnectOptions::new(
+                server,
+                crate::tls::ServerTrust::Pin(crate::tls::SpkiFingerprint([0; 32])),
+            )
+        };
+        let mut link = Link::new(options("a:1")).with_alternates([options("b:1"), options("c:1")]);
+        let servers: Vec<&str> = link.servers().iter().map(|o| o.server.as_str()).collect();
+        assert_eq!(servers, ["a:1", "b:1", "c:1"]);
+        let mut seen = vec![link.options().server.clone()];
+        let mut at_once = Vec::new();
+        for _ in 0..4 {
+            at_once.push(link.move_on());
+            seen.push(link.options().server.clone());
+        }
+        assert_eq!(seen, ["a:1", "b:1", "c:1", "a:1", "b:1"]);
+        assert_eq!(at_once, [true, true, false, true]);
+        link.answered();
+        assert_eq!(
+            [link.move_on(), link.move_on(), link.move_on()],
+            [true, true, false]
+        );
+        // One server: a failure always backs off.
+        let mut one = Link::new(options("a:1"));
+        assert_eq!([one.move_on(), one.move_on()], [false, false]);
+        assert_eq!(one.options().server, "a:1");
+    }
 }

@@ -41,6 +41,14 @@
 //! answers throughout (with `/readyz` saying `draining`) and stops last,
 //! after the control socket has finished a backup in progress.
 //!
+//! ## Lame duck
+//! [`Server::lame_duck`] (SIGUSR2, or `lame-duck` on the control socket):
+//! every new connection is closed after its handshake with application
+//! code 1 `going-away` ([`rltp_wire::CloseCode`], `PROTOCOL.md` §5),
+//! `/readyz` answers 503, and connections already open are served on.
+//! [`Server::lame_duck_over`] resolves once none is left or
+//! `limits.drain-timeout-ms` has passed; `serve` then shuts down as below.
+//!
 //! **One bound for all of it** (`PROTOCOL.md` §5, decided here):
 //! `limits.drain-timeout-ms` is the total. One deadline is fixed when
 //! shutdown begins ([`Server::shutdown`], or the serve task noticing the
@@ -821,12 +829,13 @@ async fn serve<S: Store>(endpoint: quinn::Endpoint, ctx: Arc<Ctx<S>>) {
             _ = until_shutdown(&mut shutdown) => break,
             incoming = endpoint.accept() => {
                 let Some(incoming) = incoming else { break };
-                if *ctx.lame_duck.borrow() {
-                    let handshake = Duration::from_millis(ctx.limits().stream_read_timeout_ms);
-                    turned_away.spawn(go_away(incoming, handshake));
-                    continue;
-                }
                 match Arc::clone(&connection_slots).try_acquire_owned() {
+                    // Turning a connection away holds a slot too, so a flood
+                    // of handshakes stays bounded by max-connections.
+                    Ok(slot) if *ctx.lame_duck.borrow() => {
+                        let handshake = Duration::from_millis(ctx.limits().stream_read_timeout_ms);
+                        turned_away.spawn(go_away(incoming, handshake, slot));
+                    }
                     Ok(slot) => {
                         connections.spawn(ops::connection(incoming, Arc::clone(&ctx), slot));
                         ctx.open_connections.send_replace(connections.len());
@@ -897,7 +906,11 @@ fn close_code<S: Store>(ctx: &Ctx<S>) -> (quinn::VarInt, &'static [u8]) {
 /// Turns a new connection away in lame-duck mode: completes the
 /// handshake (an application close is only carried once it is done, RFC
 /// 9000 §10.2.3) and closes with `going-away`, reading no stream.
-async fn go_away(incoming: quinn::Incoming, handshake: Duration) {
+async fn go_away(
+    incoming: quinn::Incoming,
+    handshake: Duration,
+    _slot: tokio::sync::OwnedSemaphorePermit,
+) {
     let going_away = rltp_wire::CloseCode::GoingAway;
     match tokio::time::timeout(handshake, incoming).await {
         Ok(Ok(connection)) => {
