@@ -3002,6 +3002,32 @@ mod tests {
         Rkid::from_bytes([n; 32])
     }
 
+    /// `inspect` writes nothing: an absent store stays absent (no
+    /// directory made), an open one is reported in use, a closed one is
+    /// read with its id and format, and its files are unchanged.
+    #[test]
+    fn inspect_reads_a_store_without_writing() -> StoreResult<()> {
+        let dir = tempfile::tempdir()?;
+        let store_dir = dir.path().join("store");
+        assert_eq!(RedbStore::inspect(&store_dir)?, Inspection::Absent);
+        assert!(!store_dir.exists());
+        let store = RedbStore::open(&store_dir)?;
+        let id = store.store_id();
+        assert_eq!(RedbStore::inspect(&store_dir)?, Inspection::InUse);
+        drop(store);
+        let index = store_dir.join("carrier.redb");
+        let before = std::fs::read(&index)?;
+        assert_eq!(
+            RedbStore::inspect(&store_dir)?,
+            Inspection::Held {
+                store_id: Some(id),
+                format: Some(FORMAT_VERSION)
+            }
+        );
+        assert_eq!(std::fs::read(&index)?, before);
+        Ok(())
+    }
+
     #[test]
     fn due_keys_sort_like_the_model() {
         let dues = [
