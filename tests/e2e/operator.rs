@@ -103,6 +103,21 @@ fn printed_lines(config: &Config) -> usize {
         .count()
 }
 
+/// `serve --check --data-dir DATA_DIR --config CONFIG`, run in `dir`.
+fn check(dir: &Path, data_dir: &str, config: &Path) -> Run {
+    cli(
+        dir,
+        &[
+            "serve",
+            "--check",
+            "--data-dir",
+            data_dir,
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    )
+}
+
 /// A configuration `serve` would refuse is refused by `--check` the same
 /// way: exit 2, the field (or the file) named, nothing made.
 #[test]
@@ -114,18 +129,7 @@ fn check_refuses_what_serve_would_with_exit_2_naming_the_field() {
         "bad.toml",
         "[limits.meters]\nqueue = { per-second = 0, burst = 1 }\n",
     );
-    let run = cli(
-        dir,
-        &[
-            "serve",
-            "--check",
-            "--data-dir",
-            "data",
-            "--config",
-            bad.to_str().unwrap(),
-        ],
-    )
-    .expect(2);
+    let run = check(dir, "data", &bad).expect(2);
     assert_eq!(
         run.stderr,
         "rltp-carrier serve: config field limits.meters.queue: per-second and burst must be at least 1\n"
@@ -136,18 +140,7 @@ fn check_refuses_what_serve_would_with_exit_2_naming_the_field() {
         "tls.toml",
         "[tls]\ncert = \"missing.pem\"\nkey = \"missing-key.pem\"\n",
     );
-    let run = cli(
-        dir,
-        &[
-            "serve",
-            "--check",
-            "--data-dir",
-            "data",
-            "--config",
-            tls.to_str().unwrap(),
-        ],
-    )
-    .expect(2);
+    let run = check(dir, "data", &tls).expect(2);
     assert!(
         run.stderr.starts_with("rltp-carrier serve: ") && run.stderr.contains("missing.pem"),
         "{}",
@@ -201,6 +194,15 @@ fn check_reads_a_carriers_data_dir_without_touching_it() {
         ]
     );
     assert_eq!(carrier.terminate().code(), Some(0));
+}
+
+/// A one-worker runtime for the client library beside the binary.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap()
 }
 
 /// One raw `submit` of `envelope` to `rkid`: the whole answer, bytes.
@@ -260,11 +262,7 @@ fn sighup_reloads_the_meters_and_refuses_an_invalid_file_whole() {
     let (key, rkid) = keys_new(dir, "alice.json");
     cli_to(dir, &carrier, &["register", "--key", key.to_str().unwrap()]).expect(0);
     let rkid = Rkid::parse(&rkid).unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let client = rt.block_on(carrier.connect());
     let mut n = 0u32;
     let mut envelope = || {
@@ -435,11 +433,7 @@ fn lame_duck_moves_a_client_to_the_next_node_and_exits_after_the_drain() {
     for node in [&a, &b] {
         cli_to(dir, node, &["register", "--key", key.to_str().unwrap()]).expect(0);
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     // A session open on A before the lame duck.
     let held = rt.block_on(a.connect());
     let (code, _) = http_get(port, "/readyz");
@@ -555,11 +549,7 @@ fn sigusr2_closes_new_connections_with_going_away() {
             "[limits]\ndrain-timeout-ms = 30000\n",
         )
     });
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let held = rt.block_on(carrier.connect());
     carrier.signal("USR2");
     let entered = carrier.log_events(rltp_carrier::server::LAME_DUCK, 1);
@@ -613,16 +603,8 @@ fn check_of_a_postgres_node_reads_the_schema_and_migrates_nothing() {
             cluster.conninfo()
         ),
     );
-    let args = [
-        "serve",
-        "--check",
-        "--data-dir",
-        "node",
-        "--config",
-        config.to_str().unwrap(),
-    ];
     for _ in 0..2 {
-        let run = cli(dir, &args).expect(2);
+        let run = check(dir, "node", &config).expect(2);
         assert_eq!(
             run.stderr,
             "rltp-carrier serve: store: storage engine error: the database holds no carrier schema \
@@ -632,7 +614,7 @@ fn check_of_a_postgres_node_reads_the_schema_and_migrates_nothing() {
     assert!(!dir.join("node").exists());
     let migrated = cli(dir, &["migrate", "--config", config.to_str().unwrap()]).expect(0);
     let store_id = migrated.value("store-id").to_owned();
-    let run = cli(dir, &args).expect(0);
+    let run = check(dir, "node", &config).expect(0);
     assert_eq!(
         run.lines("# check store: "),
         [format!(
@@ -654,21 +636,13 @@ fn check_of_a_postgres_node_reads_the_schema_and_migrates_nothing() {
         config: Some(config.clone()),
         ..Spec::default()
     });
-    let run = cli(dir, &args).expect(2);
+    let run = check(dir, "node", &config).expect(2);
     assert!(
         run.stderr.contains("its declaration key") && run.stderr.contains("is missing"),
         "{}",
         run.stderr
     );
-    let own = [
-        "serve",
-        "--check",
-        "--data-dir",
-        "a",
-        "--config",
-        config.to_str().unwrap(),
-    ];
-    let run = cli(dir, &own).expect(0);
+    let run = check(dir, "a", &config).expect(0);
     assert_eq!(
         run.lines("# check store: "),
         [format!(

@@ -288,6 +288,23 @@ fn rustls_pemfile_certs(
         .map_err(|e| StoreError::Engine(format!("postgres ca-file: {e}")))
 }
 
+/// The connection settings of `options`: its URL, its connect timeout,
+/// and `application_name` unless the URL names one.
+fn client_config(
+    options: &PgOptions,
+    application_name: &str,
+) -> StoreResult<tokio_postgres::Config> {
+    let mut config: tokio_postgres::Config = options
+        .url
+        .parse()
+        .map_err(|e| StoreError::Engine(format!("postgres url: {e}")))?;
+    config.connect_timeout(options.connect_timeout);
+    if config.get_application_name().is_none() {
+        config.application_name(application_name);
+    }
+    Ok(config)
+}
+
 /// What [`PgStore::check`] read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PgCheck {
@@ -339,14 +356,7 @@ impl PgStore {
     /// [`StoreError::Engine`] if the database cannot be reached or its
     /// schema is newer than this binary's.
     pub fn open(options: PgOptions) -> StoreResult<PgStore> {
-        let mut config: tokio_postgres::Config = options
-            .url
-            .parse()
-            .map_err(|e| StoreError::Engine(format!("postgres url: {e}")))?;
-        config.connect_timeout(options.connect_timeout);
-        if config.get_application_name().is_none() {
-            config.application_name("rltp-carrier");
-        }
+        let config = client_config(&options, "rltp-carrier")?;
         let connector = Connector::new(&options.tls)?;
         let io = Io::new()?;
         let readers = {
@@ -406,14 +416,7 @@ impl PgStore {
     /// without durability, holds no carrier schema (`rltp-carrier migrate`
     /// makes it) or a schema newer than this binary's.
     pub fn check(options: &PgOptions) -> StoreResult<PgCheck> {
-        let mut config: tokio_postgres::Config = options
-            .url
-            .parse()
-            .map_err(|e| StoreError::Engine(format!("postgres url: {e}")))?;
-        config.connect_timeout(options.connect_timeout);
-        if config.get_application_name().is_none() {
-            config.application_name("rltp-carrier-check");
-        }
+        let config = client_config(options, "rltp-carrier-check")?;
         let connector = Connector::new(&options.tls)?;
         let io = Io::new()?;
         io.run(async move {
