@@ -73,7 +73,7 @@ fn execute(args: &Args) -> Result<u8, Failure> {
         Command::LameDuck { data_dir } => {
             use std::io::Read as _;
             let mut body = crate::admin::ask(data_dir, crate::admin::Request::LameDuck)
-                .map_err(|e| Failure::refused(e.to_string()))?
+                .map_err(|e| Failure::usage(e.to_string()))?
                 .ok_or_else(|| {
                     Failure::transport(format!(
                         "no carrier answers on the control socket of {}",

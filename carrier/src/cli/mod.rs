@@ -4,7 +4,7 @@
 //!
 //! | command | module | what |
 //! |---|---|---|
-//! | `serve` | [`serve`] | run a carrier |
+//! | `serve` | [`serve`] | run a carrier (SIGHUP reloads, SIGUSR2 lame duck); `serve --check` checks without starting |
 //! | `keys new` / `keys rotate` | [`keys`] | recipient key material (Identity §7a) |
 //! | `declaration` | [`declaration`] | fetch and verify the signed declaration (§4.4) |
 //! | `register` | [`register`] | register or rebind an `rkid` (§5a.3) |
@@ -18,6 +18,7 @@
 //! | `backup` | [`backup`] | an online, consistent backup archive (`deploy/OPERATIONS.md`) |
 //! | `restore` | [`restore`] | check an archive and install it, or `--verify` it |
 //! | `admin stats` | [`admin`] | counts only (no cross-principal answers, §5a.1) |
+//! | `admin lame-duck` | [`admin`] | lame-duck mode through the control socket (`PROTOCOL.md` §5) |
 //!
 //! ## Exit statuses
 //! [`exit::OK`] (0) the operation reached its positive outcome;
