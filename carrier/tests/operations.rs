@@ -285,7 +285,7 @@ async fn health_and_readiness_follow_the_drain() {
     assert_eq!(status, 200);
     assert_eq!(
         body,
-        "ready\nstore ok\ndeclaration ok (revision 1)\ndraining no\nstore-damage none\n"
+        "ready\nstore ok\ndeclaration ok (revision 1)\ndraining no\nlame-duck no\nstore-damage none\n"
     );
     assert_eq!(get(http, "GET", "/nowhere").await.0, 404);
     assert_eq!(get(http, "POST", "/metrics").await.0, 405);
@@ -311,7 +311,7 @@ async fn health_and_readiness_follow_the_drain() {
     };
     assert_eq!(
         draining,
-        "not ready\nstore not checked (draining)\ndeclaration ok (revision 1)\ndraining yes\nstore-damage none\n"
+        "not ready\nstore not checked (draining)\ndeclaration ok (revision 1)\ndraining yes\nlame-duck no\nstore-damage none\n"
     );
     assert_eq!(get(http, "GET", "/healthz").await.0, 200);
     // Ending the stalled request lets the drain finish.

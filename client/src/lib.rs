@@ -134,14 +134,24 @@ pub enum TransportError {
     #[error("{0}")]
     Connection(#[source] quinn::ConnectionError),
     /// Writing to a stream failed.
-    #[error("{0}")]
+    #[error("{}", lost(.0, matches!(.0, quinn::WriteError::ConnectionLost(_))))]
     Write(#[source] quinn::WriteError),
     /// Reading from a stream failed.
-    #[error("{0}")]
+    #[error("{}", lost(.0, matches!(.0, quinn::ReadError::ConnectionLost(_))))]
     Read(#[source] quinn::ReadError),
     /// The retry driver holds no connection (a connection attempt failed).
     #[error("not connected")]
     NotConnected,
+}
+
+/// A stream error's text, with the connection's own error when the
+/// connection was lost (quinn's says only "connection lost"; the reason —
+/// e.g. `going-away` — is in its source).
+fn lost(e: &(dyn std::error::Error + 'static), connection_lost: bool) -> String {
+    match e.source().filter(|_| connection_lost) {
+        Some(cause) => format!("{e}: {cause}"),
+        None => e.to_string(),
+    }
 }
 
 /// How the server's answer violates the wire profile.
@@ -210,6 +220,27 @@ impl ClientError {
         match self {
             ClientError::Transport(_) | ClientError::Timeout(_) => true,
             ClientError::Server(answer) => answer.code.retriable(),
+            _ => false,
+        }
+    }
+
+    /// Whether the carrier node closed the connection with
+    /// [`rltp_wire::CloseCode::GoingAway`] (lame-duck mode, `PROTOCOL.md`
+    /// §5): try the next configured server, or this one later.
+    pub fn is_going_away(&self) -> bool {
+        let closed = |e: &quinn::ConnectionError| {
+            matches!(e, quinn::ConnectionError::ApplicationClosed(close)
+                if rltp_wire::CloseCode::from_code(close.error_code.into_inner())
+                    == Some(rltp_wire::CloseCode::GoingAway))
+        };
+        match self {
+            ClientError::Transport(TransportError::Connection(e)) => closed(e),
+            ClientError::Transport(TransportError::Write(quinn::WriteError::ConnectionLost(e))) => {
+                closed(e)
+            }
+            ClientError::Transport(TransportError::Read(quinn::ReadError::ConnectionLost(e))) => {
+                closed(e)
+            }
             _ => false,
         }
     }

@@ -996,6 +996,89 @@ pub(crate) mod query {
 // The store
 // ---------------------------------------------------------------------------
 
+/// What a read-only look at a store directory found ([`RedbStore::inspect`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inspection {
+    /// No index (`carrier.redb` absent or empty): the first start makes one.
+    Absent,
+    /// Another process (a running carrier) holds the store open: it could
+    /// not be read, and that is no fault.
+    InUse,
+    /// The store was not closed cleanly: the next start recovers it (which
+    /// writes), so it was not read further.
+    NeedsRecovery,
+    /// The store opened read-only.
+    Held {
+        /// Its identity, `None` for a store made before stores had ids.
+        store_id: Option<StoreId>,
+        /// Its format version, `None` for a database without a store in it.
+        format: Option<u32>,
+    },
+}
+
+impl RedbStore {
+    /// Looks at the store in `dir` without writing anything: no directory,
+    /// file, lock upgrade or recovery is made (`rltp-carrier serve
+    /// --check`). It reads the index read-only (redb's
+    /// [`redb::ReadOnlyDatabase`]) and its `meta` table.
+    ///
+    /// # Errors
+    /// [`StoreError::Engine`] or [`StoreError::Io`] when the index cannot be
+    /// read, [`StoreError::Corrupt`] for a format this build does not know.
+    pub fn inspect(dir: impl AsRef<Path>) -> StoreResult<Inspection> {
+        let db_path = dir.as_ref().join(INDEX_FILE);
+        match std::fs::metadata(&db_path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Inspection::Absent),
+            Err(e) => return Err(StoreError::Io(e)),
+            Ok(m) if m.len() == 0 => return Ok(Inspection::Absent),
+            Ok(_) => {}
+        }
+        let db = match redb::ReadOnlyDatabase::open(&db_path) {
+            Ok(db) => db,
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) => return Ok(Inspection::InUse),
+            Err(redb::DatabaseError::RepairAborted) => return Ok(Inspection::NeedsRecovery),
+            Err(e) => return Err(engine(format!("{}: {e}", db_path.display()))),
+        };
+        let txn = db.begin_read().map_err(engine)?;
+        let meta = match txn.open_table(META) {
+            Ok(table) => table,
+            Err(redb::TableError::TableDoesNotExist(_)) => {
+                return Ok(Inspection::Held {
+                    store_id: None,
+                    format: None,
+                });
+            }
+            Err(e) => return Err(engine(e)),
+        };
+        let format = match meta.get(META_FORMAT).map_err(engine)? {
+            Some(v) => Some(
+                <[u8; 4]>::try_from(v.value())
+                    .map(u32::from_be_bytes)
+                    .map_err(|_| corrupt("meta format is not 4 bytes"))?,
+            ),
+            None => None,
+        };
+        // Both embedded layouts keep their `meta` here: the redb store's
+        // (1, 2) and the log store's, which `serve` opens (upgrading the
+        // others).
+        if let Some(version) = format
+            && version != 1
+            && version != FORMAT_VERSION
+            && version != crate::log_store::FORMAT
+        {
+            return Err(corrupt(format!(
+                "store format {version}, expected 1, {FORMAT_VERSION} (the redb layout) or {} (the log store)",
+                crate::log_store::FORMAT
+            )));
+        }
+        let store_id = meta
+            .get(META_STORE_ID)
+            .map_err(engine)?
+            .and_then(|v| <[u8; 16]>::try_from(v.value()).ok().map(StoreId));
+        Ok(Inspection::Held { store_id, format })
+    }
+}
+
 impl RedbStore {
     /// Opens (or creates) the store in `dir` with default options.
     ///
@@ -2977,6 +3060,32 @@ mod tests {
 
     fn rkid(n: u8) -> Rkid {
         Rkid::from_bytes([n; 32])
+    }
+
+    /// `inspect` writes nothing: an absent store stays absent (no
+    /// directory made), an open one is reported in use, a closed one is
+    /// read with its id and format, and its files are unchanged.
+    #[test]
+    fn inspect_reads_a_store_without_writing() -> StoreResult<()> {
+        let dir = tempfile::tempdir()?;
+        let store_dir = dir.path().join("store");
+        assert_eq!(RedbStore::inspect(&store_dir)?, Inspection::Absent);
+        assert!(!store_dir.exists());
+        let store = RedbStore::open(&store_dir)?;
+        let id = store.store_id();
+        assert_eq!(RedbStore::inspect(&store_dir)?, Inspection::InUse);
+        drop(store);
+        let index = store_dir.join("carrier.redb");
+        let before = std::fs::read(&index)?;
+        assert_eq!(
+            RedbStore::inspect(&store_dir)?,
+            Inspection::Held {
+                store_id: Some(id),
+                format: Some(FORMAT_VERSION)
+            }
+        );
+        assert_eq!(std::fs::read(&index)?, before);
+        Ok(())
     }
 
     #[test]

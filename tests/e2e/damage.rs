@@ -443,7 +443,6 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// `GET path` on the operator endpoint: status code and body.
 fn metric(port: u16, name: &str) -> f64 {
     let (_, text) = http_get(port, "/metrics");
     text.lines()

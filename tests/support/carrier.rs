@@ -329,6 +329,21 @@ impl Carrier {
             .collect()
     }
 
+    /// Sends the signal `name` (`HUP`, `USR2`, …) to the process.
+    pub fn signal(&self, name: &str) {
+        let pid = self.pid().to_string();
+        let sent = Command::new("kill")
+            .args([&format!("-{name}"), &pid])
+            .status()
+            .unwrap();
+        assert!(sent.success(), "kill -{name} {pid}");
+    }
+
+    /// Waits (bounded) for the process to exit by itself.
+    pub fn wait_exit(mut self) -> ExitStatus {
+        self.wait()
+    }
+
     /// SIGTERM, then waits: a graceful drain.
     pub fn terminate(mut self) -> ExitStatus {
         let pid = self.child.as_ref().unwrap().id().to_string();

@@ -17,6 +17,12 @@ closed_set! {
         /// `done` from a client), or, as `STOP_SENDING`, the server will not
         /// read the rest of a stream it has answered.
         NoError = "no-error";
+        /// `1`, reason `going-away`: the carrier node is in lame-duck mode
+        /// (a rolling restart) and takes no new connections. A client tries
+        /// the next server it was given, or this one later; nothing sent on
+        /// the closed connection was answered, so nothing was admitted by
+        /// it.
+        GoingAway = "going-away", retriable;
     }
 }
 
@@ -25,6 +31,7 @@ impl CloseCode {
     pub const fn code(self) -> u32 {
         match self {
             CloseCode::NoError => 0,
+            CloseCode::GoingAway => 1,
         }
     }
 
@@ -47,6 +54,9 @@ mod tests {
             assert_eq!(CloseCode::from_wire(member.as_str()), Some(member));
         }
         assert_eq!(CloseCode::NoError.code(), 0);
+        assert_eq!(CloseCode::GoingAway.code(), 1);
+        assert_eq!(CloseCode::GoingAway.as_str(), "going-away");
+        assert_eq!(CloseCode::from_code(2), None);
         assert_eq!(CloseCode::from_code(7), None);
     }
 }

@@ -92,6 +92,8 @@ pub enum Request {
     Stats,
     /// The store's size.
     Store,
+    /// Enter lame-duck mode (as SIGUSR2 does).
+    LameDuck,
 }
 
 impl Request {
@@ -101,12 +103,13 @@ impl Request {
             Request::Backup => "backup",
             Request::Stats => "stats",
             Request::Store => "store",
+            Request::LameDuck => "lame-duck",
         }
     }
 
     /// Parses a request line (without its newline).
     pub fn parse(line: &str) -> Option<Request> {
-        [Request::Backup, Request::Stats, Request::Store]
+        [Request::Backup, Request::Stats, Request::Store, Request::LameDuck]
             .into_iter()
             .find(|r| r.as_str() == line)
     }

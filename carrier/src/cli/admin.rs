@@ -15,6 +15,11 @@
 //! updated: [`crate::admin::renew`]). A carrier refuses to start when one
 //! of them is missing or foreign; this is the deliberate way past it.
 //!
+//! `rltp-carrier admin lame-duck --data-dir DIR`: puts the running
+//! carrier in lame-duck mode through its control socket (as SIGUSR2
+//! does; `PROTOCOL.md` §5, `deploy/OPERATIONS.md`), and prints
+//! `lame-duck entered` (or `lame-duck already`).
+//!
 //! There is deliberately no admin command that lists the `rkid`s of a
 //! principal or the principal of an `rkid` (§5a.1).
 
@@ -48,6 +53,14 @@ enum Command {
         #[arg(long)]
         data_dir: PathBuf,
     },
+    /// Put the running carrier in lame-duck mode (as SIGUSR2 does): new
+    /// connections are closed with `going-away`, `/readyz` answers 503,
+    /// sessions in progress finish, then it shuts down and exits 0.
+    LameDuck {
+        /// The carrier's data directory (its control socket).
+        #[arg(long)]
+        data_dir: PathBuf,
+    },
     /// Replace the declaration key, the TLS identity or the clock file on
     /// purpose (the carrier stopped; the old file is moved aside).
     #[command(group(clap::ArgGroup::new("what").required(true).multiple(false)))]
@@ -78,6 +91,22 @@ fn execute(args: &Args) -> Result<u8, Failure> {
         Command::Store { data_dir } => {
             let text = crate::admin::store(data_dir).map_err(|e| Failure::usage(e.to_string()))?;
             out.record("store", &text);
+            Ok(exit::OK)
+        }
+        Command::LameDuck { data_dir } => {
+            use std::io::Read as _;
+            let mut body = crate::admin::ask(data_dir, crate::admin::Request::LameDuck)
+                .map_err(|e| Failure::usage(e.to_string()))?
+                .ok_or_else(|| {
+                    Failure::transport(format!(
+                        "no carrier answers on the control socket of {}",
+                        data_dir.display()
+                    ))
+                })?;
+            let mut text = String::new();
+            body.read_to_string(&mut text)
+                .map_err(|e| Failure::transport(format!("reading the control answer: {e}")))?;
+            print!("{text}");
             Ok(exit::OK)
         }
         Command::Renew {

@@ -174,6 +174,11 @@ impl Output {
                 || format!("transport-failure {what} {detail}"),
             ),
             RetryEvent::Report(reason) => self.report(*reason),
+            RetryEvent::Moved(server) => self.emit(
+                "moved",
+                &[("op", what.into()), ("server", server.clone().into())],
+                || format!("moved {what} {server}"),
+            ),
             RetryEvent::Backoff(d) => self.emit("backoff", &[("ms", n(ms(*d)))], || {
                 format!("backoff {} ms", ms(*d))
             }),

@@ -43,7 +43,7 @@ pub(super) fn bind(data_dir: &Path) -> Option<UnixListener> {
         Ok(listener) => {
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
-            tracing::info!(socket = %path.display(), "control socket listening (backup, stats)");
+            tracing::info!(socket = %path.display(), "control socket listening (backup, stats, lame-duck)");
             Some(listener)
         }
         Err(error) => {
@@ -59,10 +59,15 @@ pub(super) fn bind(data_dir: &Path) -> Option<UnixListener> {
 
 /// Serves the control socket until `stop` is signalled, then removes the
 /// socket file and waits for requests in progress.
+/// What the control socket asks of the carrier besides its store: enter
+/// lame-duck mode (`true` if it was not in it yet).
+pub(super) type LameDuck = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
+
 pub(super) async fn serve(
     listener: UnixListener,
     engine: Driver<LogStore>,
     data_dir: PathBuf,
+    lame_duck: LameDuck,
     mut stop: watch::Receiver<bool>,
 ) {
     use std::os::unix::fs::MetadataExt;
@@ -78,7 +83,7 @@ pub(super) async fn serve(
                         tracing::warn!(?uid, "control request from a foreign user refused");
                         continue;
                     }
-                    handlers.spawn(handle(stream, engine.clone(), data_dir.clone()));
+                    handlers.spawn(handle(stream, engine.clone(), data_dir.clone(), std::sync::Arc::clone(&lame_duck)));
                 }
                 Err(error) => tracing::warn!(%error, "control socket accept failed"),
             },
@@ -102,7 +107,12 @@ async fn read_request(stream: &mut UnixStream) -> Option<String> {
     }
 }
 
-async fn handle(mut stream: UnixStream, engine: Driver<LogStore>, data_dir: PathBuf) {
+async fn handle(
+    mut stream: UnixStream,
+    engine: Driver<LogStore>,
+    data_dir: PathBuf,
+    lame_duck: LameDuck,
+) {
     let line = tokio::time::timeout(REQUEST_TIMEOUT, read_request(&mut stream))
         .await
         .ok()
@@ -122,6 +132,15 @@ async fn handle(mut stream: UnixStream, engine: Driver<LogStore>, data_dir: Path
             Some(Request::Stats) => stats(&engine, &mut out),
             Some(Request::Store) => store(&engine, &mut out),
             Some(Request::Backup) => backup(&engine, &data_dir, &mut out),
+            Some(Request::LameDuck) => {
+                let entered = lame_duck();
+                writeln!(
+                    out,
+                    "ok\nlame-duck {}",
+                    if entered { "entered" } else { "already" }
+                )
+                .map_err(|e| e.to_string())
+            }
         };
         let _ = out.flush();
         result

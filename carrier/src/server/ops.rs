@@ -59,14 +59,12 @@ pub(super) async fn connection<S: Store>(
     }
     // In-flight operations finish (watch sessions end on shutdown).
     while streams.join_next().await.is_some() {}
-    connection.close(
-        quinn::VarInt::from_u32(rltp_wire::CloseCode::NoError.code()),
-        b"shutdown",
-    );
+    let (code, reason) = super::close_code(&ctx);
+    connection.close(code, reason);
 }
 
 fn deadline<S: Store>(ctx: &Ctx<S>) -> Duration {
-    Duration::from_millis(ctx.limits.stream_read_timeout_ms)
+    Duration::from_millis(ctx.limits().stream_read_timeout_ms)
 }
 
 async fn stream_task<S: Store>(
@@ -646,7 +644,7 @@ async fn watch_session<S: Store>(
     let mut probe = [0u8; 1];
     let subscription = ctx.watchers.subscribe(rkid);
     let mut shutdown = ctx.shutdown.clone();
-    let recheck = Duration::from_millis(ctx.limits.sweep_interval_ms);
+    let recheck = Duration::from_millis(ctx.limits().sweep_interval_ms);
     loop {
         let notified = subscription.notify().notified();
         tokio::pin!(notified);

@@ -71,7 +71,7 @@ pub use crate::redb_store::IntegrityReport;
 
 /// The `meta` format of a log store (1 and 2 are the redb store's, which
 /// opening upgrades: `migrate.rs`).
-pub(crate) const FORMAT: u32 = 3;
+pub const FORMAT: u32 = 3;
 /// `meta` key: held bindings and tombstones (2 × u64).
 const META_COUNTS: &[u8] = b"counts";
 /// `meta` key: the redb store's `segments/` still to delete after an upgrade.

@@ -288,6 +288,35 @@ fn rustls_pemfile_certs(
         .map_err(|e| StoreError::Engine(format!("postgres ca-file: {e}")))
 }
 
+/// The connection settings of `options`: its URL, its connect timeout,
+/// and `application_name` unless the URL names one.
+fn client_config(
+    options: &PgOptions,
+    application_name: &str,
+) -> StoreResult<tokio_postgres::Config> {
+    let mut config: tokio_postgres::Config = options
+        .url
+        .parse()
+        .map_err(|e| StoreError::Engine(format!("postgres url: {e}")))?;
+    config.connect_timeout(options.connect_timeout);
+    if config.get_application_name().is_none() {
+        config.application_name(application_name);
+    }
+    Ok(config)
+}
+
+/// What [`PgStore::check`] read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgCheck {
+    /// The held schema version ([`schema::SCHEMA_VERSION`] or older: a
+    /// start migrates it).
+    pub schema_version: u32,
+    /// The store identity, `None` until the first node starts.
+    pub store_id: Option<[u8; 16]>,
+    /// The stored declaration, `None` until the first node signs one.
+    pub declaration: Option<crate::DeclarationRecord>,
+}
+
 /// The PostgreSQL [`Store`].
 pub struct PgStore {
     io: Io,
@@ -327,14 +356,7 @@ impl PgStore {
     /// [`StoreError::Engine`] if the database cannot be reached or its
     /// schema is newer than this binary's.
     pub fn open(options: PgOptions) -> StoreResult<PgStore> {
-        let mut config: tokio_postgres::Config = options
-            .url
-            .parse()
-            .map_err(|e| StoreError::Engine(format!("postgres url: {e}")))?;
-        config.connect_timeout(options.connect_timeout);
-        if config.get_application_name().is_none() {
-            config.application_name("rltp-carrier");
-        }
+        let config = client_config(&options, "rltp-carrier")?;
         let connector = Connector::new(&options.tls)?;
         let io = Io::new()?;
         let readers = {
@@ -382,6 +404,64 @@ impl PgStore {
             store.listen();
         }
         Ok(store)
+    }
+
+    /// Connects and reads what [`PgStore::open`] would act on, writing
+    /// nothing (`rltp-carrier serve --check`): the durability settings,
+    /// the schema version and the store identity. No migration, no
+    /// store id, no listener.
+    ///
+    /// # Errors
+    /// [`StoreError::Engine`] if the database cannot be reached, runs
+    /// without durability, holds no carrier schema (`rltp-carrier migrate`
+    /// makes it) or a schema newer than this binary's.
+    pub fn check(options: &PgOptions) -> StoreResult<PgCheck> {
+        let config = client_config(options, "rltp-carrier-check")?;
+        let connector = Connector::new(&options.tls)?;
+        let io = Io::new()?;
+        io.run(async move {
+            let client = connector.connect(&config).await?;
+            check_durability(&client).await?;
+            let exists: bool = client
+                .query_one("SELECT to_regclass('rltp_meta') IS NOT NULL", &[])
+                .await
+                .map_err(|e| pg_error("schema check", &e))?
+                .get(0);
+            if !exists {
+                return Err(StoreError::Engine(
+                    "the database holds no carrier schema (rltp_meta): run `rltp-carrier migrate --config FILE`"
+                        .into(),
+                ));
+            }
+            let meta = |name: &'static str| {
+                let client = &client;
+                async move {
+                    client
+                        .query_opt("SELECT value FROM rltp_meta WHERE name = $1", &[&name])
+                        .await
+                        .map_err(|e| pg_error("rltp_meta", &e))
+                        .map(|row| row.map(|r| r.get::<_, Vec<u8>>(0)))
+                }
+            };
+            let schema_version = match meta("schema_version").await? {
+                Some(bytes) => schema::decode_version(&bytes)
+                    .map_err(|e| StoreError::Engine(e.to_string()))?,
+                None => 0,
+            };
+            schema::pending(schema_version).map_err(|e| StoreError::Engine(e.to_string()))?;
+            let store_id = match meta("store_id").await? {
+                Some(bytes) => Some(<[u8; 16]>::try_from(bytes.as_slice()).map_err(|_| {
+                    StoreError::Corrupt("rltp_meta.store_id is not 16 bytes".into())
+                })?),
+                None => None,
+            };
+            let declaration = queries::declaration(&client).await?;
+            Ok(PgCheck {
+                schema_version,
+                store_id,
+                declaration,
+            })
+        })
     }
 
     /// This store's identity (`rltp_meta.store_id`, made by the first node).
