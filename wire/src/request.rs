@@ -6,7 +6,7 @@ use crate::frame::{FrameError, MAX_COLLECT_LIMIT, MAX_CONCLUDE_IDS};
 use crate::op::Op;
 use rltp_proofs::DepositId;
 use rltp_proofs::json::{Number, Object, Value};
-use rltp_proofs::multikey::Rkid;
+use rltp_proofs::multikey::{RKID_CHARS, Rkid, RkidText};
 use rltp_proofs::proof::Purpose;
 use std::fmt;
 
@@ -218,12 +218,51 @@ impl Request {
 ///
 /// # Errors
 /// [`FrameError::Header`] for any other member set.
-pub fn parse_stream_item(header: &Object) -> Result<(Rkid, u32), FrameError> {
+pub fn parse_stream_item(header: &Object) -> Result<(RkidText, u32), FrameError> {
     let fields = Fields(header);
     fields.closed(&["rkid", "size"])?;
     let size = u32::try_from(fields.uint0("size")?)
         .map_err(|_| FrameError::Header("size out of range".into()))?;
-    Ok((fields.rkid()?, size))
+    let rkid = RkidText::parse(fields.str("rkid")?)
+        .map_err(|e| FrameError::Header(format!("rkid: {e}")))?;
+    Ok((rkid, size))
+}
+
+/// [`parse_stream_item`] of the header's bytes. The JCS spelling every
+/// client writes, `{"rkid":"…","size":N}`, is read by one scan (no JSON
+/// tree, no allocation); any other bytes go through the strict reader
+/// ([`parse_header`](crate::parse_header), then [`parse_stream_item`]),
+/// so every answer, errors included, is the strict path's.
+///
+/// # Errors
+/// As [`parse_header`](crate::parse_header) and [`parse_stream_item`].
+pub fn parse_stream_item_bytes(bytes: &[u8]) -> Result<(RkidText, u32), FrameError> {
+    if let Some(item) = stream_item_fast(bytes) {
+        return Ok(item);
+    }
+    parse_stream_item(&crate::frame::parse_header(bytes)?)
+}
+
+/// The JCS spelling of a stream item header, or `None`.
+fn stream_item_fast(bytes: &[u8]) -> Option<(RkidText, u32)> {
+    let rest = bytes.strip_prefix(b"{\"rkid\":\"")?;
+    let (text, rest) = rest.split_at_checked(RKID_CHARS)?;
+    let digits = rest.strip_prefix(b"\",\"size\":")?.strip_suffix(b"}")?;
+    // Canonical: `0`, or no leading zero; at most u32::MAX.
+    if digits.is_empty()
+        || digits.len() > 10
+        || (digits.len() > 1 && digits.first() == Some(&b'0'))
+        || !digits.iter().all(u8::is_ascii_digit)
+    {
+        return None;
+    }
+    let size = digits
+        .iter()
+        .fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
+    let size = u32::try_from(size).ok()?;
+    // Base58 text has no `"` or `\\`; anything else the strict path judges.
+    let rkid = RkidText::parse(std::str::from_utf8(text).ok()?).ok()?;
+    Some((rkid, size))
 }
 
 /// The header of one pipelined submission.

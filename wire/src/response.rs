@@ -177,6 +177,34 @@ impl SubmitAnswer {
         h
     }
 
+    /// Appends this answer as a whole frame (prefix, header, no body) to
+    /// `out`: the bytes of [`encode_frame`](crate::encode_frame) of
+    /// [`SubmitAnswer::to_header`], written directly, without a JSON tree
+    /// or a JCS pass. The members are closed ASCII spellings with nothing
+    /// to escape, in JCS order (`deposit`, `retriable`, `verdict`);
+    /// `tests::direct_answer_frames_are_the_jcs_frames` keeps the bytes
+    /// equal for every verdict.
+    pub fn encode_frame_into(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.extend_from_slice(&[0; crate::PREFIX_BYTES]);
+        out.push(b'{');
+        if let Some(d) = &self.deposit {
+            out.extend_from_slice(b"\"deposit\":\"");
+            out.extend_from_slice(d.to_multibase().as_bytes());
+            out.extend_from_slice(b"\",");
+        }
+        out.extend_from_slice(match self.verdict.retriable() {
+            true => b"\"retriable\":true,\"verdict\":\"",
+            false => b"\"retriable\":false,\"verdict\":\"",
+        });
+        out.extend_from_slice(self.verdict.as_str().as_bytes());
+        out.extend_from_slice(b"\"}");
+        let header_len = (out.len() - start - crate::PREFIX_BYTES) as u32;
+        if let Some(prefix) = out.get_mut(start..start + 4) {
+            prefix.copy_from_slice(&header_len.to_be_bytes());
+        }
+    }
+
     /// Reads the header.
     ///
     /// # Errors
@@ -440,6 +468,43 @@ mod tests {
             Ok(h) => h,
             Err(e) => panic!("unexpected error answer {e:?}"),
         }
+    }
+
+    #[test]
+    fn direct_answer_frames_are_the_jcs_frames() {
+        let id = DepositId::of(b"an envelope");
+        for verdict in SubmitVerdict::ALL {
+            let answer = SubmitAnswer::new(verdict, id);
+            let mut direct = b"kept".to_vec();
+            answer.encode_frame_into(&mut direct);
+            let mut expected = b"kept".to_vec();
+            expected.extend(crate::encode_frame(&answer.to_header(), b""));
+            assert_eq!(
+                String::from_utf8_lossy(&direct),
+                String::from_utf8_lossy(&expected),
+                "{verdict}"
+            );
+            assert_eq!(answer.deposit.is_some(), verdict.held());
+        }
+        // The one answer without a deposit for a held verdict never
+        // arises, but its bytes are the JCS ones too.
+        let mut direct = Vec::new();
+        SubmitAnswer {
+            verdict: SubmitVerdict::Bounds,
+            deposit: None,
+        }
+        .encode_frame_into(&mut direct);
+        assert_eq!(
+            direct,
+            crate::encode_frame(
+                &SubmitAnswer {
+                    verdict: SubmitVerdict::Bounds,
+                    deposit: None
+                }
+                .to_header(),
+                b""
+            )
+        );
     }
 
     #[test]
