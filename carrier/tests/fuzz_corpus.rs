@@ -121,8 +121,8 @@ fn seeds() -> BTreeMap<&'static str, Vec<(String, Vec<u8>)>> {
     put(&mut out, "envelope", "wrong-queue", jcs(&wrong_queue));
     // shape: the same two envelopes, and a stream item header in its JCS
     // spelling and in another.
-    put(&mut out, "shape", "seal-json", envelope.clone());
-    put(&mut out, "shape", "wrong-queue", jcs(&wrong_queue));
+    put(&mut out, "shape", "sealed-envelope", envelope.clone());
+    put(&mut out, "shape", "sealed-envelope-wrong-queue", jcs(&wrong_queue));
     let item = format!("{{\"rkid\":\"{}\",\"size\":1234}}", targets::SEAL_RKID);
     put(&mut out, "shape", "item-jcs", item.clone().into_bytes());
     put(&mut out, "shape", "item-spaced", item.replacen(':', ": ", 1).into_bytes());

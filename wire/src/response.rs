@@ -478,7 +478,7 @@ mod tests {
             let mut direct = b"kept".to_vec();
             answer.encode_frame_into(&mut direct);
             let mut expected = b"kept".to_vec();
-            expected.extend(crate::encode_frame(&answer.to_header(), b""));
+            expected.extend(encode_frame(&answer.to_header(), b""));
             assert_eq!(
                 String::from_utf8_lossy(&direct),
                 String::from_utf8_lossy(&expected),
@@ -496,7 +496,7 @@ mod tests {
         .encode_frame_into(&mut direct);
         assert_eq!(
             direct,
-            crate::encode_frame(
+            encode_frame(
                 &SubmitAnswer {
                     verdict: SubmitVerdict::Bounds,
                     deposit: None
