@@ -18,7 +18,7 @@
 //! | `proof` | `proof::parse` (r1) under two carrier identifiers, then `verify` | — |
 //! | `envelope` | `envelope::check_shape` (s2) for the `seal.json` queue, then `seal::open` with its key | the envelope's JCS passes s2 again, to the same value |
 //! | `declaration` | `parse_declaration` → `verify_declaration` → `accept_carrier_declaration` | — |
-//! | `shape` | s2's fast scan (`envelope::fast_shape`, `passes_shape`) beside the strict `check_shape`, for the `seal.json` queue and another, under the bound and one byte below the input's length; the stream-item header's fast reader (`parse_stream_item_bytes`) beside the strict one | the fast and the strict paths give the same answer on every input |
+//! | `shape` | s2's fast scan (`envelope::fast_shape`, `passes_shape`) beside the strict `check_shape`, for the `seal.json` queue and another, under the bound and one byte below the input's length; the stream-item header's fast reader (`parse_stream_item_bytes`) and the submit answer's (`SubmitAnswer::from_header_bytes`) beside the strict ones | the fast and the strict paths give the same answer on every input |
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
@@ -173,6 +173,16 @@ pub fn shape(data: &[u8]) {
         wire::parse_stream_item_bytes(data),
         strict,
         "stream item header: fast and strict differ"
+    );
+    let strict = response::split_error(data).and_then(|header| {
+        header
+            .map(|h| response::SubmitAnswer::from_header(&h))
+            .transpose()
+    });
+    assert_eq!(
+        response::SubmitAnswer::from_header_bytes(data),
+        strict,
+        "submit answer: fast and strict differ"
     );
 }
 

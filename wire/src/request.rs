@@ -265,6 +265,25 @@ fn stream_item_fast(bytes: &[u8]) -> Option<(RkidText, u32)> {
     Some((rkid, size))
 }
 
+/// Appends one pipelined submission as a whole frame to `out`: the bytes
+/// of [`encode_frame`](crate::encode_frame) of [`stream_item_header`] and
+/// `envelope`, with the header written directly (no JSON tree, no JCS
+/// pass: `rkid` is base58btc, `size` an integer, members in JCS order).
+pub fn encode_stream_item_into(rkid: &Rkid, envelope: &[u8], out: &mut Vec<u8>) {
+    let rkid = rkid.to_multikey();
+    let size = envelope.len().to_string();
+    let header_len = b"{\"rkid\":\"\",\"size\":}".len() + rkid.len() + size.len();
+    out.reserve(crate::PREFIX_BYTES + header_len + envelope.len());
+    out.extend_from_slice(&(header_len as u32).to_be_bytes());
+    out.extend_from_slice(&(envelope.len() as u32).to_be_bytes());
+    out.extend_from_slice(b"{\"rkid\":\"");
+    out.extend_from_slice(rkid.as_bytes());
+    out.extend_from_slice(b"\",\"size\":");
+    out.extend_from_slice(size.as_bytes());
+    out.push(b'}');
+    out.extend_from_slice(envelope);
+}
+
 /// The header of one pipelined submission.
 pub fn stream_item_header(rkid: &Rkid, size: u32) -> Object {
     let mut header = Object::new();
@@ -286,6 +305,29 @@ mod tests {
 
     fn rkid() -> Rkid {
         Rkid::parse("z6LSqY3EWDm5RNaC14mGJSHYcQNXGSNymfTom7wSaGzKdWWU").unwrap()
+    }
+
+    #[test]
+    fn direct_stream_items_are_the_jcs_frames() {
+        for len in [0usize, 1, 9, 10, 1_080, 87_557] {
+            let envelope = vec![b'e'; len];
+            let mut direct = Vec::new();
+            encode_stream_item_into(&rkid(), &envelope, &mut direct);
+            let expected = encode_frame(&stream_item_header(&rkid(), len as u32), &envelope);
+            assert_eq!(direct, expected, "{len}");
+            let (h, _) = parse_prefix(direct[..8].try_into().unwrap(), MAX_BODY_BYTES).unwrap();
+            let (text, size) = parse_stream_item_bytes(&direct[8..8 + h]).unwrap();
+            assert_eq!((*text.rkid(), size as usize), (rkid(), len));
+        }
+        // Another spelling: read by the strict path, to the same item.
+        let spaced = format!("{{ \"size\": 5, \"rkid\": \"{}\" }}", rkid().to_multikey());
+        let (text, size) = parse_stream_item_bytes(spaced.as_bytes()).unwrap();
+        assert_eq!((*text.rkid(), size), (rkid(), 5));
+        for bad in [r#"{"rkid":"z6LS","size":1}"#, r#"{"rkid":1,"size":1}"#, "{}"] {
+            let strict = parse_header(bad.as_bytes()).and_then(|h| parse_stream_item(&h));
+            assert!(strict.is_err());
+            assert_eq!(parse_stream_item_bytes(bad.as_bytes()), strict);
+        }
     }
 
     fn round_trip(request: Request) {
