@@ -174,10 +174,9 @@ pub fn shape(data: &[u8]) {
         strict,
         "stream item header: fast and strict differ"
     );
-    let strict = response::split_error(data).and_then(|header| {
-        header
-            .map(|h| response::SubmitAnswer::from_header(&h))
-            .transpose()
+    let strict = response::split_error(data).and_then(|header| match header {
+        Ok(h) => response::SubmitAnswer::from_header(&h).map(Ok),
+        Err(error) => Ok(Err(error)),
     });
     assert_eq!(
         response::SubmitAnswer::from_header_bytes(data),
