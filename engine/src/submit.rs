@@ -79,7 +79,11 @@ pub fn s1_queue_lookup(txn: &dyn WriteTxn, rkid: &Rkid) -> StoreResult<Result<()
 /// is recognised by a scan that allocates nothing; anything else goes to
 /// the strict checker, whose answer is the verdict
 /// ([`rltp_proofs::envelope::passes_shape`]).
-pub fn s2_shape_and_size(bytes: &[u8], queue: &RkidText, bound: usize) -> Result<(), SubmitVerdict> {
+pub fn s2_shape_and_size(
+    bytes: &[u8],
+    queue: &RkidText,
+    bound: usize,
+) -> Result<(), SubmitVerdict> {
     if passes_shape(bytes, queue.rkid(), queue, bound) {
         Ok(())
     } else {

@@ -164,7 +164,11 @@ pub fn shape(data: &[u8]) {
         let text = RkidText::of(&queue);
         for bound in [MAX_ENVELOPE_BYTES, data.len().saturating_sub(1)] {
             let strict = check_shape(data, &queue, bound).is_ok();
-            assert_eq!(fast_shape(data, &text, bound), strict, "s2: fast and strict differ");
+            assert_eq!(
+                fast_shape(data, &text, bound),
+                strict,
+                "s2: fast and strict differ"
+            );
             assert_eq!(passes_shape(data, &queue, &text, bound), strict);
         }
     }

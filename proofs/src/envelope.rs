@@ -23,7 +23,6 @@ const fn b64url_chars(n: usize) -> usize {
         }
 }
 
-
 /// Bytes of the JCS envelope that are not member values: `{` `}` (2), three
 /// `,` (3), four `:` (4), sixteen `"` (16), and the member names
 /// `ciphertext` `epk` `nonce` `rkid` (10 + 3 + 5 + 4 = 22): 47 bytes.
@@ -267,7 +266,11 @@ pub fn fast_shape(bytes: &[u8], queue_text: &RkidText, max_envelope_bytes: usize
         return false;
     }
     let mut rest = bytes;
-    let b64 = |rest: &mut &[u8], lead: &[u8]| strip(rest, lead).then(|| b64url_canonical_len(rest)).flatten();
+    let b64 = |rest: &mut &[u8], lead: &[u8]| {
+        strip(rest, lead)
+            .then(|| b64url_canonical_len(rest))
+            .flatten()
+    };
     b64(&mut rest, b"{\"ciphertext\":\"")
         .is_some_and(|n| (MIN_CIPHERTEXT_BYTES..=MAX_CIPHERTEXT_BYTES).contains(&n))
         && b64(&mut rest, b"\",\"epk\":\"") == Some(EPK_BYTES)

@@ -100,10 +100,11 @@ impl RkidText {
     /// As [`Rkid::parse`].
     pub fn parse(s: &str) -> Result<RkidText, EncodingError> {
         let rkid = Rkid::parse(s)?;
-        let text = <[u8; RKID_CHARS]>::try_from(s.as_bytes()).map_err(|_| EncodingError::Length {
-            expected: RKID_CHARS,
-            actual: s.len(),
-        })?;
+        let text =
+            <[u8; RKID_CHARS]>::try_from(s.as_bytes()).map_err(|_| EncodingError::Length {
+                expected: RKID_CHARS,
+                actual: s.len(),
+            })?;
         Ok(RkidText { rkid, text })
     }
 

@@ -73,7 +73,12 @@ fn near_valid(valid: &[u8]) -> Vec<Vec<u8>> {
     let object = value.as_object().expect("object");
     let reordered: Vec<String> = ["rkid", "nonce", "epk", "ciphertext"]
         .iter()
-        .map(|k| format!("\"{k}\":\"{}\"", object.get(k).and_then(|v| v.as_str()).unwrap_or("")))
+        .map(|k| {
+            format!(
+                "\"{k}\":\"{}\"",
+                object.get(k).and_then(|v| v.as_str()).unwrap_or("")
+            )
+        })
         .collect();
     out.push(format!("{{{}}}", reordered.join(",")).into_bytes());
     // An extra member, a missing one.
@@ -87,15 +92,25 @@ fn the_shipped_vector_passes_both_paths() {
     let v = common::shipped("seal.json");
     let bytes = canonicalize(&json::from_serde(&v["output"]["sealedEnvelope"])).expect("jcs");
     let rkid = Rkid::parse(v["inputs"]["rkid"].as_str().expect("rkid")).expect("rkid parses");
-    assert!(agree(&bytes, &rkid, MAX_ENVELOPE_BYTES), "the vector passes s2");
+    assert!(
+        agree(&bytes, &rkid, MAX_ENVELOPE_BYTES),
+        "the vector passes s2"
+    );
     // To another queue, and under a bound one byte short: refused by both.
-    assert!(!agree(&bytes, &Rkid::from_bytes([9; 32]), MAX_ENVELOPE_BYTES));
+    assert!(!agree(
+        &bytes,
+        &Rkid::from_bytes([9; 32]),
+        MAX_ENVELOPE_BYTES
+    ));
     assert!(!agree(&bytes, &rkid, bytes.len() - 1));
     let mut refused = 0;
     for near in near_valid(&bytes) {
         refused += usize::from(!agree(&near, &rkid, MAX_ENVELOPE_BYTES));
     }
-    assert!(refused > 100, "near-valid spellings are refused ({refused})");
+    assert!(
+        refused > 100,
+        "near-valid spellings are refused ({refused})"
+    );
 }
 
 #[test]
@@ -114,7 +129,11 @@ fn size_classes_and_their_edges_agree() {
         (MAX_CIPHERTEXT_BYTES + 1, false),
     ] {
         let bytes = envelope(rkid, len, len as u8);
-        assert_eq!(agree(&bytes, &rkid, 2 * MAX_ENVELOPE_BYTES), passes, "ciphertext of {len}");
+        assert_eq!(
+            agree(&bytes, &rkid, 2 * MAX_ENVELOPE_BYTES),
+            passes,
+            "ciphertext of {len}"
+        );
     }
     let largest = envelope(rkid, MAX_CIPHERTEXT_BYTES, 3);
     assert_eq!(largest.len(), MAX_ENVELOPE_BYTES);
@@ -126,7 +145,11 @@ fn size_classes_and_their_edges_agree() {
     let mut bad_epk = epk.clone();
     bad_epk.pop();
     bad_epk.push('B');
-    assert!(!agree(valid.replacen(&epk, &bad_epk, 1).as_bytes(), &rkid, MAX_ENVELOPE_BYTES));
+    assert!(!agree(
+        valid.replacen(&epk, &bad_epk, 1).as_bytes(),
+        &rkid,
+        MAX_ENVELOPE_BYTES
+    ));
     for bad in ["{}", "[]", "", "{\"ciphertext\":\"\"}", "null"] {
         assert!(!agree(bad.as_bytes(), &rkid, MAX_ENVELOPE_BYTES));
     }

@@ -323,7 +323,11 @@ mod tests {
         let spaced = format!("{{ \"size\": 5, \"rkid\": \"{}\" }}", rkid().to_multikey());
         let (text, size) = parse_stream_item_bytes(spaced.as_bytes()).unwrap();
         assert_eq!((*text.rkid(), size), (rkid(), 5));
-        for bad in [r#"{"rkid":"z6LS","size":1}"#, r#"{"rkid":1,"size":1}"#, "{}"] {
+        for bad in [
+            r#"{"rkid":"z6LS","size":1}"#,
+            r#"{"rkid":1,"size":1}"#,
+            "{}",
+        ] {
             let strict = parse_header(bad.as_bytes()).and_then(|h| parse_stream_item(&h));
             assert!(strict.is_err());
             assert_eq!(parse_stream_item_bytes(bad.as_bytes()), strict);

@@ -214,7 +214,9 @@ impl SubmitAnswer {
     ///
     /// # Errors
     /// As [`split_error`] and [`SubmitAnswer::from_header`].
-    pub fn from_header_bytes(bytes: &[u8]) -> Result<Result<SubmitAnswer, ErrorAnswer>, FrameError> {
+    pub fn from_header_bytes(
+        bytes: &[u8],
+    ) -> Result<Result<SubmitAnswer, ErrorAnswer>, FrameError> {
         if let Some(answer) = SubmitAnswer::guess(bytes) {
             let mut again = Vec::with_capacity(crate::PREFIX_BYTES + bytes.len());
             answer.encode_frame_into(&mut again);
@@ -527,7 +529,10 @@ mod tests {
             let header = &direct[4 + crate::PREFIX_BYTES..];
             assert_eq!(SubmitAnswer::from_header_bytes(header), Ok(Ok(answer)));
             let spaced = String::from_utf8_lossy(header).replacen(':', ": ", 1);
-            assert_eq!(SubmitAnswer::from_header_bytes(spaced.as_bytes()), Ok(Ok(answer)));
+            assert_eq!(
+                SubmitAnswer::from_header_bytes(spaced.as_bytes()),
+                Ok(Ok(answer))
+            );
         }
         let error = ErrorAnswer {
             code: ErrorCode::Unavailable,
@@ -539,7 +544,10 @@ mod tests {
             Ok(Err(error))
         );
         // A held verdict without its deposit is refused, fast path or not.
-        assert!(SubmitAnswer::from_header_bytes(br#"{"retriable":false,"verdict":"admitted"}"#).is_err());
+        assert!(
+            SubmitAnswer::from_header_bytes(br#"{"retriable":false,"verdict":"admitted"}"#)
+                .is_err()
+        );
         // The one answer without a deposit for a held verdict never
         // arises, but its bytes are the JCS ones too.
         let mut direct = Vec::new();

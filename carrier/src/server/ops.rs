@@ -470,7 +470,11 @@ impl Pending {
                 .await
                 .unwrap_or_else(|_| vec![Err(unavailable("internal"))]),
             Pending::Verdict(handle) => {
-                vec![handle.await.unwrap_or_else(|_| Err(unavailable("internal")))]
+                vec![
+                    handle
+                        .await
+                        .unwrap_or_else(|_| Err(unavailable("internal"))),
+                ]
             }
             Pending::Error(e) => vec![Err(e)],
         };
@@ -614,7 +618,10 @@ enum Item {
 }
 
 /// Reads the next item; `Ok(None)` when the client has finished.
-async fn read_item(recv: &mut FrameReader, envelope_bound: usize) -> Result<Option<Item>, ReadError> {
+async fn read_item(
+    recv: &mut FrameReader,
+    envelope_bound: usize,
+) -> Result<Option<Item>, ReadError> {
     let Some(prefix) = recv.prefix().await? else {
         return Ok(None);
     };
