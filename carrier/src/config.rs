@@ -206,8 +206,7 @@ pub struct LimitsConfig {
 
 /// QUIC transport settings of the carrier's endpoint (`[transport]`):
 /// per-packet costs, never admission inputs. Defaults
-/// ([`crate::defaults::transport`]) are quinn's, which measured no worse
-/// on loopback than the alternatives (see that module).
+/// ([`crate::defaults::transport`]) are quinn's (see that module).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
 pub struct TransportConfig {

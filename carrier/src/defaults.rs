@@ -209,11 +209,11 @@ pub mod horizons {
 pub const GIVE_UP_AFTER: Duration = Duration::from_secs(60);
 
 /// Defaults of `[transport]` ([`crate::config::TransportConfig`]): quinn's
-/// own. Measured on loopback with `carrier-bench` (scenario 1, 8 × 32 and
-/// 64 × 4, 2 shared cores) against ACK frequency threshold 8 and a
-/// 8952-byte initial MTU, the differences were within the run-to-run
-/// noise while the alternatives risk paths that do not carry them, so the
-/// defaults stay what every QUIC peer expects.
+/// own, which every QUIC peer and path expects. Not yet measured against
+/// the alternatives (ACK frequency threshold 8, a loopback-sized MTU; the
+/// design study `perf-design.md` measured about 1 µs per request per side
+/// saved by both together on loopback): change a default only with a
+/// `carrier-bench` run that shows it.
 pub mod transport {
     /// ACK frequency off (`0`): the peer's own policy.
     pub const ACK_ELICITING_THRESHOLD: u32 = 0;
