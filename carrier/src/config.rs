@@ -37,6 +37,13 @@
 //! queue = { per-second = 2000, burst = 10000 }
 //! shared-submission = { per-second = 50000, burst = 100000 }
 //!
+//! [transport]                           # QUIC per-packet costs (defaults: quinn's)
+//! ack-eliciting-threshold = 0           # 0: off; n: ask the peer to ACK every n+1 packets
+//! max-ack-delay-ms = 25                 # [1, 16383], with a threshold above 0
+//! initial-mtu = 1200                    # [1200, 65527]
+//! mtu-discovery = true
+//! mtu-upper-bound = 1452                # [initial-mtu, 65527]
+//!
 //! [tls]                                 # both or neither; PEM files
 //! cert = "/etc/rltp/fullchain.pem"
 //! key = "/etc/rltp/key.pem"
@@ -196,6 +203,67 @@ pub struct LimitsConfig {
     pub drain_timeout_ms: u64,
     /// Private meter budgets.
     pub meters: MeterConfig,
+}
+
+/// QUIC transport settings of the carrier's endpoint (`[transport]`):
+/// per-packet costs, never admission inputs. Defaults
+/// ([`crate::defaults::transport`]) are quinn's (see that module).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct TransportConfig {
+    /// QUIC ACK frequency (draft-ietf-quic-ack-frequency, quinn's
+    /// `AckFrequencyConfig`): ask the peer to acknowledge only after this
+    /// many ack-eliciting packets beyond the first (`0`: off, the peer's
+    /// own policy, an ACK every other packet). A peer without the
+    /// extension ignores it.
+    pub ack_eliciting_threshold: u32,
+    /// With `ack-eliciting-threshold` above 0: the longest the peer may
+    /// delay an ACK, ms.
+    pub max_ack_delay_ms: u64,
+    /// The UDP payload size QUIC starts with, bytes (`[1200, 65527]`); a
+    /// path that does not carry it loses the handshake, so raise it only
+    /// where every path does (loopback, a jumbo-frame LAN).
+    pub initial_mtu: u16,
+    /// Whether QUIC probes for a larger MTU (DPLPMTUD, RFC 8899) up to
+    /// `mtu-upper-bound`.
+    pub mtu_discovery: bool,
+    /// The largest UDP payload MTU discovery tries, bytes (`[1200, 65527]`,
+    /// at least `initial-mtu`).
+    pub mtu_upper_bound: u16,
+}
+
+impl Default for TransportConfig {
+    /// [`crate::defaults::transport`].
+    fn default() -> TransportConfig {
+        use crate::defaults::transport;
+        TransportConfig {
+            ack_eliciting_threshold: transport::ACK_ELICITING_THRESHOLD,
+            max_ack_delay_ms: transport::MAX_ACK_DELAY_MS,
+            initial_mtu: transport::INITIAL_MTU,
+            mtu_discovery: transport::MTU_DISCOVERY,
+            mtu_upper_bound: transport::MTU_UPPER_BOUND,
+        }
+    }
+}
+
+impl TransportConfig {
+    /// Applies these settings to a quinn transport configuration.
+    pub fn apply(&self, transport: &mut quinn::TransportConfig) {
+        transport.initial_mtu(self.initial_mtu);
+        transport.mtu_discovery_config(self.mtu_discovery.then(|| {
+            let mut mtu = quinn::MtuDiscoveryConfig::default();
+            mtu.upper_bound(self.mtu_upper_bound);
+            mtu
+        }));
+        transport.ack_frequency_config((self.ack_eliciting_threshold > 0).then(|| {
+            let mut ack = quinn::AckFrequencyConfig::default();
+            ack.ack_eliciting_threshold(quinn::VarInt::from_u32(self.ack_eliciting_threshold))
+                .max_ack_delay(Some(std::time::Duration::from_millis(
+                    self.max_ack_delay_ms,
+                )));
+            ack
+        }));
+    }
 }
 
 impl Default for LimitsConfig {
@@ -416,6 +484,8 @@ struct RawConfig {
     #[serde(default)]
     limits: LimitsConfig,
     #[serde(default)]
+    transport: TransportConfig,
+    #[serde(default)]
     tls: TlsConfig,
     #[serde(default)]
     metrics: MetricsConfig,
@@ -442,6 +512,8 @@ pub struct Config {
     pub constants: CarrierConstants,
     /// Private limits.
     pub limits: LimitsConfig,
+    /// QUIC transport settings.
+    pub transport: TransportConfig,
     /// CA-issued certificate, if configured.
     pub tls: TlsConfig,
     /// The operator's HTTP endpoint, if enabled.
@@ -512,6 +584,7 @@ impl Config {
                 .parse(filter)
                 .map_err(|e| field_error("log-filter", format!("{filter:?}: {e}")))?;
         }
+        validate_transport(&raw.transport)?;
         if raw.tls.cert.is_some() != raw.tls.key.is_some() {
             return Err(field_error("tls", "cert and key must be given together"));
         }
@@ -538,6 +611,7 @@ impl Config {
             log_filter: raw.log_filter,
             constants,
             limits: raw.limits,
+            transport: raw.transport,
             tls: raw.tls,
             metrics: raw.metrics,
             store: raw.store,
@@ -584,6 +658,7 @@ impl Config {
                 status_horizon: lexeme("status-horizon"),
             },
             limits: self.limits,
+            transport: self.transport,
             tls: self.tls.clone(),
             metrics: self.metrics,
             store,
@@ -619,6 +694,7 @@ pub struct Effective {
     pub log_filter: String,
     constants: ConstantsConfig,
     pub limits: LimitsConfig,
+    pub transport: TransportConfig,
     pub tls: TlsConfig,
     pub metrics: MetricsConfig,
     pub store: StoreConfig,
@@ -677,7 +753,7 @@ pub enum Reload {
 /// needs a restart: a key (or a section, for every key under it) and how
 /// it reloads. `deploy/OPERATIONS.md` shows the same list (a test compares
 /// them), and [`changes`] classifies every changed key by it.
-pub const RELOAD: [(&str, Reload); 18] = [
+pub const RELOAD: [(&str, Reload); 19] = [
     ("carrier", Reload::Restart),
     ("listen", Reload::Restart),
     ("data-dir", Reload::Restart),
@@ -693,6 +769,7 @@ pub const RELOAD: [(&str, Reload); 18] = [
     ("limits.sweep-interval-ms", Reload::Live),
     ("limits.drain-timeout-ms", Reload::Live),
     ("limits.meters", Reload::Live),
+    ("transport", Reload::Restart),
     ("tls", Reload::Restart),
     ("metrics", Reload::Restart),
     ("store", Reload::Restart),
@@ -814,6 +891,35 @@ fn validate_store(store: &StoreConfig) -> Result<(), ConfigError> {
             Ok(())
         }
     }
+}
+
+fn validate_transport(t: &TransportConfig) -> Result<(), ConfigError> {
+    // QUIC's minimum datagram size (RFC 9000 §14) and the largest UDP payload.
+    const MTU: std::ops::RangeInclusive<u16> = 1_200..=65_527;
+    for (name, value) in [
+        ("transport.initial-mtu", t.initial_mtu),
+        ("transport.mtu-upper-bound", t.mtu_upper_bound),
+    ] {
+        if !MTU.contains(&value) {
+            return Err(field_error(
+                name,
+                format!("{value} is outside [1200, 65527]"),
+            ));
+        }
+    }
+    if t.mtu_upper_bound < t.initial_mtu {
+        return Err(field_error(
+            "transport.mtu-upper-bound",
+            "must be at least initial-mtu",
+        ));
+    }
+    if !(1..=16_383).contains(&t.max_ack_delay_ms) {
+        return Err(field_error(
+            "transport.max-ack-delay-ms",
+            format!("{} is outside [1, 16383]", t.max_ack_delay_ms),
+        ));
+    }
+    Ok(())
 }
 
 fn validate_limits(l: &LimitsConfig) -> Result<(), ConfigError> {
@@ -1160,5 +1266,33 @@ listen = "127.0.0.1:9464"
         let code: Vec<(String, Reload)> =
             RELOAD.iter().map(|(k, r)| ((*k).to_owned(), *r)).collect();
         assert_eq!(rows, code);
+    }
+    #[test]
+    fn transport_settings_are_checked_and_applied() {
+        let base = "carrier = \"did:web:localhost\"\n[transport]\n";
+        let with = |extra: &str| Config::from_toml(&format!("{base}{extra}"));
+        let config =
+            with("ack-eliciting-threshold = 8\ninitial-mtu = 8952\nmtu-upper-bound = 9000")
+                .unwrap();
+        assert_eq!(config.transport.ack_eliciting_threshold, 8);
+        assert_eq!(config.transport.initial_mtu, 8952);
+        let mut quinn_config = quinn::TransportConfig::default();
+        config.transport.apply(&mut quinn_config);
+        for (extra, field) in [
+            ("initial-mtu = 1199", "transport.initial-mtu"),
+            ("mtu-upper-bound = 65528", "transport.mtu-upper-bound"),
+            (
+                "initial-mtu = 1500\nmtu-upper-bound = 1400",
+                "transport.mtu-upper-bound",
+            ),
+            ("max-ack-delay-ms = 0", "transport.max-ack-delay-ms"),
+        ] {
+            let error = with(extra).unwrap_err().to_string();
+            assert!(error.contains(field), "{extra}: {error}");
+        }
+        assert!(
+            with("ack-frequency = 1").is_err(),
+            "unknown keys are refused"
+        );
     }
 }

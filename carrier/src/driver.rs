@@ -25,10 +25,10 @@ use rltp_engine::{
     EngineError, EventSnapshot, IssuedChallenge, Limits, Meter, Operation, SessionError, WatchPage,
 };
 use rltp_proofs::identity::CarrierId;
-use rltp_proofs::multikey::Rkid;
+use rltp_proofs::multikey::{Rkid, RkidText};
 use rltp_proofs::proof::Purpose;
 use rltp_proofs::{DepositId, Ms};
-use rltp_storage::{DeclarationRecord, Store, StoreError};
+use rltp_storage::{DeclarationRecord, Store, StoreError, StoreResult};
 use rltp_wire::{DepositStatus, SubmitVerdict, Verdict};
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -354,7 +354,7 @@ impl<S: Store> Driver<S> {
     /// [`EngineError::Unavailable`] if the store failed: nothing was
     /// admitted, and it is not a verdict.
     pub fn submit(&self, rkid: &Rkid, bytes: &[u8]) -> Result<SubmitVerdict, EngineError> {
-        let submission = self.engine.screen(*rkid, bytes.to_vec());
+        let submission = self.engine.screen(&RkidText::of(rkid), bytes.to_vec());
         let hint = Some((*rkid, Some(submission.id())));
         let engine = Arc::clone(&self.engine);
         Ok(self.writer.execute_hinted(hint, move |txn, now, events| {
@@ -367,20 +367,52 @@ impl<S: Store> Driver<S> {
     /// ([`DepositId::of`] the bytes), so the caller need not hash again.
     pub async fn submit_async(
         &self,
-        rkid: &Rkid,
+        rkid: &RkidText,
         bytes: Vec<u8>,
     ) -> (Result<SubmitVerdict, EngineError>, DepositId) {
-        let submission = self.engine.screen(*rkid, bytes);
-        let id = submission.id();
+        let answer = self.submit_burst_async(vec![(*rkid, bytes)]).await.pop();
+        // One answer per submission: never `None`.
+        answer.unwrap_or_else(|| (Err(CommitError::NotRun.into()), DepositId::of(b"")))
+    }
+
+    /// Several submissions that arrived together (a burst of one
+    /// `submit-stream`), screened here ([`Engine::screen`]: s2 and the
+    /// deposit id) and decided in the writer as **one** job, in order, in
+    /// one batch: each is its own §5a.5 decision against the state the
+    /// ones before it left, exactly as if submitted one by one. Answered
+    /// only once durable, one `(verdict, id)` per submission, in order; a
+    /// store failure refuses the whole burst (nothing of it is durable).
+    pub async fn submit_burst_async(
+        &self,
+        items: Vec<(RkidText, Vec<u8>)>,
+    ) -> Vec<(Result<SubmitVerdict, EngineError>, DepositId)> {
+        let submissions: Vec<_> = items
+            .into_iter()
+            .map(|(rkid, bytes)| self.engine.screen(&rkid, bytes))
+            .collect();
+        let ids: Vec<DepositId> = submissions.iter().map(|s| s.id()).collect();
+        let hints = submissions
+            .iter()
+            .map(|s| (*s.rkid(), Some(s.id())))
+            .collect();
         let engine = Arc::clone(&self.engine);
-        let verdict = self
+        let verdicts = self
             .writer
-            .run_hinted(Some((*rkid, Some(id))), move |txn, now, events| {
-                engine.submit(txn, &submission, now, events)
+            .submit_hinted_many(hints, move |txn, now, events| {
+                submissions
+                    .iter()
+                    .map(|s| engine.submit(txn, s, now, events))
+                    .collect::<StoreResult<Vec<_>>>()
             })
             .await
-            .map_err(EngineError::from);
-        (verdict, id)
+            .unwrap_or(Err(CommitError::NotRun));
+        match verdicts {
+            Ok(verdicts) => verdicts.into_iter().map(Ok).zip(ids).collect(),
+            Err(e) => {
+                let e = EngineError::from(e);
+                ids.into_iter().map(|id| (Err(e.clone()), id)).collect()
+            }
+        }
     }
 
     /// §5a.5 for a submission announcing more than

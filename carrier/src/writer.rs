@@ -73,7 +73,7 @@ type Run =
 struct Job {
     run: Run,
     fail: Box<dyn FnOnce(CommitError) + Send>,
-    hint: Hint,
+    hints: Vec<(Rkid, Option<DepositId>)>,
 }
 
 /// What an operation will read, said before its batch runs: the queue it
@@ -260,6 +260,21 @@ impl Writer {
         R: Send + 'static,
         F: FnMut(&mut dyn WriteTxn, Ms, &mut Tally) -> StoreResult<R> + Send + 'static,
     {
+        self.submit_hinted_many(hint.into_iter().collect(), op)
+    }
+
+    /// [`Writer::submit`] of one operation that reads several queues (a
+    /// burst of submissions run as one job, in order): every `(rkid, id)`
+    /// it will read ([`Hint`]).
+    pub fn submit_hinted_many<R, F>(
+        &self,
+        hints: Vec<(Rkid, Option<DepositId>)>,
+        op: F,
+    ) -> oneshot::Receiver<Result<R, CommitError>>
+    where
+        R: Send + 'static,
+        F: FnMut(&mut dyn WriteTxn, Ms, &mut Tally) -> StoreResult<R> + Send + 'static,
+    {
         let (sender, receiver) = oneshot::channel();
         let reply: Reply<R> = Arc::new(std::sync::Mutex::new(Some(sender)));
         let on_failure = Arc::clone(&reply);
@@ -273,7 +288,7 @@ impl Writer {
                 }) as Completion)
             }),
             fail: Box::new(move |error| answer(&on_failure, Err(error))),
-            hint,
+            hints,
         };
         // If the writer is gone the job (and its reply sender) is dropped and
         // the receiver reports `Closed`.
@@ -517,8 +532,10 @@ fn run_batch<S: Store>(batches: &Batches<'_, S>, mut batch: Vec<Job>) -> Option<
                 engine.set_constants(constants);
             }
         };
-        let hints: Vec<(Rkid, Option<DepositId>)> =
-            batch.iter().filter_map(|job| job.hint).collect();
+        let hints: Vec<(Rkid, Option<DepositId>)> = batch
+            .iter()
+            .flat_map(|job| job.hints.iter().copied())
+            .collect();
         let prelude = if hints.is_empty() {
             Ok(())
         } else {

@@ -545,7 +545,7 @@ impl Client {
         Ok(Submitter {
             writer: SubmitWriter { send },
             reader: SubmitReader {
-                recv,
+                recv: net::FrameReader::new(recv),
                 timeout: self.timeout,
             },
         })
@@ -719,9 +719,12 @@ async fn write_stream_item(
     rkid: &Rkid,
     envelope: &[u8],
 ) -> Result<(), ClientError> {
-    let size = u32::try_from(envelope.len())
-        .map_err(|_| ClientError::violation("envelope longer than 4 GiB"))?;
-    net::write_frame(send, &wire::stream_item_header(rkid, size), envelope).await?;
+    if u32::try_from(envelope.len()).is_err() {
+        return Err(ClientError::violation("envelope longer than 4 GiB"));
+    }
+    let mut frame = Vec::new();
+    wire::encode_stream_item_into(rkid, envelope, &mut frame);
+    send.write_all(&frame).await?;
     Ok(())
 }
 
@@ -745,7 +748,8 @@ pub struct SubmitWriter {
 /// The reading half of a [`Submitter`].
 #[derive(Debug)]
 pub struct SubmitReader {
-    recv: quinn::RecvStream,
+    /// Read in large chunks: many answers per quinn read.
+    recv: net::FrameReader,
     timeout: Duration,
 }
 
@@ -802,15 +806,14 @@ impl SubmitReader {
     /// the stream), [`ClientError::Protocol`].
     pub async fn recv(&mut self) -> Result<Option<SubmitAnswer>, ClientError> {
         let read = async {
-            match net::read_prefix(&mut self.recv).await? {
+            match self.recv.prefix().await? {
                 None => Ok(None),
                 Some(prefix) => {
-                    let header = net::read_header(&mut self.recv, prefix).await?;
-                    if let Some(error) = error_answer(&header)? {
-                        return Err(ClientError::Server(error));
-                    }
-                    net::read_body(&mut self.recv, prefix, 0).await?;
-                    Ok(Some(SubmitAnswer::from_header(&header)?))
+                    let header = self.recv.header_bytes(prefix).await?;
+                    let answer = SubmitAnswer::from_header_bytes(header)?;
+                    let answer = answer.map_err(ClientError::Server)?;
+                    self.recv.body(prefix, 0).await?;
+                    Ok(Some(answer))
                 }
             }
         };

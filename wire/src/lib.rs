@@ -41,5 +41,8 @@ pub use frame::{
     MAX_PROOF_BYTES, PREFIX_BYTES, encode_frame, parse_header, parse_prefix,
 };
 pub use op::Op;
-pub use request::{Request, parse_stream_item, stream_item_header};
+pub use request::{
+    Request, encode_stream_item_into, parse_stream_item, parse_stream_item_bytes,
+    stream_item_header,
+};
 pub use verdict::{DepositStatus, SubmitVerdict, Verdict};

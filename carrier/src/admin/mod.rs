@@ -109,9 +109,14 @@ impl Request {
 
     /// Parses a request line (without its newline).
     pub fn parse(line: &str) -> Option<Request> {
-        [Request::Backup, Request::Stats, Request::Store, Request::LameDuck]
-            .into_iter()
-            .find(|r| r.as_str() == line)
+        [
+            Request::Backup,
+            Request::Stats,
+            Request::Store,
+            Request::LameDuck,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == line)
     }
 }
 

@@ -269,6 +269,7 @@ mod tests {
             assert_eq!(config.log_format, defaults.log_format);
             assert_eq!(config.constants, defaults.constants);
             assert_eq!(config.limits, defaults.limits);
+            assert_eq!(config.transport, defaults.transport);
         }
         // Every key of the reference appears uncommented in `full`.
         for key in [
@@ -288,6 +289,11 @@ mod tests {
             "max-bindings",
             "max-connections",
             "max-streams-per-connection",
+            "ack-eliciting-threshold",
+            "max-ack-delay-ms",
+            "initial-mtu",
+            "mtu-discovery",
+            "mtu-upper-bound",
             "idle-timeout-ms",
             "stream-read-timeout-ms",
             "sweep-interval-ms",

@@ -803,6 +803,7 @@ fn endpoint(
         .map_err(|e| TlsError::Config(e.to_string()))?;
     let mut server_config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     let mut transport = quinn::TransportConfig::default();
+    config.transport.apply(&mut transport);
     transport
         .max_concurrent_bidi_streams(quinn::VarInt::from_u32(
             config.limits.max_streams_per_connection,
