@@ -340,6 +340,7 @@ fn completions_name_every_subcommand_and_the_manual_renders() {
         .map(|c| format!("rltp-carrier-{c}.1"))
         .chain(
             [
+                "admin-lame-duck",
                 "admin-renew",
                 "admin-stats",
                 "admin-store",

@@ -172,7 +172,7 @@ fn check_reads_a_carriers_data_dir_without_touching_it() {
     assert_eq!(
         run.lines("# check store: "),
         [
-            format!("# check store: embedded, opens read-only: store {store_id}, format 2")
+            format!("# check store: embedded, opens read-only: store {store_id}, format 3 (the log store)")
                 .as_str()
         ]
     );
