@@ -23,7 +23,9 @@ fn second_data_dir(root: &Path, first: &Path) -> PathBuf {
 }
 
 /// Node A registers and collects, node B takes the deposits; a watch on A
-/// is pushed what B admits; both serve the same declaration bytes.
+/// is pushed what B admits; both serve the same declaration bytes. B's data
+/// dir starts with A's declaration key and TLS identity, copied as
+/// `deploy/OPERATIONS.md` §12 says (one pin for both).
 #[test]
 fn two_nodes_on_one_database_are_one_carrier() {
     let cluster = rltp_pgtest::Cluster::start().unwrap_or_else(|e| panic!("{e}"));
@@ -32,8 +34,14 @@ fn two_nodes_on_one_database_are_one_carrier() {
     let config = node_config(&cluster);
     let a_dir = root.join("a");
     let a = Carrier::start_with(&Spec::new(&a_dir, &config));
-    let b = Carrier::start_with(&Spec::new(&second_data_dir(root, &a_dir), &config));
+    let b_dir = second_data_dir(root, &a_dir);
+    std::fs::create_dir_all(b_dir.join("tls")).unwrap();
+    for file in ["cert.der", "key.der"] {
+        std::fs::copy(a_dir.join("tls").join(file), b_dir.join("tls").join(file)).unwrap();
+    }
+    let b = Carrier::start_with(&Spec::new(&b_dir, &config));
     assert_eq!(a.issuer, b.issuer, "one declaration key");
+    assert_eq!(a.pin, b.pin, "one TLS identity");
     let decl_a = cli_to(root, &a, &["declaration", "--json"]).expect(0);
     let decl_b = cli_to(root, &b, &["declaration", "--json"]).expect(0);
     assert_eq!(

@@ -229,8 +229,9 @@ pub enum StoreHome {
     /// data dir holds a node's declaration key, TLS identity, clock and
     /// lineage, and the caller checks the lineage's store id against the
     /// database's. A new node's data dir may already hold the carrier's
-    /// declaration key (and `declaration.signed`), copied from another
-    /// node: that is still a fresh node.
+    /// declaration key (and `declaration.signed`) and a TLS identity,
+    /// copied from another node (so that one pin fits every node): that is
+    /// still a fresh node.
     External,
 }
 
@@ -257,9 +258,11 @@ pub fn account_for(
         if index_present && home == StoreHome::DataDir {
             return Ok(Life::Adopt);
         }
+        // What an operator copies from another node of the same database.
         let shared = [
             super::declaration::KEY_FILE,
             super::declaration::SIGNED_FILE,
+            crate::data_dir::TLS,
         ];
         let leftovers: Vec<String> = crate::data_dir::MADE_BY_A_CARRIER
             .into_iter()
@@ -271,9 +274,13 @@ pub fn account_for(
         {
             return Ok(Life::Fresh);
         }
+        let no_store = match home {
+            StoreHome::DataDir => format!("no store ({STORE_INDEX}) and "),
+            StoreHome::External => String::new(),
+        };
         return Err(damaged(
             format!(
-                "it holds {} but no store ({STORE_INDEX}) and no lineage: it is not a fresh data dir, \
+                "it holds {} but {no_store}no lineage: it is not a fresh data dir, \
                  and a fresh store here would sign the declaration again from revision 1",
                 leftovers.join(", ")
             ),
