@@ -282,15 +282,20 @@ impl CarrierProc {
     /// # Errors
     /// As [`CarrierProc::stop`] and [`CarrierProc::start`].
     pub async fn restart(self) -> anyhow::Result<(CarrierProc, StartTiming)> {
-        let (bin, config, data_dir, log, level) = (
-            self.bin.clone(),
-            self.config.clone(),
-            self.data_dir.clone(),
-            self.log.clone(),
-            self.log_level.clone(),
-        );
+        let again = self.again();
         self.stop().await?;
-        CarrierProc::spawn(bin, config, data_dir, log, level).await
+        again.spawn().await
+    }
+
+    /// What it takes to start this carrier again on its data directory.
+    fn again(&self) -> Again {
+        Again {
+            bin: self.bin.clone(),
+            config: self.config.clone(),
+            data_dir: self.data_dir.clone(),
+            log: self.log.clone(),
+            level: self.log_level.clone(),
+        }
     }
 
     /// Kills the carrier (SIGKILL: no drain, no snapshot at close) and
@@ -299,17 +304,11 @@ impl CarrierProc {
     /// # Errors
     /// As [`CarrierProc::start`].
     pub async fn kill_and_restart(mut self) -> anyhow::Result<(CarrierProc, StartTiming)> {
-        let (bin, config, data_dir, log, level) = (
-            self.bin.clone(),
-            self.config.clone(),
-            self.data_dir.clone(),
-            self.log.clone(),
-            self.log_level.clone(),
-        );
+        let again = self.again();
         // Already dead (killed by pid) or not: killed and reaped either way.
         let _ = self.child.kill();
         self.child.wait()?;
-        CarrierProc::spawn(bin, config, data_dir, log, level).await
+        again.spawn().await
     }
 
     /// The store directory.
@@ -324,6 +323,22 @@ impl Drop for CarrierProc {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
+    }
+}
+
+/// A carrier to start again ([`CarrierProc::restart`],
+/// [`CarrierProc::kill_and_restart`]).
+struct Again {
+    bin: PathBuf,
+    config: PathBuf,
+    data_dir: PathBuf,
+    log: PathBuf,
+    level: String,
+}
+
+impl Again {
+    async fn spawn(self) -> anyhow::Result<(CarrierProc, StartTiming)> {
+        CarrierProc::spawn(self.bin, self.config, self.data_dir, self.log, self.level).await
     }
 }
 

@@ -169,8 +169,8 @@ pub struct DrainResult {
 }
 
 /// The carrier's drain: each recipient, on its own connection (one
-/// principal per authorization session), collects a page (fresh challenge
-/// + proof), concludes it (fresh challenge + proof), and repeats until a
+/// principal per authorization session), collects a page (with a fresh
+/// challenge and proof), concludes it (another), and repeats until a
 /// collect is empty. At most [`DRAIN_CONNECTIONS`] recipients drain at
 /// once (scenario 5 drains 10,000 queues; the carrier's `max-connections`
 /// would refuse them all at once).

@@ -12,7 +12,7 @@
 //!
 //! A stream that carries many frames (a `submit-stream`, its answers, a
 //! watch session) is read through a [`FrameReader`]: one quinn read takes
-//! up to [`READ_CHUNK`](crate::defaults::READ_CHUNK) bytes of whatever has
+//! up to [`crate::defaults::READ_CHUNK`] bytes of whatever has
 //! arrived, and frames are parsed from that buffer in the same order and
 //! with the same checks as above (a prefix is checked before the bytes it
 //! announces are waited for; nothing is buffered beyond one chunk ahead).

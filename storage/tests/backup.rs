@@ -16,19 +16,9 @@ use rltp_storage::log_store::LogStore;
 use rltp_storage::redb_store::RedbStore;
 use rltp_storage::{
     BindingPhases, DeclarationRecord, Departure, DepartureRecord, DepositId, Due, ReadTxn, Store,
-    StoreResult, WriteTxn,
+    WriteTxn,
 };
 use std::path::Path;
-
-fn write<S: Store, R>(
-    store: &S,
-    f: impl FnOnce(&mut S::Write<'_>) -> StoreResult<R>,
-) -> StoreResult<R> {
-    let mut txn = store.begin_write()?;
-    let out = f(&mut txn)?;
-    store.commit(txn)?;
-    Ok(out)
-}
 
 /// An embedded store under test.
 trait Kind: Store + BackupSource + Sized {

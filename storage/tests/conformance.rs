@@ -16,17 +16,6 @@ use rltp_storage::{
     Store, StoreError, StoreResult, WriteTxn,
 };
 
-/// Runs `f` in one committed write transaction.
-fn write<S: Store, R>(
-    store: &S,
-    f: impl FnOnce(&mut S::Write<'_>) -> StoreResult<R>,
-) -> StoreResult<R> {
-    let mut txn = store.begin_write()?;
-    let out = f(&mut txn)?;
-    store.commit(txn)?;
-    Ok(out)
-}
-
 fn bindings_and_tombstones<S: Store>(store: &S) -> StoreResult<()> {
     let (a, b) = (rkid(1), rkid(2));
     write(store, |t| {

@@ -20,16 +20,6 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-fn write<S: Store, R>(
-    store: &S,
-    f: impl FnOnce(&mut S::Write<'_>) -> StoreResult<R>,
-) -> StoreResult<R> {
-    let mut txn = store.begin_write()?;
-    let out = f(&mut txn)?;
-    store.commit(txn)?;
-    Ok(out)
-}
-
 /// Every file of the log and the snapshots with the SHA-256 of its bytes
 /// (not redb's file: opening redb writes its header).
 fn files(dir: &Path) -> BTreeMap<String, DepositId> {

@@ -12,7 +12,7 @@ mod common;
 
 use common::*;
 use rltp_storage::postgres::{PgOptions, PgStore};
-use rltp_storage::{ReadTxn, Store, StoreResult, WriteTxn};
+use rltp_storage::{ReadTxn, Store, WriteTxn};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -22,17 +22,6 @@ fn cluster() -> rltp_pgtest::Cluster {
 
 fn open(options: PgOptions) -> PgStore {
     PgStore::open(options).unwrap_or_else(|e| panic!("open the postgres store: {e}"))
-}
-
-/// Runs `f` in one committed write transaction.
-fn write<S: Store, R>(
-    store: &S,
-    f: impl FnOnce(&mut S::Write<'_>) -> StoreResult<R>,
-) -> StoreResult<R> {
-    let mut txn = store.begin_write()?;
-    let out = f(&mut txn)?;
-    store.commit(txn)?;
-    Ok(out)
 }
 
 /// Two nodes bump one binding's generation 200 times each, read-modify-

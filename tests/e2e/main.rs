@@ -187,26 +187,3 @@ impl Drop for Running {
         let _ = self.child.wait();
     }
 }
-
-/// `GET path` on the operator endpoint: status code and body.
-pub fn http_get(port: u16, path: &str) -> (u16, String) {
-    use std::io::Write as _;
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).unwrap();
-    let code = text
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map_or("", |(_, b)| b)
-        .to_owned();
-    (code, body)
-}

@@ -171,10 +171,10 @@ fn check_reads_a_carriers_data_dir_without_touching_it() {
     let run = cli(dir, &args).expect(0);
     assert_eq!(
         run.lines("# check store: "),
-        [
-            format!("# check store: embedded, opens read-only: store {store_id}, format 3 (the log store)")
-                .as_str()
-        ]
+        [format!(
+            "# check store: embedded, opens read-only: store {store_id}, format 3 (the log store)"
+        )
+        .as_str()]
     );
     assert_eq!(
         run.lines("# check tls: "),

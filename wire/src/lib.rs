@@ -13,7 +13,7 @@
 //! | [`request`] | request headers with closed member sets | `PROTOCOL.md` §7 |
 //! | [`response`] | response headers, [`ErrorCode`](response::ErrorCode) | `PROTOCOL.md` §6–§7 |
 //! | [`verdict`] | [`SubmitVerdict`], [`Verdict`], [`DepositStatus`]: one table per set | §5a.3, §5a.5, §5a.8, §6.1 |
-//! | [`close`] | [`CloseCode`](close::CloseCode): the QUIC application close codes (`going-away`) | `PROTOCOL.md` §5 |
+//! | [`close`] | [`CloseCode`]: the QUIC application close codes (`going-away`) | `PROTOCOL.md` §5 |
 //! | [`address_challenge`] | the §8 plaintext and its opening by the registrant | `PROTOCOL.md` §8 |
 //!
 //! What this crate does **not** do: no I/O, no async runtime, no QUIC or

@@ -7,8 +7,19 @@ use rltp_storage::log_store::{LogOptions, LogStore};
 use rltp_storage::redb_store::{Placement, RedbOptions, RedbStore};
 use rltp_storage::{
     Binding, DeclarationRecord, DepartureRecord, Deposit, DepositId, Due, Ms, Occupancy, Phase,
-    ReadTxn, StoreResult, Tombstone,
+    ReadTxn, Store, StoreResult, Tombstone,
 };
+
+/// Runs `f` in one write transaction of `store` and commits it.
+pub fn write<S: Store, R>(
+    store: &S,
+    f: impl FnOnce(&mut S::Write<'_>) -> StoreResult<R>,
+) -> StoreResult<R> {
+    let mut txn = store.begin_write()?;
+    let out = f(&mut txn)?;
+    store.commit(txn)?;
+    Ok(out)
+}
 
 /// An rkid whose key bytes are `first` followed by zeros and `last`: tests
 /// of the eviction order need rkids that differ only in late bytes.
