@@ -7,7 +7,13 @@
 # What the suite needs besides the Rust toolchain:
 # - cargo-nextest (the runner; .config/nextest.toml groups the torture tests);
 # - Debian's chromium (carrier/tests/operations.rs renders the operator
-#   page headless).
+#   page headless);
+# - Debian's postgresql (the PostgreSQL store's tests start their own
+#   throwaway clusters with its initdb and pg_ctl, pgtest/; the package's
+#   own system cluster is left stopped and never used);
+# - Debian's prometheus, for its promtool (tests/e2e/dashboards.rs runs
+#   `promtool check rules` on deploy/prometheus/alerts.yml);
+# - Debian's groff-base (tests/e2e/json_output.rs renders the manual page).
 # A prerequisite that cannot be installed stops here with a message that
 # names it; no test is ever skipped for want of one.
 set -euo pipefail
@@ -22,11 +28,16 @@ if ! cargo nextest --version >/dev/null 2>&1; then
   cargo install cargo-nextest --locked || fail "cannot install cargo-nextest"
 fi
 
-# Debian packages the suite needs, as "command package" pairs.
+# Debian packages the suite needs, as "program package" pairs (a program
+# is a command on PATH or an absolute glob).
 missing=()
-for pair in "chromium chromium"; do
+for pair in "chromium chromium" "/usr/lib/postgresql/*/bin/initdb postgresql" "promtool prometheus" \
+  "groff groff-base"; do
   read -r cmd pkg <<<"$pair"
-  command -v "$cmd" >/dev/null 2>&1 || missing+=("$pkg")
+  case "$cmd" in
+    /*) compgen -G "$cmd" >/dev/null || missing+=("$pkg") ;;
+    *) command -v "$cmd" >/dev/null 2>&1 || missing+=("$pkg") ;;
+  esac
 done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "test.sh: installing ${missing[*]} (Debian packages)" >&2
@@ -36,6 +47,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   "${as_root[@]}" apt-get update -qq || fail "apt-get update failed: install ${missing[*]} by hand"
   "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" \
     || fail "cannot install ${missing[*]}"
+  # The postgresql package starts a system cluster; the tests never use it.
+  if [[ " ${missing[*]} " == *" postgresql "* ]] && command -v pg_lsclusters >/dev/null 2>&1; then
+    pg_lsclusters -h 2>/dev/null | while read -r version name _; do
+      "${as_root[@]}" pg_ctlcluster "$version" "$name" stop 2>/dev/null || true
+    done
+  fi
 fi
 
 exec cargo nextest run --workspace --no-fail-fast "$@"

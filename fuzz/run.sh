@@ -17,7 +17,7 @@ cd "$(dirname "$0")"
 seconds=${RLTP_FUZZ_SECONDS:-15}
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(json frame proof envelope declaration)
+  targets=(json frame proof envelope declaration shape)
 fi
 triple=$(rustc -vV | sed -n 's/^host: //p')
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}

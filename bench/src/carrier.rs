@@ -90,9 +90,38 @@ impl CarrierProc {
         max_bindings: u64,
         log_level: &str,
     ) -> anyhow::Result<(CarrierProc, StartTiming)> {
+        CarrierProc::start_node(bin, dir, max_bindings, log_level, "", None).await
+    }
+
+    /// [`CarrierProc::start`] with `extra` TOML appended to the
+    /// configuration (e.g. a `[store]` section) and, for a further node of
+    /// a carrier on a shared database, the declaration key of its first
+    /// node copied into the data directory first.
+    ///
+    /// # Errors
+    /// As [`CarrierProc::start`]; the key cannot be copied.
+    pub async fn start_node(
+        bin: &Path,
+        dir: &Path,
+        max_bindings: u64,
+        log_level: &str,
+        extra: &str,
+        key_of: Option<&CarrierProc>,
+    ) -> anyhow::Result<(CarrierProc, StartTiming)> {
         let data_dir = dir.join("carrier");
         let config = dir.join("carrier.toml");
-        std::fs::write(&config, config_toml(&data_dir, max_bindings))?;
+        std::fs::write(
+            &config,
+            format!("{}{extra}", config_toml(&data_dir, max_bindings)),
+        )?;
+        if let Some(first) = key_of {
+            std::fs::create_dir_all(&data_dir)?;
+            std::fs::copy(
+                first.data_dir.join("declaration.key"),
+                data_dir.join("declaration.key"),
+            )
+            .context("copying the declaration key to a further node")?;
+        }
         CarrierProc::spawn(
             bin.to_path_buf(),
             config,
@@ -253,15 +282,33 @@ impl CarrierProc {
     /// # Errors
     /// As [`CarrierProc::stop`] and [`CarrierProc::start`].
     pub async fn restart(self) -> anyhow::Result<(CarrierProc, StartTiming)> {
-        let (bin, config, data_dir, log, level) = (
-            self.bin.clone(),
-            self.config.clone(),
-            self.data_dir.clone(),
-            self.log.clone(),
-            self.log_level.clone(),
-        );
+        let again = self.again();
         self.stop().await?;
-        CarrierProc::spawn(bin, config, data_dir, log, level).await
+        again.spawn().await
+    }
+
+    /// What it takes to start this carrier again on its data directory.
+    fn again(&self) -> Again {
+        Again {
+            bin: self.bin.clone(),
+            config: self.config.clone(),
+            data_dir: self.data_dir.clone(),
+            log: self.log.clone(),
+            level: self.log_level.clone(),
+        }
+    }
+
+    /// Kills the carrier (SIGKILL: no drain, no snapshot at close) and
+    /// starts it again on the same data directory: the crash restart.
+    ///
+    /// # Errors
+    /// As [`CarrierProc::start`].
+    pub async fn kill_and_restart(mut self) -> anyhow::Result<(CarrierProc, StartTiming)> {
+        let again = self.again();
+        // Already dead (killed by pid) or not: killed and reaped either way.
+        let _ = self.child.kill();
+        self.child.wait()?;
+        again.spawn().await
     }
 
     /// The store directory.
@@ -276,6 +323,22 @@ impl Drop for CarrierProc {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
+    }
+}
+
+/// A carrier to start again ([`CarrierProc::restart`],
+/// [`CarrierProc::kill_and_restart`]).
+struct Again {
+    bin: PathBuf,
+    config: PathBuf,
+    data_dir: PathBuf,
+    log: PathBuf,
+    level: String,
+}
+
+impl Again {
+    async fn spawn(self) -> anyhow::Result<(CarrierProc, StartTiming)> {
+        CarrierProc::spawn(self.bin, self.config, self.data_dir, self.log, self.level).await
     }
 }
 

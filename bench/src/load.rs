@@ -96,13 +96,17 @@ pub enum System<'a> {
     Ours(&'a CarrierProc),
     /// The Redis peer.
     Peer(&'a RedisProc),
+    /// Carrier nodes of one carrier on a shared database: connection `i`
+    /// goes to node `i mod n`; the process figures are the first node's
+    /// (the others and the database count as foreign CPU).
+    Nodes(&'a [CarrierProc]),
 }
 
 impl System<'_> {
     /// The report's name for it.
     pub fn name(&self) -> &'static str {
         match self {
-            System::Ours(_) => "rltp-carrier",
+            System::Ours(_) | System::Nodes(_) => "rltp-carrier",
             System::Peer(_) => "redis",
         }
     }
@@ -110,6 +114,7 @@ impl System<'_> {
     fn pid(&self) -> u32 {
         match self {
             System::Ours(c) => c.pid(),
+            System::Nodes(nodes) => nodes.first().map_or(0, CarrierProc::pid),
             System::Peer(r) => r.pid(),
         }
     }
@@ -252,18 +257,24 @@ async fn open(
 ) -> anyhow::Result<(Vec<(Tx, Rx)>, Vec<rltp_client::Client>)> {
     let mut pipes = Vec::with_capacity(n);
     let mut keep = Vec::new();
-    for _ in 0..n {
-        match system {
-            System::Ours(carrier) => {
+    for i in 0..n {
+        let node = match system {
+            System::Ours(carrier) => Some(carrier),
+            System::Nodes(nodes) => nodes.get(i % nodes.len().max(1)),
+            System::Peer(_) => None,
+        };
+        match (system, node) {
+            (System::Ours(_) | System::Nodes(_), Some(carrier)) => {
                 let client = carrier.connect().await?;
                 let (w, r) = client.submitter().await?.split();
                 pipes.push((Tx::Quic(w), Rx::Quic(r)));
                 keep.push(client);
             }
-            System::Peer(redis) => {
+            (System::Peer(redis), _) => {
                 let Resp { writer, reader } = Resp::connect(&redis.addr).await?;
                 pipes.push((Tx::Redis(writer), Rx::Redis(reader)));
             }
+            (_, None) => bail!("no carrier node to connect to"),
         }
     }
     Ok((pipes, keep))

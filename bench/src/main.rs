@@ -26,6 +26,7 @@ mod procfs;
 mod recipient;
 mod redis;
 mod report;
+mod scaleout;
 mod stats;
 
 use anyhow::{Context as _, bail};
@@ -108,6 +109,12 @@ struct Cli {
     /// (fresh registrations, 8 connections x 64 in flight).
     #[arg(long, default_value = "deposit", value_parser = ["deposit", "register"])]
     profile_op: String,
+    /// Run only the scale-out section (issue 16): 1, 2 and 3 carrier nodes
+    /// on one throwaway PostgreSQL cluster, pgbench's ceiling for the same
+    /// rows and the embedded store, `--reps` rounds (quick 1, full 3);
+    /// writes its JSON to `--out` and its tables to `--markdown`.
+    #[arg(long)]
+    scale_out: bool,
     /// Only check that FILE is a well-formed report, then exit.
     #[arg(long, value_name = "FILE")]
     check_report: Option<PathBuf>,
@@ -415,6 +422,29 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let carrier_bin = locate_carrier(&cli)?;
     if let Some(out) = &cli.profile {
         profile(&cli, &plan, &carrier_bin, out).await?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if cli.scale_out {
+        let base = cli.work_dir.clone().unwrap_or_else(std::env::temp_dir);
+        let work = tempfile::Builder::new()
+            .prefix("carrier-bench-")
+            .tempdir_in(&base)?;
+        let report = scaleout::run(
+            &carrier_bin,
+            work.path(),
+            &cli.carrier_log,
+            plan.reps,
+            plan.warmup,
+            plan.measure,
+            plan.mode,
+        )
+        .await?;
+        std::fs::write(&cli.out, serde_json::to_string_pretty(&report)?)?;
+        let tables = scaleout::markdown(&report);
+        if let Some(md) = &cli.markdown {
+            std::fs::write(md, &tables)?;
+        }
+        println!("{tables}");
         return Ok(ExitCode::SUCCESS);
     }
     if cli.only_scale {
@@ -877,9 +907,33 @@ async fn scale(
         "[5] restart: first request after {:.3} s; RSS idle {} KiB, after restart {} KiB",
         restart.to_first_request_s, rss_idle_kib, rss_idle_after_restart_kib
     );
+    // The crash restart: deposits under load (64 × 4) until a SIGKILL
+    // mid-run, so the log holds what a crash leaves to replay.
+    let pid = carrier.pid();
+    let killer = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        std::process::Command::new("kill")
+            .arg("-KILL")
+            .arg(pid.to_string())
+            .status()
+    });
+    // The run fails once the carrier is gone; only the kill matters here.
+    let _ = tokio::time::timeout(
+        Duration::from_secs(60),
+        load::run(System::Ours(&carrier), &spec64, &base_targets),
+    )
+    .await;
+    killer.await??;
+    let (carrier, killed) = carrier.kill_and_restart().await?;
+    eprintln!(
+        "[5] restart after SIGKILL under load: listening after {:.3} s, first request after {:.3} s",
+        killed.to_listening_s, killed.to_first_request_s
+    );
     carrier.stop().await?;
     let _ = std::fs::remove_dir_all(&dir);
     Ok(ScaleResult {
+        kill_restart_to_listening_s: Some(killed.to_listening_s),
+        kill_restart_to_first_request_s: Some(killed.to_first_request_s),
         bindings,
         deposits_held,
         reduced: bindings < 1_000_000 || deposits < 1_000_000,

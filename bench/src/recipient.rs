@@ -168,9 +168,12 @@ pub struct DrainResult {
     pub verified_empty: bool,
 }
 
-/// The carrier's drain: each recipient, on its own connection, collects
-/// a page (fresh challenge + proof), concludes it (fresh challenge +
-/// proof), and repeats until a collect is empty.
+/// The carrier's drain: each recipient, on its own connection (one
+/// principal per authorization session), collects a page (with a fresh
+/// challenge and proof), concludes it (another), and repeats until a
+/// collect is empty. At most [`DRAIN_CONNECTIONS`] recipients drain at
+/// once (scenario 5 drains 10,000 queues; the carrier's `max-connections`
+/// would refuse them all at once).
 ///
 /// # Errors
 /// Connection failures and refusals.
@@ -181,14 +184,26 @@ pub async fn drain_ours(
 ) -> anyhow::Result<DrainResult> {
     let n = targets.queues.len();
     let expected = targets.total_admitted();
-    let mut clients: Vec<Client> = Vec::with_capacity(n);
-    for _ in 0..n {
-        clients.push(carrier.connect().await?);
+    let slots = Arc::new(tokio::sync::Semaphore::new(DRAIN_CONNECTIONS));
+    // The first wave connects before the clock starts, as before.
+    let mut ready: Vec<Option<Client>> = Vec::with_capacity(n);
+    for i in 0..n {
+        ready.push(if i < DRAIN_CONNECTIONS {
+            Some(carrier.connect().await?)
+        } else {
+            None
+        });
     }
     let start = Instant::now();
     let mut tasks = Vec::new();
-    for (i, client) in clients.into_iter().enumerate() {
+    for (i, client) in ready.into_iter().enumerate() {
+        let slot = Arc::clone(&slots).acquire_owned().await?;
+        let client = match client {
+            Some(client) => client,
+            None => carrier.connect().await?,
+        };
         tasks.push(tokio::spawn(async move {
+            let _slot = slot;
             let keys = recipients.keys(i as u64)?;
             let (mut concluded, mut pages) = (0u64, 0u64);
             loop {
@@ -229,6 +244,9 @@ pub async fn drain_ours(
         verified_empty: empty && concluded == expected,
     })
 }
+
+/// Recipients that drain at once ([`drain_ours`]).
+pub const DRAIN_CONNECTIONS: usize = 512;
 
 /// The peer's drain: one consumer per stream, `XREADGROUP … COUNT 256`,
 /// then `XACK` and `XDEL` of the page in one round trip, until a read

@@ -10,6 +10,7 @@
 //! listen = "127.0.0.1:4433"
 //! data-dir = "./carrier-data"
 //! log-format = "human"                  # or "json"
+//! log-filter = "info"                   # RUST_LOG syntax; absent: RUST_LOG, else info
 //!
 //! [constants]                           # §4.4 guarantee 1, declared lexemes
 //! orphan-horizon = "P30D"               # [P7D, P365D]
@@ -36,6 +37,13 @@
 //! queue = { per-second = 2000, burst = 10000 }
 //! shared-submission = { per-second = 50000, burst = 100000 }
 //!
+//! [transport]                           # QUIC per-packet costs (defaults: quinn's)
+//! ack-eliciting-threshold = 0           # 0: off; n: ask the peer to ACK every n+1 packets
+//! max-ack-delay-ms = 25                 # [1, 16383], with a threshold above 0
+//! initial-mtu = 1200                    # [1200, 65527]
+//! mtu-discovery = true
+//! mtu-upper-bound = 1452                # [initial-mtu, 65527]
+//!
 //! [tls]                                 # both or neither; PEM files
 //! cert = "/etc/rltp/fullchain.pem"
 //! key = "/etc/rltp/key.pem"
@@ -43,13 +51,27 @@
 //! [metrics]                             # off unless listen is given
 //! listen = "127.0.0.1:9464"             # /metrics /healthz /readyz /status
 //! allow-remote = false                  # a non-loopback listen is refused unless true
+//!
+//! [store]
+//! backend = "embedded"                  # or "postgres": many nodes, one database
+//!
+//! [store.postgres]                      # only with backend = "postgres"
+//! url = "host=db1,db2 user=rltp dbname=rltp target_session_attrs=read-write"
+//! pool-size = 8
+//! tls = "disable"                       # or "require", with ca-file
+//! ca-file = "/etc/rltp/db-ca.pem"
+//! password-file = "/etc/rltp/db-password"
+//! connect-timeout-ms = 5000
+//! lock-timeout-ms = 10000
+//! commit-timeout-ms = 10000
+//! notify = true                        # false: a database without LISTEN/NOTIFY
 //! ```
 //!
 //! Relative paths are relative to the working directory of the process.
 
 use rltp_proofs::constants::{CarrierConstantLexemes, CarrierConstants};
 use rltp_proofs::identity::CarrierId;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
@@ -94,7 +116,7 @@ fn field_error(field: &str, detail: impl Into<String>) -> ConfigError {
 }
 
 /// Log output format (`log-format`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum LogFormat {
     /// Human-readable lines (default).
@@ -106,7 +128,7 @@ pub enum LogFormat {
 
 /// A private rate budget: `burst` units at once, refilled at `per_second`
 /// units per second (both ≥ 1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct RateConfig {
     /// Sustained units per second, ≥ 1.
@@ -122,7 +144,7 @@ impl RateConfig {
 }
 
 /// The private meter budgets (§4.4 guarantees 2–5; never published).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
 pub struct MeterConfig {
     /// All registration-side traffic (challenges and proofs of every
@@ -156,7 +178,7 @@ impl Default for MeterConfig {
 /// The carrier's private limits (§4.4 guarantee 2) and connection hygiene.
 /// None of them is ever an admission input except through the engine's
 /// retriable capacity verdicts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
 pub struct LimitsConfig {
     /// Global byte budget, bytes (each held binding reserves `queue-floor`).
@@ -183,6 +205,67 @@ pub struct LimitsConfig {
     pub meters: MeterConfig,
 }
 
+/// QUIC transport settings of the carrier's endpoint (`[transport]`):
+/// per-packet costs, never admission inputs. Defaults
+/// ([`crate::defaults::transport`]) are quinn's (see that module).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct TransportConfig {
+    /// QUIC ACK frequency (draft-ietf-quic-ack-frequency, quinn's
+    /// `AckFrequencyConfig`): ask the peer to acknowledge only after this
+    /// many ack-eliciting packets beyond the first (`0`: off, the peer's
+    /// own policy, an ACK every other packet). A peer without the
+    /// extension ignores it.
+    pub ack_eliciting_threshold: u32,
+    /// With `ack-eliciting-threshold` above 0: the longest the peer may
+    /// delay an ACK, ms.
+    pub max_ack_delay_ms: u64,
+    /// The UDP payload size QUIC starts with, bytes (`[1200, 65527]`); a
+    /// path that does not carry it loses the handshake, so raise it only
+    /// where every path does (loopback, a jumbo-frame LAN).
+    pub initial_mtu: u16,
+    /// Whether QUIC probes for a larger MTU (DPLPMTUD, RFC 8899) up to
+    /// `mtu-upper-bound`.
+    pub mtu_discovery: bool,
+    /// The largest UDP payload MTU discovery tries, bytes (`[1200, 65527]`,
+    /// at least `initial-mtu`).
+    pub mtu_upper_bound: u16,
+}
+
+impl Default for TransportConfig {
+    /// [`crate::defaults::transport`].
+    fn default() -> TransportConfig {
+        use crate::defaults::transport;
+        TransportConfig {
+            ack_eliciting_threshold: transport::ACK_ELICITING_THRESHOLD,
+            max_ack_delay_ms: transport::MAX_ACK_DELAY_MS,
+            initial_mtu: transport::INITIAL_MTU,
+            mtu_discovery: transport::MTU_DISCOVERY,
+            mtu_upper_bound: transport::MTU_UPPER_BOUND,
+        }
+    }
+}
+
+impl TransportConfig {
+    /// Applies these settings to a quinn transport configuration.
+    pub fn apply(&self, transport: &mut quinn::TransportConfig) {
+        transport.initial_mtu(self.initial_mtu);
+        transport.mtu_discovery_config(self.mtu_discovery.then(|| {
+            let mut mtu = quinn::MtuDiscoveryConfig::default();
+            mtu.upper_bound(self.mtu_upper_bound);
+            mtu
+        }));
+        transport.ack_frequency_config((self.ack_eliciting_threshold > 0).then(|| {
+            let mut ack = quinn::AckFrequencyConfig::default();
+            ack.ack_eliciting_threshold(quinn::VarInt::from_u32(self.ack_eliciting_threshold))
+                .max_ack_delay(Some(std::time::Duration::from_millis(
+                    self.max_ack_delay_ms,
+                )));
+            ack
+        }));
+    }
+}
+
 impl Default for LimitsConfig {
     /// [`crate::defaults::limits`].
     fn default() -> LimitsConfig {
@@ -203,7 +286,7 @@ impl Default for LimitsConfig {
 
 /// `[tls]`: a CA-issued certificate. Absent: the self-signed certificate
 /// in `<data-dir>/tls/`, made on first start.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct TlsConfig {
     /// PEM certificate chain, end-entity first.
@@ -216,7 +299,7 @@ pub struct TlsConfig {
 /// `/readyz`, `/status`; see `deploy/OPERATIONS.md`). Off unless `listen`
 /// is given; a `listen` address outside loopback is refused unless
 /// `allow-remote` is set (then access control is the operator's).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct MetricsConfig {
     /// TCP address of the endpoint; absent: no endpoint.
@@ -226,8 +309,140 @@ pub struct MetricsConfig {
     pub allow_remote: bool,
 }
 
+/// `[store]`: which store holds the carrier's state.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct StoreConfig {
+    /// `embedded` (default: the store in `<data-dir>/store`) or `postgres`
+    /// (many nodes on one database, `[store.postgres]`).
+    #[serde(default)]
+    pub backend: Backend,
+    /// The database, for `backend = "postgres"`.
+    pub postgres: Option<PostgresConfig>,
+}
+
+/// `[store] backend`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Backend {
+    /// One node, its store in its data dir.
+    #[default]
+    Embedded,
+    /// Any number of nodes on one PostgreSQL database (`PROTOCOL.md` §13).
+    Postgres,
+}
+
+/// `[store.postgres]`: how a node reaches the shared database.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct PostgresConfig {
+    /// libpq-style parameters (`host=db1,db2 port=5432 user=rltp
+    /// dbname=rltp target_session_attrs=read-write`) or a `postgresql://`
+    /// URL. Give every host of a failover pair with
+    /// `target_session_attrs=read-write`, and the node follows a
+    /// promotion.
+    pub url: String,
+    /// Reader connections (the writer and the listener have one each).
+    #[serde(default = "default_pool_size")]
+    pub pool_size: u32,
+    /// `disable` (plain TCP: loopback or a trusted network) or `require`
+    /// (TLS, the server verified against `ca-file`).
+    #[serde(default)]
+    pub tls: PgTlsMode,
+    /// PEM file of the CA roots the database's certificate chains to.
+    pub ca_file: Option<PathBuf>,
+    /// A file holding the password (kept out of the configuration file).
+    pub password_file: Option<PathBuf>,
+    /// Longest wait for a connection, ms.
+    #[serde(default = "default_connect_timeout_ms")]
+    pub connect_timeout_ms: u64,
+    /// Longest a write transaction waits for the global lock, ms.
+    #[serde(default = "default_lock_timeout_ms")]
+    pub lock_timeout_ms: u64,
+    /// Longest a commit may wait for its confirmation, ms (after it: an
+    /// unknown outcome, answered `unavailable`).
+    #[serde(default = "default_commit_timeout_ms")]
+    pub commit_timeout_ms: u64,
+    /// Tell the other nodes of each admission with `NOTIFY` and listen
+    /// for theirs, so their watch sessions are pushed at once; `false` for
+    /// a database without LISTEN/NOTIFY (watch sessions then re-read their
+    /// queue every `sweep-interval-ms`).
+    #[serde(default = "default_notify")]
+    pub notify: bool,
+}
+
+fn default_pool_size() -> u32 {
+    crate::defaults::postgres::POOL_SIZE
+}
+fn default_connect_timeout_ms() -> u64 {
+    crate::defaults::postgres::CONNECT_TIMEOUT_MS
+}
+fn default_lock_timeout_ms() -> u64 {
+    crate::defaults::postgres::LOCK_TIMEOUT_MS
+}
+fn default_commit_timeout_ms() -> u64 {
+    crate::defaults::postgres::COMMIT_TIMEOUT_MS
+}
+fn default_notify() -> bool {
+    crate::defaults::postgres::NOTIFY
+}
+
+/// `[store.postgres] tls`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PgTlsMode {
+    /// Plain TCP.
+    #[default]
+    Disable,
+    /// TLS, verified against `ca-file`.
+    Require,
+}
+
+impl PostgresConfig {
+    /// The store options these settings name (the password read from its
+    /// file).
+    ///
+    /// # Errors
+    /// [`ConfigError::Field`] if the password file cannot be read.
+    pub fn options(&self) -> Result<rltp_storage::postgres::PgOptions, ConfigError> {
+        use std::time::Duration;
+        let mut url = self.url.clone();
+        if let Some(path) = &self.password_file {
+            let password = std::fs::read_to_string(path).map_err(|e| {
+                field_error(
+                    "store.postgres.password-file",
+                    format!("{}: {e}", path.display()),
+                )
+            })?;
+            let password = password.trim_end_matches(['\n', '\r']);
+            // libpq parameter syntax: quote, escape ' and \.
+            let quoted = password.replace('\\', "\\\\").replace('\'', "\\'");
+            if url.contains("://") {
+                return Err(field_error(
+                    "store.postgres.password-file",
+                    "use libpq parameters (host=… user=…) in url with a password file, not a URL",
+                ));
+            }
+            url = format!("{url} password='{quoted}'");
+        }
+        let mut options = rltp_storage::postgres::PgOptions::new(url);
+        options.pool_size = self.pool_size as usize;
+        options.tls = match (self.tls, &self.ca_file) {
+            (PgTlsMode::Require, Some(ca_file)) => rltp_storage::postgres::PgTls::Require {
+                ca_file: ca_file.clone(),
+            },
+            _ => rltp_storage::postgres::PgTls::Disable,
+        };
+        options.connect_timeout = Duration::from_millis(self.connect_timeout_ms);
+        options.lock_timeout = Duration::from_millis(self.lock_timeout_ms);
+        options.commit_timeout = Duration::from_millis(self.commit_timeout_ms);
+        options.notify = self.notify;
+        Ok(options)
+    }
+}
+
 /// The seven constants as declared lexemes (`[constants]`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
 struct ConstantsConfig {
     orphan_horizon: String,
@@ -263,14 +478,19 @@ struct RawConfig {
     data_dir: Option<PathBuf>,
     #[serde(default)]
     log_format: LogFormat,
+    log_filter: Option<String>,
     #[serde(default)]
     constants: ConstantsConfig,
     #[serde(default)]
     limits: LimitsConfig,
     #[serde(default)]
+    transport: TransportConfig,
+    #[serde(default)]
     tls: TlsConfig,
     #[serde(default)]
     metrics: MetricsConfig,
+    #[serde(default)]
+    store: StoreConfig,
 }
 
 /// A validated configuration.
@@ -285,14 +505,21 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// Log output format.
     pub log_format: LogFormat,
+    /// The log filter (`RUST_LOG` syntax, e.g. `info,rltp_carrier=debug`),
+    /// validated; `None`: `RUST_LOG`, else `info` ([`Config::effective_log_filter`]).
+    pub log_filter: Option<String>,
     /// The seven published constants, validated against §11.
     pub constants: CarrierConstants,
     /// Private limits.
     pub limits: LimitsConfig,
+    /// QUIC transport settings.
+    pub transport: TransportConfig,
     /// CA-issued certificate, if configured.
     pub tls: TlsConfig,
     /// The operator's HTTP endpoint, if enabled.
     pub metrics: MetricsConfig,
+    /// Which store holds the state.
+    pub store: StoreConfig,
 }
 
 impl Config {
@@ -352,6 +579,12 @@ impl Config {
         })
         .map_err(|e| field_error("constants", e.to_string()))?;
         validate_limits(&raw.limits)?;
+        if let Some(filter) = &raw.log_filter {
+            tracing_subscriber::EnvFilter::builder()
+                .parse(filter)
+                .map_err(|e| field_error("log-filter", format!("{filter:?}: {e}")))?;
+        }
+        validate_transport(&raw.transport)?;
         if raw.tls.cert.is_some() != raw.tls.key.is_some() {
             return Err(field_error("tls", "cert and key must be given together"));
         }
@@ -367,6 +600,7 @@ impl Config {
                 ),
             ));
         }
+        validate_store(&raw.store)?;
         Ok(Config {
             carrier,
             listen,
@@ -374,17 +608,318 @@ impl Config {
                 .data_dir
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR)),
             log_format: raw.log_format,
+            log_filter: raw.log_filter,
             constants,
             limits: raw.limits,
+            transport: raw.transport,
             tls: raw.tls,
             metrics: raw.metrics,
+            store: raw.store,
         })
+    }
+
+    /// The log filter in force: `log-filter`, else `RUST_LOG`, else `info`.
+    pub fn effective_log_filter(&self) -> String {
+        self.log_filter
+            .clone()
+            .or_else(|| std::env::var(tracing_subscriber::EnvFilter::DEFAULT_ENV).ok())
+            .filter(|f| tracing_subscriber::EnvFilter::builder().parse(f).is_ok())
+            .unwrap_or_else(|| "info".to_owned())
+    }
+
+    /// The configuration in force with every default filled in, as
+    /// `serve --check` prints it (TOML or JSON). Parsing its TOML gives
+    /// this configuration back; a password in `store.postgres.url` is
+    /// shown as `<redacted>`.
+    pub fn effective(&self) -> Effective {
+        let c = &self.constants;
+        let lexeme = |name: &str| {
+            c.get(name)
+                .map(|k| k.lexeme().to_owned())
+                .unwrap_or_default()
+        };
+        let mut store = self.store.clone();
+        if let Some(pg) = &mut store.postgres {
+            pg.url = redact_password(&pg.url);
+        }
+        Effective {
+            carrier: self.carrier.as_str().to_owned(),
+            listen: self.listen.to_string(),
+            data_dir: self.data_dir.clone(),
+            log_format: self.log_format,
+            log_filter: self.effective_log_filter(),
+            constants: ConstantsConfig {
+                orphan_horizon: lexeme("orphan-horizon"),
+                give_up_horizon: lexeme("give-up-horizon"),
+                challenge_lifetime: lexeme("challenge-lifetime"),
+                queue_floor: lexeme("queue-floor"),
+                max_queue_bytes: lexeme("max-queue-bytes"),
+                max_binding_tombstones: lexeme("max-binding-tombstones"),
+                status_horizon: lexeme("status-horizon"),
+            },
+            limits: self.limits,
+            transport: self.transport,
+            tls: self.tls.clone(),
+            metrics: self.metrics,
+            store,
+        }
+    }
+
+    /// Every key of [`Config::effective`] as a dotted name and its value
+    /// (TOML text), in order: what a reload compares.
+    pub fn flattened(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        if let Ok(toml::Value::Table(table)) = toml::Value::try_from(self.effective()) {
+            flatten("", &table, &mut out);
+        }
+        out
     }
 
     /// The TLS directory: `<data-dir>/tls`.
     pub fn tls_dir(&self) -> PathBuf {
         crate::data_dir::tls(&self.data_dir)
     }
+}
+
+/// The configuration in force with every default filled in
+/// ([`Config::effective`]).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[allow(missing_docs)]
+pub struct Effective {
+    pub carrier: String,
+    pub listen: String,
+    pub data_dir: PathBuf,
+    pub log_format: LogFormat,
+    pub log_filter: String,
+    constants: ConstantsConfig,
+    pub limits: LimitsConfig,
+    pub transport: TransportConfig,
+    pub tls: TlsConfig,
+    pub metrics: MetricsConfig,
+    pub store: StoreConfig,
+}
+
+fn flatten(prefix: &str, table: &toml::Table, out: &mut Vec<(String, String)>) {
+    for (key, value) in table {
+        let name = if prefix.is_empty() {
+            key.clone()
+        } else {
+            format!("{prefix}.{key}")
+        };
+        match value {
+            toml::Value::Table(inner) => flatten(&name, inner, out),
+            other => out.push((name, other.to_string())),
+        }
+    }
+}
+
+/// `url` with the value of a libpq `password=` parameter, or the password
+/// of a `scheme://user:password@host` URL, replaced by `<redacted>`.
+fn redact_password(url: &str) -> String {
+    if let Some((scheme, rest)) = url.split_once("://") {
+        if let Some((userinfo, host)) = rest.split_once('@')
+            && let Some((user, _)) = userinfo.split_once(':')
+        {
+            return format!("{scheme}://{user}:<redacted>@{host}");
+        }
+        return url.to_owned();
+    }
+    url.split_whitespace()
+        .map(|word| match word.split_once('=') {
+            Some(("password", _)) => "password=<redacted>".to_owned(),
+            _ => word.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// How a running carrier takes a changed key on SIGHUP
+/// (`deploy/OPERATIONS.md`, "Reloading the configuration").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reload {
+    /// Applied by a reload.
+    Live,
+    /// Takes effect only at the next start.
+    Restart,
+    /// One of the seven published constants (§4.4 guarantee 1): never
+    /// changed under a published declaration; the next start publishes it
+    /// as a new declaration revision (or `rltp-carrier migrate
+    /// --publish-constants` for many nodes).
+    Declaration,
+}
+
+/// **The one list** of which configuration key reloads on SIGHUP and which
+/// needs a restart: a key (or a section, for every key under it) and how
+/// it reloads. `deploy/OPERATIONS.md` shows the same list (a test compares
+/// them), and [`changes`] classifies every changed key by it.
+pub const RELOAD: [(&str, Reload); 19] = [
+    ("carrier", Reload::Restart),
+    ("listen", Reload::Restart),
+    ("data-dir", Reload::Restart),
+    ("log-format", Reload::Restart),
+    ("log-filter", Reload::Live),
+    ("constants", Reload::Declaration),
+    ("limits.capacity-bytes", Reload::Live),
+    ("limits.max-bindings", Reload::Live),
+    ("limits.max-connections", Reload::Restart),
+    ("limits.max-streams-per-connection", Reload::Restart),
+    ("limits.idle-timeout-ms", Reload::Restart),
+    ("limits.stream-read-timeout-ms", Reload::Live),
+    ("limits.sweep-interval-ms", Reload::Live),
+    ("limits.drain-timeout-ms", Reload::Live),
+    ("limits.meters", Reload::Live),
+    ("transport", Reload::Restart),
+    ("tls", Reload::Restart),
+    ("metrics", Reload::Restart),
+    ("store", Reload::Restart),
+];
+
+/// How `key` (dotted, as [`Config::flattened`] names it) reloads: the
+/// entry of [`RELOAD`] that is the longest prefix of it at a dot.
+pub fn reload_of(key: &str) -> Reload {
+    RELOAD
+        .iter()
+        .filter(|(k, _)| key == *k || key.strip_prefix(k).is_some_and(|r| r.starts_with('.')))
+        .max_by_key(|(k, _)| k.len())
+        .map_or(Reload::Restart, |(_, r)| *r)
+}
+
+/// One changed key between two configurations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// Dotted key, e.g. `limits.meters.queue.burst`.
+    pub key: String,
+    /// The value in force (TOML text; empty when unset).
+    pub old: String,
+    /// The value in the new file (TOML text; empty when unset).
+    pub new: String,
+    /// How it reloads.
+    pub reload: Reload,
+}
+
+/// Every key whose value differs between `old` and `new`, in order.
+pub fn changes(old: &Config, new: &Config) -> Vec<Change> {
+    let before = old.flattened();
+    let after = new.flattened();
+    let mut keys: Vec<&String> = before.iter().map(|(k, _)| k).collect();
+    for (k, _) in &after {
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    let value = |list: &[(String, String)], key: &str| {
+        list.iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    keys.into_iter()
+        .filter_map(|key| {
+            let (o, n) = (value(&before, key), value(&after, key));
+            (o != n).then(|| Change {
+                key: key.clone(),
+                old: o,
+                new: n,
+                reload: reload_of(key),
+            })
+        })
+        .collect()
+}
+
+impl Config {
+    /// `self` with the [`Reload::Live`] parts of `new` applied: what a
+    /// carrier runs with after a reload of `new`. Every other key keeps
+    /// its value.
+    pub fn with_reloaded(&self, new: &Config) -> Config {
+        let mut applied = self.clone();
+        applied.log_filter = new.log_filter.clone();
+        applied.limits = LimitsConfig {
+            capacity_bytes: new.limits.capacity_bytes,
+            max_bindings: new.limits.max_bindings,
+            stream_read_timeout_ms: new.limits.stream_read_timeout_ms,
+            sweep_interval_ms: new.limits.sweep_interval_ms,
+            drain_timeout_ms: new.limits.drain_timeout_ms,
+            meters: new.limits.meters,
+            ..self.limits
+        };
+        applied
+    }
+}
+
+fn validate_store(store: &StoreConfig) -> Result<(), ConfigError> {
+    match (store.backend, &store.postgres) {
+        (Backend::Embedded, None) => Ok(()),
+        (Backend::Embedded, Some(_)) => Err(field_error(
+            "store.postgres",
+            "is given but store.backend is \"embedded\" (set backend = \"postgres\" to use it)",
+        )),
+        (Backend::Postgres, None) => Err(field_error(
+            "store.postgres",
+            "is required when store.backend is \"postgres\" (at least url)",
+        )),
+        (Backend::Postgres, Some(pg)) => {
+            if pg.url.trim().is_empty() {
+                return Err(field_error("store.postgres.url", "must not be empty"));
+            }
+            rltp_storage::postgres::check_url(&pg.url)
+                .map_err(|e| field_error("store.postgres.url", e))?;
+            if !(1..=256).contains(&pg.pool_size) {
+                return Err(field_error(
+                    "store.postgres.pool-size",
+                    format!("{} is outside [1, 256]", pg.pool_size),
+                ));
+            }
+            if pg.tls == PgTlsMode::Require && pg.ca_file.is_none() {
+                return Err(field_error(
+                    "store.postgres.ca-file",
+                    "is required with tls = \"require\" (the CA the database's certificate chains to)",
+                ));
+            }
+            for (field, v) in [
+                ("store.postgres.connect-timeout-ms", pg.connect_timeout_ms),
+                ("store.postgres.lock-timeout-ms", pg.lock_timeout_ms),
+                ("store.postgres.commit-timeout-ms", pg.commit_timeout_ms),
+            ] {
+                if !(1..=3_600_000).contains(&v) {
+                    return Err(field_error(
+                        field,
+                        format!("{v} is outside [1, 3600000] ms"),
+                    ));
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+fn validate_transport(t: &TransportConfig) -> Result<(), ConfigError> {
+    // QUIC's minimum datagram size (RFC 9000 §14) and the largest UDP payload.
+    const MTU: std::ops::RangeInclusive<u16> = 1_200..=65_527;
+    for (name, value) in [
+        ("transport.initial-mtu", t.initial_mtu),
+        ("transport.mtu-upper-bound", t.mtu_upper_bound),
+    ] {
+        if !MTU.contains(&value) {
+            return Err(field_error(
+                name,
+                format!("{value} is outside [1200, 65527]"),
+            ));
+        }
+    }
+    if t.mtu_upper_bound < t.initial_mtu {
+        return Err(field_error(
+            "transport.mtu-upper-bound",
+            "must be at least initial-mtu",
+        ));
+    }
+    if !(1..=16_383).contains(&t.max_ack_delay_ms) {
+        return Err(field_error(
+            "transport.max-ack-delay-ms",
+            format!("{} is outside [1, 16383]", t.max_ack_delay_ms),
+        ));
+    }
+    Ok(())
 }
 
 fn validate_limits(l: &LimitsConfig) -> Result<(), ConfigError> {
@@ -563,5 +1098,201 @@ key = "k.pem"
         );
         let format = refusal("log-format = \"xml\"");
         assert!(format.contains("xml"), "{format}");
+    }
+
+    /// `serve --check` prints [`Config::effective`]: it parses back to the
+    /// same configuration, key for key, with every default written out.
+    #[test]
+    fn the_effective_configuration_parses_back_to_itself() {
+        let config =
+            Config::from_toml("[limits.meters]\nqueue = { per-second = 3, burst = 4 }\n").unwrap();
+        let text = toml::to_string(&config.effective()).unwrap();
+        let again = Config::from_toml(&text).unwrap();
+        assert_eq!(again.flattened(), config.flattened());
+        assert!(
+            text.contains("[limits.meters.queue]\nper-second = 3\nburst = 4\n"),
+            "{text}"
+        );
+        assert!(text.contains("\ncapacity-bytes = 4294967296\n"), "{text}");
+        assert!(text.contains("\nstatus-horizon = \"PT30S\"\n"), "{text}");
+    }
+
+    #[test]
+    fn a_password_in_the_database_url_is_never_printed() {
+        assert_eq!(
+            redact_password("host=db user=rltp password=s3cret dbname=rltp"),
+            "host=db user=rltp password=<redacted> dbname=rltp"
+        );
+        assert_eq!(
+            redact_password("postgresql://rltp:s3cret@db:5432/rltp"),
+            "postgresql://rltp:<redacted>@db:5432/rltp"
+        );
+        assert_eq!(
+            redact_password("postgresql://db/rltp"),
+            "postgresql://db/rltp"
+        );
+    }
+
+    /// Every key a configuration has is classified by [`RELOAD`], and
+    /// [`Config::with_reloaded`] applies exactly the [`Reload::Live`] ones:
+    /// a file that changes every key reloads the live keys and keeps every
+    /// other value.
+    #[test]
+    fn a_reload_applies_exactly_the_live_keys_of_the_reload_table() {
+        let old = Config::defaults().unwrap();
+        let new = Config::from_toml(
+            r#"
+carrier = "did:web:other.example"
+listen = "127.0.0.1:5000"
+data-dir = "/elsewhere"
+log-format = "json"
+log-filter = "debug"
+[constants]
+status-horizon = "PT1M"
+[limits]
+capacity-bytes = 1
+max-bindings = 2
+max-connections = 3
+max-streams-per-connection = 4
+idle-timeout-ms = 5
+stream-read-timeout-ms = 6
+sweep-interval-ms = 7
+drain-timeout-ms = 8
+[limits.meters]
+unknown-address = { per-second = 9, burst = 10 }
+held-binding = { per-second = 11, burst = 12 }
+queue = { per-second = 13, burst = 14 }
+shared-submission = { per-second = 15, burst = 16 }
+[tls]
+cert = "c.pem"
+key = "k.pem"
+[metrics]
+listen = "127.0.0.1:9464"
+"#,
+        )
+        .unwrap();
+        let changes = changes(&old, &new);
+        let mut keys: Vec<(&str, Reload)> =
+            changes.iter().map(|c| (c.key.as_str(), c.reload)).collect();
+        keys.sort_unstable_by_key(|(k, _)| *k);
+        let mut expected = [
+            ("carrier", Reload::Restart),
+            ("listen", Reload::Restart),
+            ("data-dir", Reload::Restart),
+            ("log-format", Reload::Restart),
+            ("log-filter", Reload::Live),
+            ("constants.status-horizon", Reload::Declaration),
+            ("limits.capacity-bytes", Reload::Live),
+            ("limits.max-bindings", Reload::Live),
+            ("limits.max-connections", Reload::Restart),
+            ("limits.max-streams-per-connection", Reload::Restart),
+            ("limits.idle-timeout-ms", Reload::Restart),
+            ("limits.stream-read-timeout-ms", Reload::Live),
+            ("limits.sweep-interval-ms", Reload::Live),
+            ("limits.drain-timeout-ms", Reload::Live),
+            ("limits.meters.unknown-address.per-second", Reload::Live),
+            ("limits.meters.unknown-address.burst", Reload::Live),
+            ("limits.meters.held-binding.per-second", Reload::Live),
+            ("limits.meters.held-binding.burst", Reload::Live),
+            ("limits.meters.queue.per-second", Reload::Live),
+            ("limits.meters.queue.burst", Reload::Live),
+            ("limits.meters.shared-submission.per-second", Reload::Live),
+            ("limits.meters.shared-submission.burst", Reload::Live),
+            ("tls.cert", Reload::Restart),
+            ("tls.key", Reload::Restart),
+            ("metrics.listen", Reload::Restart),
+        ];
+        expected.sort_unstable_by_key(|(k, _)| *k);
+        assert_eq!(keys, expected);
+        let capacity = changes
+            .iter()
+            .find(|c| c.key == "limits.capacity-bytes")
+            .unwrap();
+        assert_eq!(
+            (capacity.old.as_str(), capacity.new.as_str()),
+            ("4294967296", "1")
+        );
+        // Applied: the live keys are the new file's, every other key the old value.
+        let applied = old.with_reloaded(&new);
+        for change in &changes {
+            let now = applied
+                .flattened()
+                .into_iter()
+                .find(|(k, _)| *k == change.key)
+                .map(|(_, v)| v)
+                .unwrap_or_default();
+            let expected = if change.reload == Reload::Live {
+                &change.new
+            } else {
+                &change.old
+            };
+            assert_eq!(&now, expected, "{}", change.key);
+        }
+        // Every key of a full configuration is covered by an entry of its own section.
+        for (key, _) in new.flattened() {
+            assert!(
+                RELOAD
+                    .iter()
+                    .any(|(k, _)| key == *k || key.starts_with(&format!("{k}."))),
+                "{key} is not in RELOAD"
+            );
+        }
+    }
+
+    /// `deploy/OPERATIONS.md` lists exactly [`RELOAD`], in its order, with
+    /// the same class for every key.
+    #[test]
+    fn the_operations_guide_lists_the_reload_table() {
+        const GUIDE: &str = include_str!("../../deploy/OPERATIONS.md");
+        let table = GUIDE
+            .split_once("<!-- reload-table -->")
+            .and_then(|(_, rest)| rest.split_once("<!-- /reload-table -->"))
+            .map(|(table, _)| table)
+            .unwrap();
+        let rows: Vec<(String, Reload)> = table
+            .lines()
+            .filter_map(|line| {
+                let mut cells = line.split('|').map(str::trim).skip(1);
+                let key = cells.next()?.strip_prefix('`')?.strip_suffix('`')?;
+                let class = match cells.next()? {
+                    "reloaded" => Reload::Live,
+                    "restart" => Reload::Restart,
+                    "declaration" => Reload::Declaration,
+                    other => panic!("{key}: unknown class {other:?}"),
+                };
+                Some((key.to_owned(), class))
+            })
+            .collect();
+        let code: Vec<(String, Reload)> =
+            RELOAD.iter().map(|(k, r)| ((*k).to_owned(), *r)).collect();
+        assert_eq!(rows, code);
+    }
+    #[test]
+    fn transport_settings_are_checked_and_applied() {
+        let base = "carrier = \"did:web:localhost\"\n[transport]\n";
+        let with = |extra: &str| Config::from_toml(&format!("{base}{extra}"));
+        let config =
+            with("ack-eliciting-threshold = 8\ninitial-mtu = 8952\nmtu-upper-bound = 9000")
+                .unwrap();
+        assert_eq!(config.transport.ack_eliciting_threshold, 8);
+        assert_eq!(config.transport.initial_mtu, 8952);
+        let mut quinn_config = quinn::TransportConfig::default();
+        config.transport.apply(&mut quinn_config);
+        for (extra, field) in [
+            ("initial-mtu = 1199", "transport.initial-mtu"),
+            ("mtu-upper-bound = 65528", "transport.mtu-upper-bound"),
+            (
+                "initial-mtu = 1500\nmtu-upper-bound = 1400",
+                "transport.mtu-upper-bound",
+            ),
+            ("max-ack-delay-ms = 0", "transport.max-ack-delay-ms"),
+        ] {
+            let error = with(extra).unwrap_err().to_string();
+            assert!(error.contains(field), "{extra}: {error}");
+        }
+        assert!(
+            with("ack-frequency = 1").is_err(),
+            "unknown keys are refused"
+        );
     }
 }

@@ -5,7 +5,7 @@
 //!
 //! | path | what | written by |
 //! |---|---|---|
-//! | `store/` | the embedded store (`carrier.redb` + segments) | `rltp_storage::redb_store` |
+//! | `store/` | the embedded store (`carrier.redb`, `log/`, `snap/`) | `rltp_storage::log_store` |
 //! | `tls/cert.der`, `tls/key.der` | the generated self-signed TLS identity (mode 0600) | [`crate::tls::load_or_generate`] |
 //! | `declaration.key` | the declaration signing key (mode 0600) | [`crate::server::declaration`] |
 //! | `declaration.signed` | every declaration revision signed, before it is stored | [`crate::server::declaration`] |

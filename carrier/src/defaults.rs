@@ -156,6 +156,31 @@ pub mod http {
     pub const HISTORY_MINUTES: usize = 60;
 }
 
+/// The PostgreSQL store (`[store.postgres]`, `PROTOCOL.md` §13).
+pub mod postgres {
+    /// Reader connections per node: status, watch pages and challenges
+    /// read outside the writer; eight covers a node's blocking pool with
+    /// room (the writer and the listener have a connection each besides,
+    /// so a database serves `nodes × (pool-size + 2)` connections).
+    pub const POOL_SIZE: u32 = 8;
+    /// Longest wait for a connection: long enough for a loaded database,
+    /// short enough that a dead host is reported well within a client's
+    /// 30 s answer timeout.
+    pub const CONNECT_TIMEOUT_MS: u64 = 5_000;
+    /// Longest a write transaction waits for the global lock: another
+    /// node's transaction holds it for one group commit (milliseconds); a
+    /// lock held for ten seconds is a node that died mid-transaction, which
+    /// the database notices and rolls back.
+    pub const LOCK_TIMEOUT_MS: u64 = 10_000;
+    /// Longest a `COMMIT` may wait for its confirmation (a synchronous
+    /// standby): after it the outcome is unknown and the carrier answers
+    /// `unavailable`; a third of a client's answer timeout.
+    pub const COMMIT_TIMEOUT_MS: u64 = 10_000;
+    /// LISTEN/NOTIFY on: PostgreSQL has it, and a watch on one node is
+    /// pushed what another admits at once rather than at its next re-read.
+    pub const NOTIFY: bool = true;
+}
+
 /// The control socket (`<data-dir>/control.sock`).
 pub mod control {
     use std::time::Duration;
@@ -182,3 +207,22 @@ pub mod horizons {
 /// `send` (which uses the carrier's `give-up-horizon`): one minute per
 /// request, long enough to ride out a carrier restart.
 pub const GIVE_UP_AFTER: Duration = Duration::from_secs(60);
+
+/// Defaults of `[transport]` ([`crate::config::TransportConfig`]): quinn's
+/// own, which every QUIC peer and path expects. Not yet measured against
+/// the alternatives (ACK frequency threshold 8, a loopback-sized MTU; the
+/// design study `perf-design.md` measured about 1 µs per request per side
+/// saved by both together on loopback): change a default only with a
+/// `carrier-bench` run that shows it.
+pub mod transport {
+    /// ACK frequency off (`0`): the peer's own policy.
+    pub const ACK_ELICITING_THRESHOLD: u32 = 0;
+    /// quinn's default max ACK delay, 25 ms (RFC 9000 §18.2).
+    pub const MAX_ACK_DELAY_MS: u64 = 25;
+    /// QUIC's minimum, which every path carries.
+    pub const INITIAL_MTU: u16 = 1_200;
+    /// Probe for more.
+    pub const MTU_DISCOVERY: bool = true;
+    /// quinn's default upper bound: 1 500-byte Ethernet less IPv6 and UDP headers.
+    pub const MTU_UPPER_BOUND: u16 = 1_452;
+}

@@ -21,14 +21,14 @@ use crate::clock::Clock;
 use crate::writer::{BatchObserver, CommitError, CommitStats, Writer};
 use rand::SeedableRng;
 use rltp_engine::{
-    Collected, Concluded, CounterSnapshot, Engine, EngineConfig, EngineConstants, EngineError,
-    EventSnapshot, IssuedChallenge, Limits, Meter, Operation, SessionError, WatchPage,
+    Collected, CollectedDeposit, Concluded, CounterSnapshot, Engine, EngineConfig, EngineConstants,
+    EngineError, EventSnapshot, IssuedChallenge, Limits, Meter, Operation, SessionError, WatchPage,
 };
 use rltp_proofs::identity::CarrierId;
-use rltp_proofs::multikey::Rkid;
+use rltp_proofs::multikey::{Rkid, RkidText};
 use rltp_proofs::proof::Purpose;
 use rltp_proofs::{DepositId, Ms};
-use rltp_storage::{DeclarationRecord, Store, StoreError};
+use rltp_storage::{DeclarationRecord, Store, StoreError, StoreResult};
 use rltp_wire::{DepositStatus, SubmitVerdict, Verdict};
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -247,7 +247,8 @@ impl<S: Store> Driver<S> {
         match self.authorize(proof_bytes, Operation::Register) {
             Ok(authorized) => {
                 let engine = Arc::clone(&self.engine);
-                Ok(self.writer.execute(move |txn, now, events| {
+                let hint = Some((*authorized.rkid(), None));
+                Ok(self.writer.execute_hinted(hint, move |txn, now, events| {
                     engine.register(txn, &authorized, now, events)
                 })?)
             }
@@ -264,9 +265,12 @@ impl<S: Store> Driver<S> {
         match self.authorize(proof_bytes, Operation::Register) {
             Ok(authorized) => {
                 let engine = Arc::clone(&self.engine);
+                let hint = Some((*authorized.rkid(), None));
                 Ok(self
                     .writer
-                    .run(move |txn, now, events| engine.register(txn, &authorized, now, events))
+                    .run_hinted(hint, move |txn, now, events| {
+                        engine.register(txn, &authorized, now, events)
+                    })
                     .await?)
             }
             Err(denied) => denied_registration(denied),
@@ -287,11 +291,40 @@ impl<S: Store> Driver<S> {
     ) -> Result<Collected, SessionError> {
         let authorized = self.authorize(proof_bytes, Operation::Collect)?;
         let engine = Arc::clone(&self.engine);
-        self.writer
-            .execute(move |txn, now, events| {
+        let rkid = *authorized.rkid();
+        let page = self
+            .writer
+            .execute_hinted(Some((rkid, None)), move |txn, now, events| {
                 engine.collect(txn, &authorized, after, limit, now, events)
             })?
-            .map_err(SessionError::Refused)
+            .map_err(SessionError::Refused)?;
+        // The page's bytes, read and checked here, outside the writer.
+        let mut deposits = Vec::with_capacity(page.deposits.len());
+        for (d, bytes) in page.deposits {
+            match bytes.read() {
+                Ok(bytes) => deposits.push(CollectedDeposit {
+                    seq: d.seq,
+                    id: d.id,
+                    bytes,
+                    admitted_at: d.admitted_at,
+                }),
+                // Given up at once; the rest of the page is served.
+                Err(StoreError::Corrupt(_)) => {
+                    self.quarantine_if_damaged(&rkid, d.seq)
+                        .map_err(|e| match e {
+                            EngineError::Unavailable(e) => SessionError::Unavailable(e),
+                            other => SessionError::Unavailable(Arc::new(StoreError::Engine(
+                                other.to_string(),
+                            ))),
+                        })?;
+                }
+                Err(e) => return Err(SessionError::from(e)),
+            }
+        }
+        Ok(Collected {
+            deposits,
+            more: page.more,
+        })
     }
 
     /// §5a.8 conclude ([`Engine::conclude`]).
@@ -306,8 +339,11 @@ impl<S: Store> Driver<S> {
         let authorized = self.authorize(proof_bytes, Operation::Conclude)?;
         let ids: BTreeSet<DepositId> = ids.iter().copied().collect();
         let engine = Arc::clone(&self.engine);
+        let hint = Some((*authorized.rkid(), None));
         self.writer
-            .execute(move |txn, now, events| engine.conclude(txn, &authorized, &ids, now, events))?
+            .execute_hinted(hint, move |txn, now, events| {
+                engine.conclude(txn, &authorized, &ids, now, events)
+            })?
             .map_err(SessionError::Refused)
     }
 
@@ -318,11 +354,12 @@ impl<S: Store> Driver<S> {
     /// [`EngineError::Unavailable`] if the store failed: nothing was
     /// admitted, and it is not a verdict.
     pub fn submit(&self, rkid: &Rkid, bytes: &[u8]) -> Result<SubmitVerdict, EngineError> {
-        let submission = self.engine.screen(*rkid, bytes.to_vec());
+        let submission = self.engine.screen(&RkidText::of(rkid), bytes.to_vec());
+        let hint = Some((*rkid, Some(submission.id())));
         let engine = Arc::clone(&self.engine);
-        Ok(self
-            .writer
-            .execute(move |txn, now, events| engine.submit(txn, &submission, now, events))?)
+        Ok(self.writer.execute_hinted(hint, move |txn, now, events| {
+            engine.submit(txn, &submission, now, events)
+        })?)
     }
 
     /// [`Driver::submit`] for async callers: awaits the durable commit
@@ -330,18 +367,52 @@ impl<S: Store> Driver<S> {
     /// ([`DepositId::of`] the bytes), so the caller need not hash again.
     pub async fn submit_async(
         &self,
-        rkid: &Rkid,
+        rkid: &RkidText,
         bytes: Vec<u8>,
     ) -> (Result<SubmitVerdict, EngineError>, DepositId) {
-        let submission = self.engine.screen(*rkid, bytes);
-        let id = submission.id();
+        let answer = self.submit_burst_async(vec![(*rkid, bytes)]).await.pop();
+        // One answer per submission: never `None`.
+        answer.unwrap_or_else(|| (Err(CommitError::NotRun.into()), DepositId::of(b"")))
+    }
+
+    /// Several submissions that arrived together (a burst of one
+    /// `submit-stream`), screened here ([`Engine::screen`]: s2 and the
+    /// deposit id) and decided in the writer as **one** job, in order, in
+    /// one batch: each is its own §5a.5 decision against the state the
+    /// ones before it left, exactly as if submitted one by one. Answered
+    /// only once durable, one `(verdict, id)` per submission, in order; a
+    /// store failure refuses the whole burst (nothing of it is durable).
+    pub async fn submit_burst_async(
+        &self,
+        items: Vec<(RkidText, Vec<u8>)>,
+    ) -> Vec<(Result<SubmitVerdict, EngineError>, DepositId)> {
+        let submissions: Vec<_> = items
+            .into_iter()
+            .map(|(rkid, bytes)| self.engine.screen(&rkid, bytes))
+            .collect();
+        let ids: Vec<DepositId> = submissions.iter().map(|s| s.id()).collect();
+        let hints = submissions
+            .iter()
+            .map(|s| (*s.rkid(), Some(s.id())))
+            .collect();
         let engine = Arc::clone(&self.engine);
-        let verdict = self
+        let verdicts = self
             .writer
-            .run(move |txn, now, events| engine.submit(txn, &submission, now, events))
+            .submit_hinted_many(hints, move |txn, now, events| {
+                submissions
+                    .iter()
+                    .map(|s| engine.submit(txn, s, now, events))
+                    .collect::<StoreResult<Vec<_>>>()
+            })
             .await
-            .map_err(EngineError::from);
-        (verdict, id)
+            .unwrap_or(Err(CommitError::NotRun));
+        match verdicts {
+            Ok(verdicts) => verdicts.into_iter().map(Ok).zip(ids).collect(),
+            Err(e) => {
+                let e = EngineError::from(e);
+                ids.into_iter().map(|id| (Err(e.clone()), id)).collect()
+            }
+        }
     }
 
     /// §5a.5 for a submission announcing more than
@@ -352,7 +423,9 @@ impl<S: Store> Driver<S> {
     pub async fn submit_unread_async(&self, rkid: &Rkid) -> Result<SubmitVerdict, EngineError> {
         let (rkid, engine) = (*rkid, Arc::clone(&self.engine));
         self.writer
-            .run(move |txn, _, _| engine.submit_unread(txn, &rkid))
+            .run_hinted(Some((rkid, None)), move |txn, _, _| {
+                engine.submit_unread(txn, &rkid)
+            })
             .await
             .map_err(EngineError::from)
     }
@@ -429,6 +502,23 @@ impl<S: Store> Driver<S> {
             .execute(|txn, now, _| Ok((now, txn.next_due()?)))?;
         self.engine.housekeeping(&*self.store, now)?;
         Ok(next)
+    }
+
+    /// Puts `constants` in force from the next batch on, as the
+    /// constants of a revision another writer of the same store already
+    /// applied and stored (another carrier node on a shared database,
+    /// `PROTOCOL.md` §13): what depends on them was re-derived in that
+    /// writer's transaction, so this node only adopts them — inside a batch
+    /// of its own writer, so no decision of a batch sees them change.
+    ///
+    /// # Errors
+    /// [`EngineError::Unavailable`] if the batch failed (nothing changed).
+    pub fn adopt_constants(&self, constants: EngineConstants) -> Result<(), EngineError> {
+        let engine = Arc::clone(&self.engine);
+        Ok(self.writer.execute(move |_txn, _now, _events| {
+            engine.set_constants(constants);
+            Ok(())
+        })?)
     }
 
     /// §4.4: applies a declaration revision ([`Engine::apply_constants`])

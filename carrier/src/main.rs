@@ -1,14 +1,14 @@
 //! `rltp-carrier`: the carrier binary. CLI parsing and dispatch only; each
 //! subcommand lives in [`rltp_carrier::cli`].
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use rltp_carrier::cli;
 use std::process::ExitCode;
 
 /// The RLTP carrier: a key-blind relay for sealed envelopes, and the
 /// sender and recipient commands that use one.
 #[derive(Debug, Parser)]
-#[command(name = "rltp-carrier", version, about)]
+#[command(name = "rltp-carrier", version)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -36,12 +36,18 @@ enum Command {
     Demo(cli::demo::Args),
     /// Check any carrier from the wire: one line per contract section.
     Conformance(cli::conformance::Args),
+    /// Prepare the shared PostgreSQL database (schema; new constants for every node).
+    Migrate(cli::migrate::Args),
     /// Write a consistent backup archive of a carrier's store (online while `serve` runs).
     Backup(cli::backup::Args),
     /// Check a backup archive and install it into a data dir (or only --verify it).
     Restore(cli::restore::Args),
     /// Operator queries: counts only.
     Admin(cli::admin::Args),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(cli::docs::CompletionsArgs),
+    /// Print the manual page (roff), or write one page per command to a directory.
+    Man(cli::docs::ManArgs),
 }
 
 #[tokio::main]
@@ -58,8 +64,11 @@ async fn main() -> ExitCode {
         Command::Conclude(args) => cli::conclude::run(args).await,
         Command::Demo(args) => cli::demo::run(args).await,
         Command::Conformance(args) => cli::conformance::run(args).await,
+        Command::Migrate(args) => cli::migrate::run(args).await,
         Command::Backup(args) => cli::backup::run(args),
         Command::Restore(args) => cli::restore::run(args),
         Command::Admin(args) => cli::admin::run(args),
+        Command::Completions(args) => cli::docs::completions(&args, Cli::command()),
+        Command::Man(args) => cli::docs::man(&args, Cli::command()),
     }
 }

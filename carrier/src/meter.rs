@@ -12,6 +12,7 @@ use crate::config::{MeterConfig, RateConfig};
 use rltp_engine::meter::{Meter, MeterKey, MeterQuotas, Rate};
 use rltp_proofs::Ms;
 use rltp_proofs::multikey::Rkid;
+use std::sync::{PoisonError, RwLock};
 
 /// The quotas of `[limits.meters]`.
 pub fn quotas(config: &MeterConfig) -> MeterQuotas {
@@ -31,11 +32,9 @@ fn quota(rate: Rate) -> governor::Quota {
 type Direct = governor::DefaultDirectRateLimiter;
 type Keyed = governor::DefaultKeyedRateLimiter<Rkid>;
 
-/// The production meter: GCRA rate limiters from `governor`, two shared
-/// ([`MeterKey::UnknownAddress`], [`MeterKey::SharedSubmission`]) and three
-/// keyed by `rkid` ([`MeterKey::HeldBinding`], [`MeterKey::HeldCollection`],
-/// [`MeterKey::Queue`]).
-pub struct GovernorMeter {
+/// The limiters of one set of quotas.
+struct Limiters {
+    quotas: MeterQuotas,
     unknown_address: Direct,
     held_binding: Keyed,
     held_collection: Keyed,
@@ -43,21 +42,34 @@ pub struct GovernorMeter {
     shared_submission: Direct,
 }
 
+/// The production meter: GCRA rate limiters from `governor`, two shared
+/// ([`MeterKey::UnknownAddress`], [`MeterKey::SharedSubmission`]) and three
+/// keyed by `rkid` ([`MeterKey::HeldBinding`], [`MeterKey::HeldCollection`],
+/// [`MeterKey::Queue`]).
+///
+/// Its quotas can be replaced while it serves ([`GovernorMeter::set_quotas`],
+/// SIGHUP): the limiters sit behind one read-write lock, read (never
+/// written) by every charge, so a check sees either the old set or the
+/// new one, never a mix.
+pub struct GovernorMeter {
+    limiters: RwLock<Limiters>,
+}
+
 impl std::fmt::Debug for GovernorMeter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let l = self.read();
         f.debug_struct("GovernorMeter")
-            .field("held_binding_keys", &self.held_binding.len())
-            .field("held_collection_keys", &self.held_collection.len())
-            .field("queue_keys", &self.queue.len())
+            .field("held_binding_keys", &l.held_binding.len())
+            .field("held_collection_keys", &l.held_collection.len())
+            .field("queue_keys", &l.queue.len())
             .finish_non_exhaustive()
     }
 }
 
-impl GovernorMeter {
-    /// A meter with `quotas`; the held-collection budget is
-    /// `quotas.queue` [`Rate::doubled`].
-    pub fn new(quotas: MeterQuotas) -> GovernorMeter {
-        GovernorMeter {
+impl Limiters {
+    fn new(quotas: MeterQuotas) -> Limiters {
+        Limiters {
+            quotas,
             unknown_address: governor::RateLimiter::direct(quota(quotas.unknown_address)),
             held_binding: governor::RateLimiter::keyed(quota(quotas.held_binding)),
             held_collection: governor::RateLimiter::keyed(quota(quotas.queue.doubled())),
@@ -67,30 +79,78 @@ impl GovernorMeter {
     }
 }
 
+impl GovernorMeter {
+    /// A meter with `quotas`; the held-collection budget is
+    /// `quotas.queue` [`Rate::doubled`].
+    pub fn new(quotas: MeterQuotas) -> GovernorMeter {
+        GovernorMeter {
+            limiters: RwLock::new(Limiters::new(quotas)),
+        }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Limiters> {
+        self.limiters.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The quotas in force.
+    pub fn quotas(&self) -> MeterQuotas {
+        self.read().quotas
+    }
+
+    /// Replaces the quotas (a reload of `[limits.meters]`). A budget whose
+    /// quota changed starts afresh (full) under the new quota; the others
+    /// keep their state.
+    pub fn set_quotas(&self, quotas: MeterQuotas) {
+        let mut l = self
+            .limiters
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        let fresh = Limiters::new(quotas);
+        let old = l.quotas;
+        if old.unknown_address != quotas.unknown_address {
+            l.unknown_address = fresh.unknown_address;
+        }
+        if old.held_binding != quotas.held_binding {
+            l.held_binding = fresh.held_binding;
+        }
+        if old.queue != quotas.queue {
+            l.queue = fresh.queue;
+            l.held_collection = fresh.held_collection;
+        }
+        if old.shared_submission != quotas.shared_submission {
+            l.shared_submission = fresh.shared_submission;
+        }
+        l.quotas = quotas;
+    }
+}
+
 impl Meter for GovernorMeter {
     /// Charges on the limiter's own monotonic clock (nanoseconds), not on
     /// `now`: see [`Meter`].
     fn check(&self, key: &MeterKey, _now: Ms) -> bool {
+        let l = self.read();
         match key {
-            MeterKey::UnknownAddress => self.unknown_address.check().is_ok(),
-            MeterKey::HeldBinding(rkid) => self.held_binding.check_key(rkid).is_ok(),
-            MeterKey::HeldCollection(rkid) => self.held_collection.check_key(rkid).is_ok(),
-            MeterKey::Queue(rkid) => self.queue.check_key(rkid).is_ok(),
-            MeterKey::SharedSubmission => self.shared_submission.check().is_ok(),
+            MeterKey::UnknownAddress => l.unknown_address.check().is_ok(),
+            MeterKey::HeldBinding(rkid) => l.held_binding.check_key(rkid).is_ok(),
+            MeterKey::HeldCollection(rkid) => l.held_collection.check_key(rkid).is_ok(),
+            MeterKey::Queue(rkid) => l.queue.check_key(rkid).is_ok(),
+            MeterKey::SharedSubmission => l.shared_submission.check().is_ok(),
         }
     }
 
     fn retain_recent(&self) {
-        self.held_binding.retain_recent();
-        self.held_collection.retain_recent();
-        self.queue.retain_recent();
-        self.held_binding.shrink_to_fit();
-        self.held_collection.shrink_to_fit();
-        self.queue.shrink_to_fit();
+        let l = self.read();
+        l.held_binding.retain_recent();
+        l.held_collection.retain_recent();
+        l.queue.retain_recent();
+        l.held_binding.shrink_to_fit();
+        l.held_collection.shrink_to_fit();
+        l.queue.shrink_to_fit();
     }
 
     fn keyed_entries(&self) -> usize {
-        self.held_binding.len() + self.held_collection.len() + self.queue.len()
+        let l = self.read();
+        l.held_binding.len() + l.held_collection.len() + l.queue.len()
     }
 }
 
@@ -147,5 +207,35 @@ mod tests {
         assert!(meter.check(&MeterKey::HeldCollection(rkid(3)), 0));
         assert!(!meter.check(&MeterKey::HeldCollection(rkid(3)), 0));
         assert_eq!(meter.keyed_entries(), 3);
+    }
+
+    /// A reload replaces a changed budget (fresh, under its new quota) and
+    /// leaves an unchanged one as it was.
+    #[test]
+    fn set_quotas_replaces_changed_budgets_and_keeps_the_others() {
+        let one = MeterQuotas {
+            unknown_address: Rate::new(1, 1),
+            held_binding: Rate::new(1, 1),
+            queue: Rate::new(1, 1),
+            shared_submission: Rate::new(1, 1),
+        };
+        let meter = GovernorMeter::new(one);
+        let queue = MeterKey::Queue(rkid(1));
+        assert!(meter.check(&queue, 0));
+        assert!(!meter.check(&queue, 0));
+        assert!(meter.check(&MeterKey::UnknownAddress, 0));
+        assert!(!meter.check(&MeterKey::UnknownAddress, 0));
+        let raised = MeterQuotas {
+            queue: Rate::new(1, 3),
+            ..one
+        };
+        meter.set_quotas(raised);
+        assert_eq!(meter.quotas(), raised);
+        for n in 0..3 {
+            assert!(meter.check(&queue, 0), "deposit {n} under the raised burst");
+        }
+        assert!(!meter.check(&queue, 0));
+        // Unchanged: still drained.
+        assert!(!meter.check(&MeterKey::UnknownAddress, 0));
     }
 }

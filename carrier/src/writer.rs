@@ -44,10 +44,15 @@
 //! operation never ran: [`CommitError::NotRun`]): a retriable answer
 //! upstream, never a partial effect. The writer survives the error and
 //! serves the next batch (a single I/O error never wedges the carrier).
+//! One exception: a [`StoreError::Conflict`] — the database aborted the
+//! transaction as a serialization failure or a deadlock, so nothing of it
+//! was written — runs the whole batch again, in a fresh transaction, up
+//! to [`CONFLICT_RETRIES`] times before its callers are refused.
 
 use crate::clock::Clock;
 use rltp_engine::{Engine, EventCounters, EventSnapshot, Tally};
-use rltp_proofs::Ms;
+use rltp_proofs::multikey::Rkid;
+use rltp_proofs::{DepositId, Ms};
 use rltp_storage::{PendingSync, Store, StoreError, StoreResult, WriteTxn};
 use std::sync::mpsc;
 use std::sync::{Arc, OnceLock};
@@ -68,7 +73,15 @@ type Run =
 struct Job {
     run: Run,
     fail: Box<dyn FnOnce(CommitError) + Send>,
+    hints: Vec<(Rkid, Option<DepositId>)>,
 }
+
+/// What an operation will read, said before its batch runs: the queue it
+/// names and, for a submission, the deposit id s3 looks up. The batch's
+/// hints go to the store at once ([`WriteTxn::prefetch`]), so a store whose
+/// reads are round trips (PostgreSQL) makes one per batch, not several per
+/// operation. A hint changes no answer.
+pub type Hint = Option<(Rkid, Option<DepositId>)>;
 
 /// The answer slot of one submitted operation, shared by its completion
 /// and its failure path (whichever answers first).
@@ -234,6 +247,34 @@ impl Writer {
         R: Send + 'static,
         F: FnMut(&mut dyn WriteTxn, Ms, &mut Tally) -> StoreResult<R> + Send + 'static,
     {
+        self.submit_hinted(None, op)
+    }
+
+    /// [`Writer::submit`] with what `op` will read ([`Hint`]).
+    pub fn submit_hinted<R, F>(
+        &self,
+        hint: Hint,
+        op: F,
+    ) -> oneshot::Receiver<Result<R, CommitError>>
+    where
+        R: Send + 'static,
+        F: FnMut(&mut dyn WriteTxn, Ms, &mut Tally) -> StoreResult<R> + Send + 'static,
+    {
+        self.submit_hinted_many(hint.into_iter().collect(), op)
+    }
+
+    /// [`Writer::submit`] of one operation that reads several queues (a
+    /// burst of submissions run as one job, in order): every `(rkid, id)`
+    /// it will read ([`Hint`]).
+    pub fn submit_hinted_many<R, F>(
+        &self,
+        hints: Vec<(Rkid, Option<DepositId>)>,
+        op: F,
+    ) -> oneshot::Receiver<Result<R, CommitError>>
+    where
+        R: Send + 'static,
+        F: FnMut(&mut dyn WriteTxn, Ms, &mut Tally) -> StoreResult<R> + Send + 'static,
+    {
         let (sender, receiver) = oneshot::channel();
         let reply: Reply<R> = Arc::new(std::sync::Mutex::new(Some(sender)));
         let on_failure = Arc::clone(&reply);
@@ -247,6 +288,7 @@ impl Writer {
                 }) as Completion)
             }),
             fail: Box::new(move |error| answer(&on_failure, Err(error))),
+            hints,
         };
         // If the writer is gone the job (and its reply sender) is dropped and
         // the receiver reports `Closed`.
@@ -277,7 +319,35 @@ impl Writer {
         R: Send + 'static,
         F: FnMut(&mut dyn WriteTxn, Ms, &mut Tally) -> StoreResult<R> + Send + 'static,
     {
-        self.submit(op).await.unwrap_or(Err(CommitError::NotRun))
+        self.run_hinted(None, op).await
+    }
+
+    /// [`Writer::execute`] with what `op` will read ([`Hint`]).
+    ///
+    /// # Errors
+    /// As [`Writer::execute`].
+    pub fn execute_hinted<R, F>(&self, hint: Hint, op: F) -> Result<R, CommitError>
+    where
+        R: Send + 'static,
+        F: FnMut(&mut dyn WriteTxn, Ms, &mut Tally) -> StoreResult<R> + Send + 'static,
+    {
+        self.submit_hinted(hint, op)
+            .blocking_recv()
+            .unwrap_or(Err(CommitError::NotRun))
+    }
+
+    /// [`Writer::run`] with what `op` will read ([`Hint`]).
+    ///
+    /// # Errors
+    /// As [`Writer::run`].
+    pub async fn run_hinted<R, F>(&self, hint: Hint, op: F) -> Result<R, CommitError>
+    where
+        R: Send + 'static,
+        F: FnMut(&mut dyn WriteTxn, Ms, &mut Tally) -> StoreResult<R> + Send + 'static,
+    {
+        self.submit_hinted(hint, op)
+            .await
+            .unwrap_or(Err(CommitError::NotRun))
     }
 
     /// Writer statistics.
@@ -429,6 +499,8 @@ fn fail_all<S: Store>(
 /// run again without it (module docs).
 fn run_batch<S: Store>(batches: &Batches<'_, S>, mut batch: Vec<Job>) -> Option<Pending> {
     let store = batches.store;
+    // Attempts the database aborted as conflicts (module docs).
+    let mut conflicts = 0;
     loop {
         let count = batch.len();
         if count == 0 {
@@ -460,13 +532,26 @@ fn run_batch<S: Store>(batches: &Batches<'_, S>, mut batch: Vec<Job>) -> Option<
                 engine.set_constants(constants);
             }
         };
-        let prelude = match batches.engine {
+        let hints: Vec<(Rkid, Option<DepositId>)> = batch
+            .iter()
+            .flat_map(|job| job.hints.iter().copied())
+            .collect();
+        let prelude = if hints.is_empty() {
+            Ok(())
+        } else {
+            txn.prefetch(&hints)
+        }
+        .and_then(|()| match batches.engine {
             Some(engine) => engine.prelude(&mut txn, now, &mut events),
             None => Ok(()),
-        };
+        });
         if let Err(error) = prelude {
-            tracing::error!(%error, "batch prelude failed; batch dropped");
             drop(txn);
+            restore();
+            if again_after(&error, &mut conflicts) {
+                continue;
+            }
+            tracing::error!(%error, "batch prelude failed; batch dropped");
             drop(batch);
             store.after_failure();
             batches.failed(count, Duration::ZERO);
@@ -503,6 +588,9 @@ fn run_batch<S: Store>(batches: &Batches<'_, S>, mut batch: Vec<Job>) -> Option<
                 (job.fail)(CommitError::Store(Arc::new(error)));
                 continue;
             }
+            if again_after(&error, &mut conflicts) {
+                continue;
+            }
             tracing::error!(%error, "operation failed; batch dropped");
             store.after_failure();
             batches.failed(count, Duration::ZERO);
@@ -524,11 +612,31 @@ fn run_batch<S: Store>(batches: &Batches<'_, S>, mut batch: Vec<Job>) -> Option<
                 started,
             }),
             Err(error) => {
-                tracing::error!(%error, "commit failed; batch dropped");
                 restore();
+                if again_after(&error, &mut conflicts) {
+                    drop(completions);
+                    continue;
+                }
+                tracing::error!(%error, "commit failed; batch dropped");
                 fail_all(batches, completions, count, error, started.elapsed());
                 None
             }
         };
     }
+}
+
+/// How many times a batch the database aborted as a conflict runs again
+/// before its callers are refused.
+pub const CONFLICT_RETRIES: u32 = 3;
+
+/// Whether an attempt that failed with `error` runs again: a conflict
+/// ([`StoreError::Conflict`]: nothing was written), at most
+/// [`CONFLICT_RETRIES`] times per batch.
+fn again_after(error: &StoreError, conflicts: &mut u32) -> bool {
+    if !matches!(error, StoreError::Conflict(_)) || *conflicts >= CONFLICT_RETRIES {
+        return false;
+    }
+    *conflicts += 1;
+    tracing::debug!(%error, attempt = *conflicts, "the database aborted the batch as a conflict; running it again");
+    true
 }

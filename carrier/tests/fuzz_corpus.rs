@@ -119,6 +119,23 @@ fn seeds() -> BTreeMap<&'static str, Vec<(String, Vec<u8>)>> {
     let mut wrong_queue = seal["output"]["sealedEnvelope"].clone();
     wrong_queue["rkid"] = proof_vectors["keys"]["rkid"].clone();
     put(&mut out, "envelope", "wrong-queue", jcs(&wrong_queue));
+    // shape: the same two envelopes, and a stream item header in its JCS
+    // spelling and in another.
+    put(&mut out, "shape", "sealed-envelope", envelope.clone());
+    put(
+        &mut out,
+        "shape",
+        "sealed-envelope-wrong-queue",
+        jcs(&wrong_queue),
+    );
+    let item = format!("{{\"rkid\":\"{}\",\"size\":1234}}", targets::SEAL_RKID);
+    put(&mut out, "shape", "item-jcs", item.clone().into_bytes());
+    put(
+        &mut out,
+        "shape",
+        "item-spaced",
+        item.replacen(':', ": ", 1).into_bytes(),
+    );
 
     // declaration: a carrier declaration signed like the server signs one
     // (the g1 constants), the W3C eddsa-jcs-2022 vector, the signed ack.

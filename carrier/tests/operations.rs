@@ -25,7 +25,7 @@ use rltp_carrier::tls::ServerTrust;
 use rltp_client::{Client, ConnectOptions, RecipientKeys};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
-use rltp_storage::redb_store::RedbStore;
+use rltp_storage::log_store::LogStore;
 use rltp_storage::{DepositId, ReadTxn, Store, Tombstone, WriteTxn};
 use rltp_wire::verdict::{SubmitVerdict, Verdict};
 use std::net::SocketAddr;
@@ -285,7 +285,7 @@ async fn health_and_readiness_follow_the_drain() {
     assert_eq!(status, 200);
     assert_eq!(
         body,
-        "ready\nstore ok\ndeclaration ok (revision 1)\ndraining no\nstore-damage none\n"
+        "ready\nstore ok\ndeclaration ok (revision 1)\ndraining no\nlame-duck no\nstore-damage none\n"
     );
     assert_eq!(get(http, "GET", "/nowhere").await.0, 404);
     assert_eq!(get(http, "POST", "/metrics").await.0, 405);
@@ -311,7 +311,7 @@ async fn health_and_readiness_follow_the_drain() {
     };
     assert_eq!(
         draining,
-        "not ready\nstore not checked (draining)\ndeclaration ok (revision 1)\ndraining yes\nstore-damage none\n"
+        "not ready\nstore not checked (draining)\ndeclaration ok (revision 1)\ndraining yes\nlame-duck no\nstore-damage none\n"
     );
     assert_eq!(get(http, "GET", "/healthz").await.0, 200);
     // Ending the stalled request lets the drain finish.
@@ -517,7 +517,7 @@ async fn an_online_backup_under_load_restores_to_an_identical_carrier() {
     let tombstoned: Vec<Rkid> = (1..=5u8).map(|n| Rkid::from_bytes([n; 32])).collect();
     {
         std::fs::create_dir_all(&a).unwrap();
-        let store = RedbStore::open(a.join("store")).unwrap();
+        let store = LogStore::open(a.join("store")).unwrap();
         let mut txn = store.begin_write().unwrap();
         for (i, rkid) in tombstoned.iter().enumerate() {
             let tombstone = Tombstone {
@@ -687,7 +687,7 @@ async fn an_online_backup_under_load_restores_to_an_identical_carrier() {
         .chain(tombstoned.iter().copied())
         .collect();
     let read_state = |dir: &Path| {
-        let store = RedbStore::open(dir.join("store")).unwrap();
+        let store = LogStore::open(dir.join("store")).unwrap();
         let read = store.read().unwrap();
         let state: Vec<_> = rkids
             .iter()

@@ -1,5 +1,6 @@
 //! Crash consistency (issue 3): a child process runs the group-commit writer
-//! over a `RedbStore` — appends, removals, binding releases and returns from
+//! over an embedded store — the log store (`serve`'s) and the redb store in
+//! turn — appends, removals, binding releases and returns from
 //! six threads, plus background compaction — and prints a journal line
 //! before each operation (intent) and after its commit (acknowledgement).
 //! The parent SIGKILLs it at a random instant (5–200 ms), reopens the store
@@ -16,6 +17,17 @@
 //! The same store directory is reused across kills, so recovery runs on
 //! recovered state again and again. The child is this test binary itself,
 //! re-invoked with `--ignored --exact crash_child`.
+//!
+//! It runs against both embedded stores. Against the log store (tiny
+//! segments and snapshot intervals, its background thread zero-filling
+//! segments, taking snapshots and reclaiming), every other child also arms
+//! one of its **kill points** (`rltp_storage::log_store::KILL_POINTS`, one
+//! in each file-writing step: mid-snapshot, snapshot durable, mid
+//! zero-fill, new segment header, mid-reclaim, compaction copy logged,
+//! record written, recovery's new segment), in turn, at a random pass
+//! through it: the child aborts there, as a SIGKILL would. (The last one,
+//! `upgrade-log`, runs only while a redb-layout store is upgraded, which
+//! these children never do: `storage/tests/log_store.rs` cuts upgrades.)
 
 // The journal checks live in helper functions, where a failed check is a
 // panic just as in the test body.
@@ -30,7 +42,8 @@ use journal::{Counts, xorshift};
 use rltp_carrier::clock::SystemClock;
 use rltp_carrier::defaults::MAX_BATCH;
 use rltp_carrier::writer::Writer;
-use rltp_storage::redb_store::{RedbOptions, RedbStore};
+use rltp_storage::log_store::{KILL_POINTS, LogOptions, LogStore, arm_kill_point};
+use rltp_storage::redb_store::{IntegrityReport, RedbOptions, RedbStore};
 use rltp_storage::{Store, StoreResult};
 use std::io::BufRead;
 use std::os::unix::process::ExitStatusExt;
@@ -40,6 +53,8 @@ use std::time::{Duration, Instant};
 
 const DIR_ENV: &str = "RLTP_CRASH_DIR";
 const RUN_ENV: &str = "RLTP_CRASH_RUN";
+const STORE_ENV: &str = "RLTP_CRASH_STORE";
+const KILL_ENV: &str = "RLTP_CRASH_KILL_POINT";
 const WORKERS: usize = 6;
 
 fn options() -> RedbOptions {
@@ -47,6 +62,47 @@ fn options() -> RedbOptions {
         segment_bytes: 16 * 1024,
         compact_below_percent: 50,
         ..RedbOptions::default()
+    }
+}
+
+fn log_options() -> LogOptions {
+    LogOptions {
+        segment_bytes: 16 * 1024,
+        snapshot_log_bytes: 32 * 1024,
+        redb_checkpoint_ops: 48,
+        compact_below_percent: 50,
+        ..LogOptions::default()
+    }
+}
+
+/// The store under test, opened on `dir`.
+trait Backend: Store + Sized {
+    fn open(dir: &std::path::Path) -> StoreResult<Self>;
+    fn compact(&self) -> StoreResult<()>;
+    fn check(&mut self) -> StoreResult<IntegrityReport>;
+}
+
+impl Backend for RedbStore {
+    fn open(dir: &std::path::Path) -> StoreResult<Self> {
+        RedbStore::open_with(dir, options())
+    }
+    fn compact(&self) -> StoreResult<()> {
+        self.compact_step(16).map(drop)
+    }
+    fn check(&mut self) -> StoreResult<IntegrityReport> {
+        self.integrity_check()
+    }
+}
+
+impl Backend for LogStore {
+    fn open(dir: &std::path::Path) -> StoreResult<Self> {
+        LogStore::open_with(dir, log_options())
+    }
+    fn compact(&self) -> StoreResult<()> {
+        self.compact_step(16).map(drop)
+    }
+    fn check(&mut self) -> StoreResult<IntegrityReport> {
+        self.integrity_check()
     }
 }
 
@@ -81,7 +137,21 @@ fn crash_child() {
     // libtest printed "test crash_child ... " without a newline: end it so
     // that every journal line starts a line.
     println!();
-    let store = Arc::new(RedbStore::open_with(&dir, options()).unwrap_or_else(|e| fail(e)));
+    if let Some((point, nth)) = std::env::var(KILL_ENV)
+        .ok()
+        .as_deref()
+        .and_then(|v| v.split_once(':'))
+    {
+        arm_kill_point(point, nth.parse().unwrap_or(1));
+    }
+    match std::env::var(STORE_ENV).as_deref() {
+        Ok("log") => child::<LogStore>(&dir, run),
+        _ => child::<RedbStore>(&dir, run),
+    }
+}
+
+fn child<S: Backend>(dir: &str, run: u64) {
+    let store = Arc::new(S::open(std::path::Path::new(dir)).unwrap_or_else(|e| fail(e)));
     say("open".into());
     let committer = Writer::start(Arc::clone(&store), Arc::new(SystemClock), None, MAX_BATCH)
         .unwrap_or_else(|e| fail(e));
@@ -98,7 +168,7 @@ fn crash_child() {
     let compactor = Arc::clone(&store);
     std::thread::spawn(move || {
         loop {
-            compactor.compact_step(16).unwrap_or_else(|e| fail(e));
+            compactor.compact().unwrap_or_else(|e| fail(e));
             std::thread::sleep(Duration::from_millis(3));
         }
     });
@@ -122,6 +192,15 @@ struct Kills {
 
 #[test]
 fn sigkill_at_random_instants() -> StoreResult<()> {
+    run::<RedbStore>("redb", false)
+}
+
+#[test]
+fn sigkill_at_random_instants_and_kill_points_log_store() -> StoreResult<()> {
+    run::<LogStore>("log", true)
+}
+
+fn run<S: Backend>(name: &str, kill_points: bool) -> StoreResult<()> {
     let kills: u64 = std::env::var("RLTP_CRASH_KILLS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -138,12 +217,31 @@ fn sigkill_at_random_instants() -> StoreResult<()> {
     let mut counts = Counts::default();
     let mut tally = Kills::default();
     let started = Instant::now();
+    let mut points_reached = std::collections::BTreeMap::new();
     for run in 0..kills {
-        let mut child = Command::new(&exe)
+        // Every other child of the log store dies at a kill point, in turn.
+        let point = (kill_points && run % 2 == 1)
+            .then(|| KILL_POINTS[(run / 2) as usize % (KILL_POINTS.len() - 1)])
+            .map(|p| {
+                // Recovery's step runs once per life.
+                let nth = if p == "open-new-segment" {
+                    1
+                } else {
+                    1 + xorshift(&mut rng) % 3
+                };
+                format!("{p}:{nth}")
+            });
+        let mut command = Command::new(&exe);
+        command
             .args(["crash_child", "--exact", "--ignored", "--nocapture"])
             .args(["--test-threads", "1"])
             .env(DIR_ENV, dir.path())
             .env(RUN_ENV, run.to_string())
+            .env(STORE_ENV, name);
+        if let Some(point) = &point {
+            command.env(KILL_ENV, point);
+        }
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -162,16 +260,35 @@ fn sigkill_at_random_instants() -> StoreResult<()> {
             }
             lines
         });
-        let delay = 5 + xorshift(&mut rng) % 196;
+        // A kill point gets longer to be reached.
+        let delay = if point.is_some() {
+            50 + xorshift(&mut rng) % 400
+        } else {
+            5 + xorshift(&mut rng) % 196
+        };
         std::thread::sleep(Duration::from_millis(delay));
-        child.kill()?;
+        let _ = child.kill();
         let output = child.wait_with_output()?;
-        assert_eq!(
-            output.status.signal(),
-            Some(9),
-            "run {run}: the child ended on its own: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let reached = stderr.contains("kill point");
+        if reached {
+            // Aborted there (or killed by the timer while aborting).
+            assert!(
+                matches!(output.status.signal(), Some(6 | 9)),
+                "run {run}: {stderr}"
+            );
+            if let Some(point) = &point {
+                *points_reached
+                    .entry(point.split(':').next().unwrap_or("").to_owned())
+                    .or_insert(0u64) += 1;
+            }
+        } else {
+            assert_eq!(
+                output.status.signal(),
+                Some(9),
+                "run {run}: the child ended on its own: {stderr}"
+            );
+        }
         let lines = reader.join().expect("journal reader");
         tally.kills += 1;
         if lines.first().map(String::as_str) != Some("open") {
@@ -179,16 +296,19 @@ fn sigkill_at_random_instants() -> StoreResult<()> {
         }
         journal::apply_journal(&mut model, &lines, &mut counts);
 
-        let mut store = RedbStore::open_with(dir.path(), options())?;
+        let mut store = S::open(dir.path())?;
         let held = journal::check(&store.read()?, &mut model, &mut counts)?;
-        let report = store.integrity_check()?;
+        let report = store.check()?;
         assert!(report.is_clean(), "{report:?}");
         assert_eq!(report.deposits, held, "run {run}");
         tally.deposits_at_end = held;
         tally.segments_at_end = report.segments;
     }
+    if kill_points {
+        println!("crash test ({name}): kill points reached {points_reached:?}");
+    }
     println!(
-        "crash test: {} kills ({} before the store was open) in {:.1} s; acknowledged: {} appends, {} removals, {} binding changes; verified: {} acknowledged appends present with identical bytes, {} acknowledged removals absent, {} in-flight outcomes adopted; {} deposits in {} segments held at the end; lost 0",
+        "crash test ({name}): {} kills ({} before the store was open) in {:.1} s; acknowledged: {} appends, {} removals, {} binding changes; verified: {} acknowledged appends present with identical bytes, {} acknowledged removals absent, {} in-flight outcomes adopted; {} deposits in {} segments held at the end; lost 0",
         tally.kills,
         tally.killed_before_open,
         started.elapsed().as_secs_f64(),

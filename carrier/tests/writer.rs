@@ -14,6 +14,7 @@ use rltp_carrier::clock::{Clock as _, ManualClock, SystemClock};
 use rltp_carrier::defaults::MAX_BATCH;
 use rltp_carrier::writer::Writer;
 use rltp_storage::backup;
+use rltp_storage::log_store::{LogOptions, LogStore};
 use rltp_storage::mem::MemStore;
 use rltp_storage::redb_store::{RedbOptions, RedbStore};
 use rltp_storage::{Challenge, DepositId, Ms, ReadTxn, Store, StoreResult, WriteTxn};
@@ -222,19 +223,50 @@ fn now_ms() -> Ms {
     SystemClock.now()
 }
 
+/// An embedded store an online backup is taken of, opened with segments
+/// large enough for a backup under load.
+trait Backed: Store + backup::BackupSource + Sized {
+    fn larger(dir: &std::path::Path) -> Self;
+}
+
+impl Backed for RedbStore {
+    fn larger(dir: &std::path::Path) -> Self {
+        let options = RedbOptions {
+            segment_bytes: 64 << 10,
+            ..RedbOptions::default()
+        };
+        RedbStore::open_with(dir, options).unwrap()
+    }
+}
+
+impl Backed for LogStore {
+    fn larger(dir: &std::path::Path) -> Self {
+        let options = LogOptions {
+            segment_bytes: 64 << 10,
+            snapshot_log_bytes: 128 << 10,
+            ..LogOptions::default()
+        };
+        LogStore::open_with(dir, options).unwrap()
+    }
+}
+
 #[test]
-fn an_online_backup_holds_every_acknowledged_append_as_a_gapless_prefix() {
+fn an_online_backup_of_the_log_store_holds_every_acknowledged_append_as_a_gapless_prefix() {
+    an_online_backup_holds_every_acknowledged_append_as_a_gapless_prefix::<LogStore>();
+}
+
+#[test]
+fn an_online_backup_of_the_redb_store_holds_every_acknowledged_append_as_a_gapless_prefix() {
+    an_online_backup_holds_every_acknowledged_append_as_a_gapless_prefix::<RedbStore>();
+}
+
+/// While the writer keeps appending, a backup holds every append
+/// acknowledged before it began, as a gapless prefix of each queue; the
+/// restored store (always the log store: a redb archive is upgraded as it
+/// is restored) holds exactly what the manifest counts.
+fn an_online_backup_holds_every_acknowledged_append_as_a_gapless_prefix<S: Backed>() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(
-        RedbStore::open_with(
-            dir.path().join("store"),
-            RedbOptions {
-                segment_bytes: 64 << 10,
-                ..RedbOptions::default()
-            },
-        )
-        .unwrap(),
-    );
+    let store = Arc::new(S::larger(&dir.path().join("store")));
     let committer = Writer::start(Arc::clone(&store), Arc::new(SystemClock), None, 256).unwrap();
     let rkids: Vec<_> = (1..=4).map(rkid).collect();
     // Acknowledged appends: (rkid index, seq, id, acknowledged at).
@@ -267,7 +299,7 @@ fn an_online_backup_holds_every_acknowledged_append_as_a_gapless_prefix() {
     }
     let began = std::time::Instant::now();
     let mut archive = Vec::new();
-    let written = backup::write_backup(&store, &now_ms, "test", &[], &mut archive).unwrap();
+    let written = backup::write_backup(&*store, &now_ms, "test", &[], &mut archive).unwrap();
     let ended = std::time::Instant::now();
     std::thread::sleep(Duration::from_millis(50));
     stop.store(true, Ordering::Relaxed);
@@ -288,7 +320,7 @@ fn an_online_backup_holds_every_acknowledged_append_as_a_gapless_prefix() {
     let restored = dir.path().join("restored");
     let read = backup::unpack(&archive[..], &restored).unwrap();
     backup::check_unpacked(&restored, &read.manifest).unwrap();
-    let copy = RedbStore::open(restored.join("store")).unwrap();
+    let copy = LogStore::open(restored.join("store")).unwrap();
     let snapshot = copy.read().unwrap();
     let mut held_total = 0;
     for (w, r) in rkids.iter().enumerate() {
@@ -397,5 +429,47 @@ fn a_revision_run_again_after_damaged_data_applies_in_full() -> StoreResult<()> 
         250,
         "300 bytes above a floor of 50"
     );
+    Ok(())
+}
+
+/// A batch the database aborted as a conflict (a serialization failure or
+/// a deadlock: nothing written) runs again, whole, a bounded number of
+/// times: two conflicts and then success answer every caller as if none
+/// happened; a conflict every time is refused after
+/// `1 + CONFLICT_RETRIES` attempts, with the conflict.
+#[test]
+fn a_conflict_runs_the_batch_again_a_bounded_number_of_times() -> StoreResult<()> {
+    use rltp_carrier::writer::{CONFLICT_RETRIES, CommitError};
+    use rltp_storage::StoreError;
+    let store = Arc::new(MemStore::new());
+    let committer = Writer::start(Arc::clone(&store), Arc::new(SystemClock), None, 256).unwrap();
+    let runs = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&runs);
+    let appended = committer
+        .execute(move |t: &mut dyn WriteTxn, now, _| {
+            let deposit = t.append_deposit(&rkid(1), &payload(1, 64), now, now + 1)?;
+            if counted.fetch_add(1, Ordering::SeqCst) < 2 {
+                return Err(StoreError::Conflict("could not serialize access".into()));
+            }
+            Ok(deposit)
+        })
+        .map_err(|e| StoreError::Engine(e.to_string()))?;
+    assert_eq!(runs.load(Ordering::SeqCst), 3);
+    // The aborted attempts wrote nothing: one deposit, seq 1.
+    assert_eq!(appended.seq, 1);
+    assert_eq!(store.read()?.deposits(&rkid(1), None, 10)?, [appended]);
+
+    let runs = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&runs);
+    let refused = committer.execute(move |_: &mut dyn WriteTxn, _, _| -> StoreResult<()> {
+        counted.fetch_add(1, Ordering::SeqCst);
+        Err(StoreError::Conflict("deadlock detected".into()))
+    });
+    match refused {
+        Err(CommitError::Store(e)) => assert!(matches!(*e, StoreError::Conflict(_)), "{e}"),
+        other => panic!("expected the conflict, got {other:?}"),
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), u64::from(1 + CONFLICT_RETRIES));
+    assert_eq!(committer.stats().failed_batches.load(Ordering::SeqCst), 1);
     Ok(())
 }

@@ -38,3 +38,9 @@ pub const TEST_POLL: Duration = Duration::from_millis(100);
 /// announces a large body and sends nothing costs nothing (issue 6,
 /// slowloris).
 pub const FIRST_RESERVE: usize = 4_096;
+
+/// Most bytes one read of a stream asks quinn for (64 KiB): a
+/// [`crate::net::FrameReader`] takes whatever has arrived up to this, so a
+/// pipelined burst of ~1 KiB submissions is one read, not three per item,
+/// and what it holds ahead of the frame being parsed stays bounded.
+pub const READ_CHUNK: usize = 65_536;

@@ -134,14 +134,24 @@ pub enum TransportError {
     #[error("{0}")]
     Connection(#[source] quinn::ConnectionError),
     /// Writing to a stream failed.
-    #[error("{0}")]
+    #[error("{}", lost(.0, matches!(.0, quinn::WriteError::ConnectionLost(_))))]
     Write(#[source] quinn::WriteError),
     /// Reading from a stream failed.
-    #[error("{0}")]
+    #[error("{}", lost(.0, matches!(.0, quinn::ReadError::ConnectionLost(_))))]
     Read(#[source] quinn::ReadError),
     /// The retry driver holds no connection (a connection attempt failed).
     #[error("not connected")]
     NotConnected,
+}
+
+/// A stream error's text, with the connection's own error when the
+/// connection was lost (quinn's says only "connection lost"; the reason —
+/// e.g. `going-away` — is in its source).
+fn lost(e: &(dyn std::error::Error + 'static), connection_lost: bool) -> String {
+    match e.source().filter(|_| connection_lost) {
+        Some(cause) => format!("{e}: {cause}"),
+        None => e.to_string(),
+    }
 }
 
 /// How the server's answer violates the wire profile.
@@ -210,6 +220,27 @@ impl ClientError {
         match self {
             ClientError::Transport(_) | ClientError::Timeout(_) => true,
             ClientError::Server(answer) => answer.code.retriable(),
+            _ => false,
+        }
+    }
+
+    /// Whether the carrier node closed the connection with
+    /// [`rltp_wire::CloseCode::GoingAway`] (lame-duck mode, `PROTOCOL.md`
+    /// §5): try the next configured server, or this one later.
+    pub fn is_going_away(&self) -> bool {
+        let closed = |e: &quinn::ConnectionError| {
+            matches!(e, quinn::ConnectionError::ApplicationClosed(close)
+                if rltp_wire::CloseCode::from_code(close.error_code.into_inner())
+                    == Some(rltp_wire::CloseCode::GoingAway))
+        };
+        match self {
+            ClientError::Transport(TransportError::Connection(e)) => closed(e),
+            ClientError::Transport(TransportError::Write(quinn::WriteError::ConnectionLost(e))) => {
+                closed(e)
+            }
+            ClientError::Transport(TransportError::Read(quinn::ReadError::ConnectionLost(e))) => {
+                closed(e)
+            }
             _ => false,
         }
     }
@@ -407,7 +438,10 @@ impl Client {
 
     /// Closes the connection and waits until the close is sent.
     pub async fn close(self) {
-        self.connection.close(quinn::VarInt::from_u32(0), b"done");
+        self.connection.close(
+            quinn::VarInt::from_u32(rltp_wire::CloseCode::NoError.code()),
+            b"done",
+        );
         self.endpoint.wait_idle().await;
     }
 
@@ -511,7 +545,7 @@ impl Client {
         Ok(Submitter {
             writer: SubmitWriter { send },
             reader: SubmitReader {
-                recv,
+                recv: net::FrameReader::new(recv),
                 timeout: self.timeout,
             },
         })
@@ -685,9 +719,12 @@ async fn write_stream_item(
     rkid: &Rkid,
     envelope: &[u8],
 ) -> Result<(), ClientError> {
-    let size = u32::try_from(envelope.len())
-        .map_err(|_| ClientError::violation("envelope longer than 4 GiB"))?;
-    net::write_frame(send, &wire::stream_item_header(rkid, size), envelope).await?;
+    if u32::try_from(envelope.len()).is_err() {
+        return Err(ClientError::violation("envelope longer than 4 GiB"));
+    }
+    let mut frame = Vec::new();
+    wire::encode_stream_item_into(rkid, envelope, &mut frame);
+    send.write_all(&frame).await?;
     Ok(())
 }
 
@@ -711,7 +748,8 @@ pub struct SubmitWriter {
 /// The reading half of a [`Submitter`].
 #[derive(Debug)]
 pub struct SubmitReader {
-    recv: quinn::RecvStream,
+    /// Read in large chunks: many answers per quinn read.
+    recv: net::FrameReader,
     timeout: Duration,
 }
 
@@ -768,15 +806,14 @@ impl SubmitReader {
     /// the stream), [`ClientError::Protocol`].
     pub async fn recv(&mut self) -> Result<Option<SubmitAnswer>, ClientError> {
         let read = async {
-            match net::read_prefix(&mut self.recv).await? {
+            match self.recv.prefix().await? {
                 None => Ok(None),
                 Some(prefix) => {
-                    let header = net::read_header(&mut self.recv, prefix).await?;
-                    if let Some(error) = error_answer(&header)? {
-                        return Err(ClientError::Server(error));
-                    }
-                    net::read_body(&mut self.recv, prefix, 0).await?;
-                    Ok(Some(SubmitAnswer::from_header(&header)?))
+                    let header = self.recv.header_bytes(prefix).await?;
+                    let answer = SubmitAnswer::from_header_bytes(header)?;
+                    let answer = answer.map_err(ClientError::Server)?;
+                    self.recv.body(prefix, 0).await?;
+                    Ok(Some(answer))
                 }
             }
         };

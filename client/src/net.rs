@@ -9,6 +9,13 @@
 //!    operation's bound **before** any body byte is read.
 //!
 //! Deadlines are the caller's (`tokio::time::timeout` around a step).
+//!
+//! A stream that carries many frames (a `submit-stream`, its answers, a
+//! watch session) is read through a [`FrameReader`]: one quinn read takes
+//! up to [`crate::defaults::READ_CHUNK`] bytes of whatever has
+//! arrived, and frames are parsed from that buffer in the same order and
+//! with the same checks as above (a prefix is checked before the bytes it
+//! announces are waited for; nothing is buffered beyond one chunk ahead).
 
 use rltp_proofs::json::Object;
 use rltp_wire::{self as wire, FrameError, PREFIX_BYTES};
@@ -151,4 +158,175 @@ pub async fn write_frame(
     body: &[u8],
 ) -> Result<(), quinn::WriteError> {
     send.write_all(&wire::encode_frame(header, body)).await
+}
+
+use crate::defaults::READ_CHUNK;
+
+/// A stream's receive side read in large chunks, frames parsed from the
+/// buffer (module docs).
+#[derive(Debug)]
+pub struct FrameReader {
+    recv: quinn::RecvStream,
+    buf: Vec<u8>,
+    /// Start of the unconsumed bytes in `buf`.
+    pos: usize,
+    /// The peer finished its send side (everything is in `buf`).
+    ended: bool,
+}
+
+impl FrameReader {
+    /// A reader over `recv`.
+    pub fn new(recv: quinn::RecvStream) -> FrameReader {
+        FrameReader {
+            recv,
+            buf: Vec::new(),
+            pos: 0,
+            ended: false,
+        }
+    }
+
+    /// The stream itself (to `stop` it).
+    pub fn stream(&mut self) -> &mut quinn::RecvStream {
+        &mut self.recv
+    }
+
+    fn buffered(&self) -> &[u8] {
+        self.buf.get(self.pos..).unwrap_or_default()
+    }
+
+    /// Waits until at least `want` bytes are buffered; `false` if the
+    /// stream ended first. Cancel-safe (a chunk read is appended whole).
+    ///
+    /// # Errors
+    /// [`ReadError::Stream`].
+    pub async fn fill(&mut self, want: usize) -> Result<bool, ReadError> {
+        while self.buffered().len() < want {
+            if self.ended {
+                return Ok(false);
+            }
+            if self.pos == self.buf.len() {
+                self.buf.clear();
+                self.pos = 0;
+            } else if self.pos >= READ_CHUNK {
+                self.buf.drain(..self.pos);
+                self.pos = 0;
+            }
+            match self.recv.read_chunk(READ_CHUNK, true).await? {
+                Some(chunk) => self.buf.extend_from_slice(&chunk.bytes),
+                None => self.ended = true,
+            }
+        }
+        Ok(true)
+    }
+
+    /// Consumes `n` buffered bytes (after [`FrameReader::fill`]`(n)`).
+    fn consume(&mut self, n: usize) -> &[u8] {
+        let start = self.pos;
+        self.pos = (start + n).min(self.buf.len());
+        self.buf.get(start..self.pos).unwrap_or_default()
+    }
+
+    /// Reads `n` bytes; [`FrameError::Truncated`] if the stream ends first.
+    async fn take(&mut self, n: usize) -> Result<&[u8], ReadError> {
+        if !self.fill(n).await? {
+            return Err(FrameError::Truncated.into());
+        }
+        Ok(self.consume(n))
+    }
+
+    /// As [`read_prefix`].
+    ///
+    /// # Errors
+    /// As [`read_prefix`].
+    pub async fn prefix(&mut self) -> Result<Option<Prefix>, ReadError> {
+        if !self.fill(PREFIX_BYTES).await? {
+            return match self.buffered().is_empty() {
+                true => Ok(None),
+                false => Err(FrameError::Truncated.into()),
+            };
+        }
+        let mut prefix = [0u8; PREFIX_BYTES];
+        prefix.copy_from_slice(self.consume(PREFIX_BYTES));
+        let (header_len, body_len) = wire::parse_prefix(prefix, wire::MAX_BODY_BYTES)?;
+        Ok(Some(Prefix {
+            header_len,
+            body_len,
+        }))
+    }
+
+    /// The header bytes announced by `prefix` (borrowed from the buffer).
+    ///
+    /// # Errors
+    /// [`FrameError::Truncated`], [`ReadError::Stream`].
+    pub async fn header_bytes(&mut self, prefix: Prefix) -> Result<&[u8], ReadError> {
+        self.take(prefix.header_len).await
+    }
+
+    /// As [`read_header`].
+    ///
+    /// # Errors
+    /// As [`read_header`].
+    pub async fn header(&mut self, prefix: Prefix) -> Result<Object, ReadError> {
+        Ok(wire::parse_header(self.header_bytes(prefix).await?)?)
+    }
+
+    /// As [`read_body`]: a body above `max_body` is refused before any of
+    /// it is waited for.
+    ///
+    /// # Errors
+    /// As [`read_body`].
+    pub async fn body(&mut self, prefix: Prefix, max_body: usize) -> Result<Vec<u8>, ReadError> {
+        if prefix.body_len > max_body {
+            return Err(FrameError::TooLarge {
+                what: "body",
+                len: prefix.body_len,
+                max: max_body,
+            }
+            .into());
+        }
+        Ok(self.take(prefix.body_len).await?.to_vec())
+    }
+
+    /// As [`skip_body`]: what is not buffered yet is read and dropped a
+    /// chunk at a time.
+    ///
+    /// # Errors
+    /// As [`skip_body`].
+    pub async fn skip(&mut self, prefix: Prefix) -> Result<(), ReadError> {
+        let held = self.buffered().len().min(prefix.body_len);
+        self.consume(held);
+        skip_body(
+            &mut self.recv,
+            Prefix {
+                header_len: 0,
+                body_len: prefix.body_len - held,
+            },
+        )
+        .await
+    }
+
+    /// The stream must end here: `Ok` at the peer's FIN, else
+    /// [`FrameError::TrailingBytes`].
+    ///
+    /// # Errors
+    /// [`FrameError::TrailingBytes`], [`ReadError::Stream`].
+    pub async fn expect_end(&mut self) -> Result<(), ReadError> {
+        match self.fill(1).await? {
+            false => Ok(()),
+            true => Err(FrameError::TrailingBytes.into()),
+        }
+    }
+
+    /// Whether the buffer holds the next whole frame, or a prefix that
+    /// reading will refuse: reading it then completes without waiting
+    /// (a burst, taken together).
+    pub fn frame_buffered(&self) -> bool {
+        let Some((prefix, _)) = self.buffered().split_first_chunk::<{ PREFIX_BYTES }>() else {
+            return false;
+        };
+        match wire::parse_prefix(*prefix, wire::MAX_BODY_BYTES) {
+            Ok((header, body)) => self.buffered().len() >= PREFIX_BYTES + header + body,
+            Err(_) => true,
+        }
+    }
 }

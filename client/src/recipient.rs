@@ -235,7 +235,9 @@ impl Watch {
 
     /// Ends the session from this side.
     pub fn stop(mut self) {
-        let _ = self.recv.stop(quinn::VarInt::from_u32(0));
+        let _ = self.recv.stop(quinn::VarInt::from_u32(
+            rltp_wire::CloseCode::NoError.code(),
+        ));
         let _ = self.send.finish();
     }
 }

@@ -250,14 +250,29 @@ pub enum RetryEvent<R> {
     Report(AwaitingReason),
     /// Waiting this long before the next attempt.
     Backoff(Duration),
+    /// The link moved to the next configured server (`host:port`): the
+    /// last one failed in transport or was going away (`PROTOCOL.md` §5).
+    Moved(String),
 }
 
 /// A connection to one carrier that is made when needed and made again
 /// after a transport failure; it also keeps the carrier's declaration
 /// once fetched.
+///
+/// **Several servers** ([`Link::with_alternates`]): the nodes of one
+/// carrier, tried in order. After a transport failure — a node in
+/// lame-duck mode closing with `going-away` among them — the link moves to
+/// the next one at once, without a backoff, until every server has failed
+/// once since the last answer; then [`persist`] backs off as for one
+/// server. Each move forgets the declaration, so the next attempt fetches
+/// and verifies the new node's.
 #[derive(Debug)]
 pub struct Link {
-    options: ConnectOptions,
+    /// Never empty.
+    servers: Vec<ConnectOptions>,
+    current: usize,
+    /// Servers that may still be tried before a backoff.
+    untried: usize,
     client: Option<Client>,
     declaration: Option<FetchedDeclaration>,
 }
@@ -266,7 +281,9 @@ impl Link {
     /// A link to the carrier at `options` (not yet connected).
     pub fn new(options: ConnectOptions) -> Link {
         Link {
-            options,
+            servers: vec![options],
+            current: 0,
+            untried: 1,
             client: None,
             declaration: None,
         }
@@ -275,15 +292,51 @@ impl Link {
     /// A link over an existing connection.
     pub fn with_client(options: ConnectOptions, client: Client) -> Link {
         Link {
-            options,
             client: Some(client),
-            declaration: None,
+            ..Link::new(options)
         }
     }
 
-    /// Where it connects.
+    /// The same link with more servers to move to, in order, after the
+    /// first (see the type's docs).
+    pub fn with_alternates(mut self, more: impl IntoIterator<Item = ConnectOptions>) -> Link {
+        self.servers.extend(more);
+        self.untried = self.servers.len();
+        self
+    }
+
+    /// Where it connects now.
     pub fn options(&self) -> &ConnectOptions {
-        &self.options
+        &self.servers[self.current % self.servers.len()]
+    }
+
+    /// Every server it may connect to, in order.
+    pub fn servers(&self) -> &[ConnectOptions] {
+        &self.servers
+    }
+
+    /// After a transport failure: moves to the next server. Returns
+    /// whether the next attempt should go at once (a server not yet
+    /// tried since the last answer) rather than after a backoff.
+    fn move_on(&mut self) -> bool {
+        self.untried = self.untried.saturating_sub(1);
+        if self.servers.len() < 2 {
+            self.untried = 1;
+            return false;
+        }
+        self.forget();
+        self.declaration = None;
+        self.current = (self.current + 1) % self.servers.len();
+        if self.untried == 0 {
+            self.untried = self.servers.len();
+            return false;
+        }
+        true
+    }
+
+    /// An answer came: every server may be tried again before a backoff.
+    fn answered(&mut self) {
+        self.untried = self.servers.len();
     }
 
     /// The current connection, if any.
@@ -299,9 +352,10 @@ impl Link {
     /// Drops the connection (the next attempt connects afresh).
     pub fn forget(&mut self) {
         if let Some(client) = self.client.take() {
-            client
-                .connection()
-                .close(quinn::VarInt::from_u32(0), b"done");
+            client.connection().close(
+                quinn::VarInt::from_u32(rltp_wire::CloseCode::NoError.code()),
+                b"done",
+            );
         }
     }
 
@@ -314,7 +368,7 @@ impl Link {
 
     async fn connected(&mut self) -> Result<&Client, ClientError> {
         if self.client.is_none() {
-            self.client = Some(Client::connect(&self.options).await?);
+            self.client = Some(Client::connect(self.options()).await?);
         }
         self.client
             .as_ref()
@@ -350,7 +404,7 @@ async fn attempt_once<T, R>(
         && e.is_transport()
     {
         link.forget();
-        if network_unreachable(&link.options.server).await {
+        if network_unreachable(&link.options().server).await {
             reason = AwaitingReason::Offline;
         }
     }
@@ -422,16 +476,25 @@ pub async fn persist<T, R: Clone>(
             link.forget();
             return Ok(Finished::GaveUp(awaiting));
         };
+        let mut at_once = false;
         match result {
             Ok(Try::Done(t)) => return Ok(Finished::Done(t)),
             Ok(Try::Again(refusal)) => {
+                link.answered();
                 on_event(RetryEvent::Refused(refusal));
                 awaiting = AwaitingReason::CarrierRefusedRetriable;
             }
             Err(e) if e.is_retriable() || e.is_transport() => {
-                tracing::debug!(error = %e, "attempt failed");
+                tracing::debug!(error = %e, going_away = e.is_going_away(), "attempt failed");
                 on_event(RetryEvent::Failed(e.to_string()));
                 awaiting = reason;
+                if e.is_transport() {
+                    let before = link.current;
+                    at_once = link.move_on();
+                    if link.current != before {
+                        on_event(RetryEvent::Moved(link.options().server.clone()));
+                    }
+                }
             }
             Err(e) => return Err(e),
         }
@@ -445,6 +508,9 @@ pub async fn persist<T, R: Clone>(
         if now >= give_up_at {
             link.forget();
             return Ok(Finished::GaveUp(awaiting));
+        }
+        if at_once {
+            continue;
         }
         let delay = backoff.next_delay(&mut rand::rng()).min(give_up_at - now);
         on_event(RetryEvent::Backoff(delay));
@@ -584,5 +650,39 @@ mod tests {
             (Duration::ZERO, RetryEvent::Attempt { number: 1 })
         );
         assert!(link.client().is_none(), "the stuck connection is dropped");
+    }
+
+    /// Three servers: after each transport failure the link moves on at
+    /// once, until every server has failed once since the last answer;
+    /// then the driver backs off. An answer (a retriable refusal) resets
+    /// the round. Each move forgets the connection's declaration.
+    #[test]
+    fn a_link_moves_through_its_servers_then_backs_off() {
+        let options = |server: &str| {
+            ConnectOptions::new(
+                server,
+                crate::tls::ServerTrust::Pin(crate::tls::SpkiFingerprint([0; 32])),
+            )
+        };
+        let mut link = Link::new(options("a:1")).with_alternates([options("b:1"), options("c:1")]);
+        let servers: Vec<&str> = link.servers().iter().map(|o| o.server.as_str()).collect();
+        assert_eq!(servers, ["a:1", "b:1", "c:1"]);
+        let mut seen = vec![link.options().server.clone()];
+        let mut at_once = Vec::new();
+        for _ in 0..4 {
+            at_once.push(link.move_on());
+            seen.push(link.options().server.clone());
+        }
+        assert_eq!(seen, ["a:1", "b:1", "c:1", "a:1", "b:1"]);
+        assert_eq!(at_once, [true, true, false, true]);
+        link.answered();
+        assert_eq!(
+            [link.move_on(), link.move_on(), link.move_on()],
+            [true, true, false]
+        );
+        // One server: a failure always backs off.
+        let mut one = Link::new(options("a:1"));
+        assert_eq!([one.move_on(), one.move_on()], [false, false]);
+        assert_eq!(one.options().server, "a:1");
     }
 }

@@ -120,6 +120,8 @@ pub enum SendEvent {
     Report(SenderStatus),
     /// Waiting this long before the next attempt.
     Backoff(Duration),
+    /// Moved to the next configured server (`host:port`, [`Link`]).
+    Moved(String),
 }
 
 /// A sender bound to one carrier; it connects lazily and reconnects after
@@ -135,6 +137,11 @@ impl Sender {
         Sender {
             link: Link::new(options),
         }
+    }
+
+    /// A sender over `link` (e.g. several servers, [`Link::with_alternates`]).
+    pub fn over(link: Link) -> Sender {
+        Sender { link }
     }
 
     /// A sender over an existing connection.
@@ -226,6 +233,7 @@ impl Sender {
                         SendEvent::Report(SenderStatus::AwaitingTransport(reason))
                     }
                     RetryEvent::Backoff(d) => SendEvent::Backoff(d),
+                    RetryEvent::Moved(server) => SendEvent::Moved(server),
                 });
             },
         )

@@ -66,7 +66,7 @@ pub use challenge::{CounterSnapshot, IssuedChallenge};
 pub use config::{EngineConfig, EngineConstants, Limits};
 pub use events::{Event, EventCounters, EventSnapshot, Tally};
 pub use meter::{BudgetMeter, Meter, MeterKey, MeterQuotas, Rate, Unmetered};
-pub use outcome::{Collected, CollectedDeposit, Concluded, EngineError, SessionError};
+pub use outcome::{CollectPage, Collected, CollectedDeposit, Concluded, EngineError, SessionError};
 pub use register::{Authorized, Operation};
 pub use session::WatchPage;
 pub use state::Engine;

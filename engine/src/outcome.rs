@@ -31,6 +31,22 @@ pub struct Collected {
     pub more: bool,
 }
 
+/// A served `collect` (§5a.8) as the writer decided it: the page's held
+/// deposits in admission order, their envelope bytes still to be read and
+/// checked outside the writer ([`rltp_storage::DeferredBytes::read`]), so
+/// that a drain does not serialize on reading pages. A deposit whose bytes
+/// fail their check is quarantined in the writer, which judges them again
+/// ([`crate::Engine::quarantine_if_damaged`]); the rest of the page is
+/// served.
+#[derive(Debug)]
+pub struct CollectPage {
+    /// Up to the requested page size, in admission order, each with where
+    /// its bytes are.
+    pub deposits: Vec<(rltp_storage::Deposit, rltp_storage::DeferredBytes)>,
+    /// Whether more deposits follow the last one returned.
+    pub more: bool,
+}
+
 /// A served `conclude` (§5a.8): the verdict is `served`; `removed` counts
 /// the named ids that were held (ids not held are not an error: conclusion
 /// is idempotent).

@@ -8,7 +8,7 @@
 use crate::binding;
 use crate::events::Tally;
 use crate::horizon;
-use crate::outcome::{Collected, CollectedDeposit, Concluded};
+use crate::outcome::{CollectPage, CollectedDeposit, Concluded};
 use crate::queue;
 use crate::register::{Authorized, Operation, presenter_verdict};
 use crate::state::Engine;
@@ -70,9 +70,9 @@ impl Engine {
     /// order, at most `limit` (at least 1, capped by
     /// [`Engine::max_collect`]), with their ids; `last_collection_at`
     /// moves to now (a live binding's orphan horizon restarts; a closing
-    /// binding stays closing). A held deposit whose bytes fail their check
-    /// is quarantined and the rest of the page is served. Another
-    /// principal's valid proof is `refused(no-such-queue)`.
+    /// binding stays closing). The page's bytes are read after, outside the
+    /// writer ([`CollectPage`]: the log store hands out where they are).
+    /// Another principal's valid proof is `refused(no-such-queue)`.
     ///
     /// # Errors
     /// A [`rltp_storage::StoreError`] (answered `unavailable`).
@@ -84,31 +84,23 @@ impl Engine {
         limit: usize,
         now: Ms,
         events: &mut Tally,
-    ) -> StoreResult<Result<Collected, Verdict>> {
+    ) -> StoreResult<Result<CollectPage, Verdict>> {
         let limit = limit.clamp(1, self.max_collect());
         let c = self.constants();
+        let _ = events;
         self.session(txn, authorized, Operation::Collect, |txn, rkid, binding| {
             let mut page = txn.deposits(rkid, after, limit.saturating_add(1))?;
             let more = page.len() > limit;
             page.truncate(limit);
-            let mut deposits = Vec::with_capacity(page.len());
-            for d in &page {
-                match txn.deposit_bytes(rkid, d) {
-                    Ok(bytes) => deposits.push(CollectedDeposit {
-                        seq: d.seq,
-                        id: d.id,
-                        bytes,
-                        admitted_at: d.admitted_at,
-                    }),
-                    // Given up at once; the rest of the page is served.
-                    Err(StoreError::Corrupt(reason)) => {
-                        queue::quarantine(txn, rkid, d, now, &c, &reason, events)?;
-                    }
-                    Err(e) => return Err(e),
-                }
-            }
+            let deposits = page
+                .into_iter()
+                .map(|d| {
+                    let bytes = txn.deposit_bytes_deferred(rkid, &d);
+                    (d, bytes)
+                })
+                .collect();
             binding::collected(txn, rkid, binding, now, &c)?;
-            Ok(Collected { deposits, more })
+            Ok(CollectPage { deposits, more })
         })
     }
 

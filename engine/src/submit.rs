@@ -18,8 +18,8 @@ use crate::events::Tally;
 use crate::meter;
 use crate::queue;
 use crate::state::Engine;
-use rltp_proofs::envelope::check_shape;
-use rltp_proofs::multikey::Rkid;
+use rltp_proofs::envelope::passes_shape;
+use rltp_proofs::multikey::{Rkid, RkidText};
 use rltp_proofs::{DepositId, Ms};
 use rltp_storage::{StoreError, StoreResult, WriteTxn};
 use rltp_wire::SubmitVerdict;
@@ -66,19 +66,29 @@ pub enum Identity {
 /// # Errors
 /// A [`rltp_storage::StoreError`] from the read.
 pub fn s1_queue_lookup(txn: &dyn WriteTxn, rkid: &Rkid) -> StoreResult<Result<(), SubmitVerdict>> {
-    Ok(match txn.binding(rkid)? {
-        Some(_) => Ok(()),
-        None => Err(SubmitVerdict::NoSuchQueue),
+    Ok(match txn.holds_binding(rkid)? {
+        true => Ok(()),
+        false => Err(SubmitVerdict::NoSuchQueue),
     })
 }
 
 /// §5a.5 s2, shape and size: the envelope is a §5 sealed envelope to this
 /// `rkid` in its one JCS spelling, at most `bound` bytes (size checked
-/// before parsing). Else `refused(bounds)`.
-pub fn s2_shape_and_size(bytes: &[u8], rkid: &Rkid, bound: usize) -> Result<(), SubmitVerdict> {
-    check_shape(bytes, rkid, bound)
-        .map(drop)
-        .map_err(|_| SubmitVerdict::Bounds)
+/// before parsing). Else `refused(bounds)`. The envelope's `rkid` is
+/// compared with the queue's text, not decoded, and the one valid spelling
+/// is recognised by a scan that allocates nothing; anything else goes to
+/// the strict checker, whose answer is the verdict
+/// ([`rltp_proofs::envelope::passes_shape`]).
+pub fn s2_shape_and_size(
+    bytes: &[u8],
+    queue: &RkidText,
+    bound: usize,
+) -> Result<(), SubmitVerdict> {
+    if passes_shape(bytes, queue.rkid(), queue, bound) {
+        Ok(())
+    } else {
+        Err(SubmitVerdict::Bounds)
+    }
 }
 
 /// §5a.5 s3, byte identity against the deposits held now. A held copy
@@ -186,14 +196,15 @@ pub fn s6_global_capacity(
 }
 
 impl Engine {
-    /// The caller's-thread half of a submission of `bytes` to `rkid`: the
+    /// The caller's-thread half of a submission of `bytes` to the queue
+    /// `queue` (its `rkid` as received, or [`RkidText::of`] it): the
     /// content address ([`DepositId::of`]) and the s2 check
     /// ([`s2_shape_and_size`] under [`Engine::envelope_bound`]).
-    pub fn screen(&self, rkid: Rkid, bytes: Vec<u8>) -> Submission {
-        let shape_ok = s2_shape_and_size(&bytes, &rkid, self.envelope_bound()).is_ok();
+    pub fn screen(&self, queue: &RkidText, bytes: Vec<u8>) -> Submission {
+        let shape_ok = s2_shape_and_size(&bytes, queue, self.envelope_bound()).is_ok();
         Submission {
             id: DepositId::of(&bytes),
-            rkid,
+            rkid: *queue.rkid(),
             bytes,
             shape_ok,
         }

@@ -133,7 +133,7 @@ fn submit(
     now: Ms,
     events: &mut Tally,
 ) -> SubmitVerdict {
-    let submission = engine.screen(*rkid, bytes.to_vec());
+    let submission = engine.screen(&rltp_proofs::multikey::RkidText::of(rkid), bytes.to_vec());
     write(engine, store, now, events, |txn, tally| {
         engine.submit(txn, &submission, now, tally).unwrap()
     })

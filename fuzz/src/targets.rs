@@ -18,12 +18,13 @@
 //! | `proof` | `proof::parse` (r1) under two carrier identifiers, then `verify` | — |
 //! | `envelope` | `envelope::check_shape` (s2) for the `seal.json` queue, then `seal::open` with its key | the envelope's JCS passes s2 again, to the same value |
 //! | `declaration` | `parse_declaration` → `verify_declaration` → `accept_carrier_declaration` | — |
+//! | `shape` | s2's fast scan (`envelope::fast_shape`, `passes_shape`) beside the strict `check_shape`, for the `seal.json` queue and another, under the bound and one byte below the input's length; the stream-item header's fast reader (`parse_stream_item_bytes`) and the submit answer's (`SubmitAnswer::from_header_bytes`) beside the strict ones | the fast and the strict paths give the same answer on every input |
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-use rltp_proofs::envelope::{MAX_ENVELOPE_BYTES, check_shape};
+use rltp_proofs::envelope::{MAX_ENVELOPE_BYTES, check_shape, fast_shape, passes_shape};
 use rltp_proofs::json;
-use rltp_proofs::multikey::Rkid;
+use rltp_proofs::multikey::{Rkid, RkidText};
 use rltp_wire::{self as wire, Request, response};
 
 /// The carrier identifier of the shipped proof vectors (`carrier-proof.json`).
@@ -39,12 +40,13 @@ pub const SEAL_SECRET: [u8; 32] = [10u8; 32];
 pub type Body = fn(&[u8]);
 
 /// Every target, by name (the corpus folder names).
-pub const TARGETS: [(&str, Body); 5] = [
+pub const TARGETS: [(&str, Body); 6] = [
     ("json", json),
     ("frame", frame),
     ("proof", proof),
     ("envelope", envelope),
     ("declaration", declaration),
+    ("shape", shape),
 ];
 
 /// The strict JSON reader: accepted input canonicalizes (RFC 8785) to
@@ -150,6 +152,41 @@ pub fn envelope(data: &[u8]) {
         .unwrap_or_else(|e| panic!("the JCS of an accepted envelope is refused: {e}"));
     assert_eq!(again, sealed, "an envelope does not round-trip");
     let _ = rltp_proofs::seal::open(&sealed, &SEAL_SECRET);
+}
+
+/// The fast paths agree with the strict ones: s2 (`fast_shape` and
+/// `passes_shape` against `check_shape`) for two queues and two bounds,
+/// and the stream-item header (`parse_stream_item_bytes` against
+/// `parse_header` + `parse_stream_item`, errors included).
+pub fn shape(data: &[u8]) {
+    let seal = Rkid::parse(SEAL_RKID).expect("static rkid");
+    for queue in [seal, Rkid::from_bytes([7; 32])] {
+        let text = RkidText::of(&queue);
+        for bound in [MAX_ENVELOPE_BYTES, data.len().saturating_sub(1)] {
+            let strict = check_shape(data, &queue, bound).is_ok();
+            assert_eq!(
+                fast_shape(data, &text, bound),
+                strict,
+                "s2: fast and strict differ"
+            );
+            assert_eq!(passes_shape(data, &queue, &text, bound), strict);
+        }
+    }
+    let strict = wire::parse_header(data).and_then(|h| wire::parse_stream_item(&h));
+    assert_eq!(
+        wire::parse_stream_item_bytes(data),
+        strict,
+        "stream item header: fast and strict differ"
+    );
+    let strict = response::split_error(data).and_then(|header| match header {
+        Ok(h) => response::SubmitAnswer::from_header(&h).map(Ok),
+        Err(error) => Ok(Err(error)),
+    });
+    assert_eq!(
+        response::SubmitAnswer::from_header_bytes(data),
+        strict,
+        "submit answer: fast and strict differ"
+    );
 }
 
 /// §4.4 declarations: parse, verify, accept for the carrier role.

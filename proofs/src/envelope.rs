@@ -8,7 +8,7 @@
 
 use crate::encoding::{EncodingError, b64url_decode};
 use crate::json::{self, JsonError, Object};
-use crate::multikey::Rkid;
+use crate::multikey::{RKID_CHARS, Rkid, RkidText};
 use crate::seal::{
     EPK_BYTES, MAX_CIPHERTEXT_BYTES, MIN_CIPHERTEXT_BYTES, NONCE_BYTES, SealedEnvelope,
 };
@@ -22,10 +22,6 @@ const fn b64url_chars(n: usize) -> usize {
             _ => 3,
         }
 }
-
-/// Length of an X25519 Multikey (`z` + base58btc of `0xec 0x01` ‖ 32 bytes),
-/// in characters: always 48 (`z6LS` + 44).
-const RKID_CHARS: usize = 48;
 
 /// Bytes of the JCS envelope that are not member values: `{` `}` (2), three
 /// `,` (3), four `:` (4), sixteen `"` (16), and the member names
@@ -237,6 +233,101 @@ pub fn check_shape(
         nonce,
         ciphertext,
     })
+}
+
+/// §5a.5 s2 as a yes/no, fast: [`fast_shape`] first, and only bytes it
+/// does not pass go to the strict [`check_shape`]. The answer is always
+/// `check_shape(bytes, queue, max_envelope_bytes).is_ok()`; the fast path
+/// only saves the strict parse for the one spelling a valid envelope has
+/// (the fuzz target `shape` and `proofs/tests/shape_fast.rs` keep
+/// the two paths equal on every input).
+pub fn passes_shape(
+    bytes: &[u8],
+    queue: &Rkid,
+    queue_text: &RkidText,
+    max_envelope_bytes: usize,
+) -> bool {
+    fast_shape(bytes, queue_text, max_envelope_bytes)
+        || check_shape(bytes, queue, max_envelope_bytes).is_ok()
+}
+
+/// §5a.5 s2 by one scan of `bytes`, without allocating or decoding:
+/// whether they are exactly
+/// `{"ciphertext":"C","epk":"E","nonce":"N","rkid":"R"}` with `C`, `E`, `N`
+/// canonical unpadded base64url of 17..=65 552, 32 and 12 bytes, `R` the
+/// queue's Multikey text (`queue_text`, its one spelling: base58btc has no
+/// other, so comparing the text decides what decoding both would), and at
+/// most `max_envelope_bytes` (and the strict reader's whole-input ceiling)
+/// long. That is the only spelling [`check_shape`] accepts, so `true`
+/// here is `Ok` there; `false` means "ask [`check_shape`]"
+/// ([`passes_shape`]).
+pub fn fast_shape(bytes: &[u8], queue_text: &RkidText, max_envelope_bytes: usize) -> bool {
+    if bytes.len() > max_envelope_bytes || bytes.len() > json::MAX_TOTAL_BYTES {
+        return false;
+    }
+    let mut rest = bytes;
+    let b64 = |rest: &mut &[u8], lead: &[u8]| {
+        strip(rest, lead)
+            .then(|| b64url_canonical_len(rest))
+            .flatten()
+    };
+    b64(&mut rest, b"{\"ciphertext\":\"")
+        .is_some_and(|n| (MIN_CIPHERTEXT_BYTES..=MAX_CIPHERTEXT_BYTES).contains(&n))
+        && b64(&mut rest, b"\",\"epk\":\"") == Some(EPK_BYTES)
+        && b64(&mut rest, b"\",\"nonce\":\"") == Some(NONCE_BYTES)
+        && strip(&mut rest, b"\",\"rkid\":\"")
+        && strip(&mut rest, queue_text.as_str().as_bytes())
+        && rest == b"\"}"
+}
+
+/// Advances `rest` past `piece` if it starts with it.
+fn strip(rest: &mut &[u8], piece: &[u8]) -> bool {
+    match rest.strip_prefix(piece) {
+        Some(after) => {
+            *rest = after;
+            true
+        }
+        None => false,
+    }
+}
+
+/// Scans canonical unpadded base64url at the start of `rest` up to the
+/// first byte outside the alphabet, advances `rest` past it, and returns
+/// the decoded length; `None` if the text is not canonical (length mod
+/// 4 = 1, or non-zero trailing bits).
+fn b64url_canonical_len(rest: &mut &[u8]) -> Option<usize> {
+    let text = *rest;
+    let n = text
+        .iter()
+        .position(|&b| b64url_value(b).is_none())
+        .unwrap_or(text.len());
+    *rest = &text[n..];
+    let last = match n.checked_sub(1) {
+        Some(i) => text.get(i).copied().and_then(b64url_value),
+        None => None,
+    };
+    let (extra, trailing_mask) = match n % 4 {
+        0 => (0, 0),
+        2 => (1, 0x0f),
+        3 => (2, 0x03),
+        _ => return None,
+    };
+    if trailing_mask != 0 && last.is_none_or(|v| v & trailing_mask != 0) {
+        return None;
+    }
+    Some(n / 4 * 3 + extra)
+}
+
+/// The 6-bit value of a base64url character, `None` outside the alphabet.
+const fn b64url_value(b: u8) -> Option<u8> {
+    match b {
+        b'A'..=b'Z' => Some(b - b'A'),
+        b'a'..=b'z' => Some(b - b'a' + 26),
+        b'0'..=b'9' => Some(b - b'0' + 52),
+        b'-' => Some(62),
+        b'_' => Some(63),
+        _ => None,
+    }
 }
 
 /// Whether `bytes` are exactly the JCS of the envelope object whose member

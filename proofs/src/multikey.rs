@@ -78,6 +78,65 @@ impl Rkid {
     }
 }
 
+/// Characters of an `rkid` Multikey: always 48 (`z6LS` + 44).
+pub const RKID_CHARS: usize = 48;
+
+/// The Multikey text of an `rkid`, known to be its one spelling (base58btc
+/// has exactly one per byte string): made by decoding received text once
+/// ([`RkidText::parse`]) or by encoding an [`Rkid`] ([`RkidText::of`]).
+/// Comparing two such texts decides what decoding both would, so the
+/// envelope's `rkid` is compared with the queue's as bytes (§5a.5 s2,
+/// `envelope::fast_shape`).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RkidText {
+    rkid: Rkid,
+    text: [u8; RKID_CHARS],
+}
+
+impl RkidText {
+    /// Decodes received text (one base58btc decode) and keeps it.
+    ///
+    /// # Errors
+    /// As [`Rkid::parse`].
+    pub fn parse(s: &str) -> Result<RkidText, EncodingError> {
+        let rkid = Rkid::parse(s)?;
+        let text =
+            <[u8; RKID_CHARS]>::try_from(s.as_bytes()).map_err(|_| EncodingError::Length {
+                expected: RKID_CHARS,
+                actual: s.len(),
+            })?;
+        Ok(RkidText { rkid, text })
+    }
+
+    /// The text of `rkid` (one base58btc encode).
+    pub fn of(rkid: &Rkid) -> RkidText {
+        let mut text = [b'1'; RKID_CHARS];
+        let encoded = rkid.to_multikey();
+        // Always 48 characters (the 0xec prefix fixes the magnitude).
+        for (slot, b) in text.iter_mut().zip(encoded.bytes()) {
+            *slot = b;
+        }
+        RkidText { rkid: *rkid, text }
+    }
+
+    /// The `rkid`.
+    pub fn rkid(&self) -> &Rkid {
+        &self.rkid
+    }
+
+    /// The Multikey text.
+    pub fn as_str(&self) -> &str {
+        // Built from a `&str` or from base58btc output: always ASCII.
+        std::str::from_utf8(&self.text).unwrap_or_default()
+    }
+}
+
+impl fmt::Debug for RkidText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl fmt::Display for Rkid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.to_multikey())

@@ -1,23 +1,27 @@
-//! Backup archives (`rltp-backup/1`): one consistent snapshot of the
-//! embedded store ([`RedbStore::snapshot`]), taken while the carrier keeps
-//! serving, plus whatever files the caller adds (the carrier adds its
-//! declaration key and TLS identity).
+//! Backup archives (`rltp-backup/1`): one consistent copy of an embedded
+//! store, taken while the carrier keeps serving, plus whatever files the
+//! caller adds (the carrier adds its declaration key and TLS identity).
 //!
 //! An archive describes a carrier **data directory**: the store in
-//! `store/` (`carrier.redb` and `segments/`), other files beside it.
+//! `store/`, other files beside it. Its manifest names the store's layout
+//! (`layout log`: the log store, the default; `layout redb`, or no such
+//! line in archives made before it: the redb store).
 //!
 //! ## What is copied
-//! - every row of every store table, as the snapshot sees it (a logical
-//!   copy: the restore writes them into a fresh redb file, so the archive
-//!   does not depend on redb's file layout);
-//! - every segment the snapshot references, from byte 0 up to its
-//!   committed extent, and nothing past it (bytes past the extent belong
-//!   to batches committed after the snapshot, or to none). Segments are
-//!   append-only and none is unlinked while the snapshot lives, so the
-//!   copied prefix is exactly what the rows reference.
+//! - every row of redb's tables, as one read transaction sees them (a
+//!   logical copy: the restore writes them into a fresh redb file, so the
+//!   archive does not depend on redb's file layout);
+//! - the log store ([`crate::log_store::LogBackup`]): its latest durable
+//!   snapshot file, and every log segment a held deposit lives in or the
+//!   snapshot's replay reads, the last one up to where the log stood at
+//!   that read transaction (redb's `applied` row says so);
+//! - the redb store ([`RedbStore::snapshot`]): every segment the snapshot
+//!   references, from byte 0 up to its committed extent, and nothing past
+//!   it (bytes past the extent belong to batches committed after the
+//!   snapshot, or to none).
 //!
-//! Taking the snapshot is one redb read transaction: the writer is never
-//! paused, it only keeps its drained segments until the backup ends.
+//! Files are append-only below what is copied and held open, so the copy
+//! is exactly what the rows reference. The writer is never paused.
 //!
 //! ## Format
 //! All integers big-endian.
@@ -38,18 +42,24 @@
 //! ## Restoring
 //! [`unpack`] writes an archive into a new directory, checking every bound
 //! as it reads and the digest at the end; [`check_unpacked`] then opens the
-//! store there and runs [`RedbStore::integrity_check`] (every counter,
-//! index and deposit SHA-256), and compares the counts with the manifest.
-//! Only then may the caller swap the directory in.
+//! store there as the log store — which upgrades a redb store's layout,
+//! so an older archive restores into the current layout — and runs
+//! [`LogStore::integrity_check`] (every counter, index and deposit
+//! SHA-256, the index against its rebuild from the files), and compares
+//! the counts with the manifest. Only then may the caller swap the
+//! directory in.
 
+use crate::fs::StoreFile;
+use crate::log_store::{LogStore, is_store_file};
 use crate::redb_store::{
     Importer, IntegrityReport, RedbStore, StoreId, parse_segment_file_name, segment_file_name,
 };
-use crate::{Ms, Occupancy, ReadTxn, StoreError};
+use crate::{Ms, Occupancy, ReadTxn, StoreError, StoreResult};
 use sha2::{Digest as _, Sha256};
 use std::fs::OpenOptions;
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The first 8 bytes of every archive.
 pub const MAGIC: [u8; 8] = *b"RLTPBAK1";
@@ -105,10 +115,12 @@ pub struct Manifest {
     pub occupancy: Occupancy,
     /// The declaration revision the snapshot holds, if any.
     pub declaration_revision: Option<u64>,
-    /// Segments copied, a count.
+    /// Store files copied (segments, the snapshot), a count.
     pub segments: u64,
-    /// Segment bytes copied (Σ committed extents).
+    /// Their bytes.
     pub segment_bytes: u64,
+    /// The store's layout: `log` or `redb`.
+    pub layout: String,
 }
 
 impl Manifest {
@@ -120,7 +132,7 @@ impl Manifest {
         format!(
             "format {FORMAT}\nproducer {}\ntaken-at-ms {}\nbindings {}\ntombstones {}\n\
              deposits {}\ndeposit-bytes {}\nelastic-bytes {}\ndeclaration-revision {revision}\n\
-             segments {}\nsegment-bytes {}\n",
+             segments {}\nsegment-bytes {}\nlayout {}\n",
             self.producer.replace('\n', " "),
             self.taken_at,
             o.bindings,
@@ -130,6 +142,7 @@ impl Manifest {
             o.elastic_bytes,
             self.segments,
             self.segment_bytes,
+            self.layout,
         )
     }
 
@@ -174,6 +187,12 @@ impl Manifest {
             declaration_revision,
             segments: number("segments")?,
             segment_bytes: number("segment-bytes")?,
+            // Archives made before the log store name no layout.
+            layout: match fields.get("layout").copied() {
+                None | Some("redb") => "redb".to_owned(),
+                Some("log") => "log".to_owned(),
+                Some(other) => return Err(format_error(format!("manifest layout {other:?}"))),
+            },
         })
     }
 }
@@ -262,17 +281,73 @@ fn u32_len(n: usize, what: &str) -> Result<u32, BackupError> {
     u32::try_from(n).map_err(|_| format_error(format!("{what} of {n} bytes")))
 }
 
+/// What a backup copies of a store ([`BackupSource::backup_image`]).
+pub struct BackupImage<'a> {
+    layout: &'static str,
+    occupancy: Occupancy,
+    declaration_revision: Option<u64>,
+    rows: Rows<'a>,
+    /// `(path inside the store dir, file, bytes to copy)`.
+    files: Vec<(String, Arc<dyn StoreFile>, u64)>,
+}
+
+type Rows<'a> =
+    Box<dyn FnOnce(&mut dyn FnMut(&str, &[u8], &[u8]) -> StoreResult<()>) -> StoreResult<()> + 'a>;
+
+/// An embedded store a backup can be taken of.
+pub trait BackupSource {
+    /// A consistent copy, taken without pausing the writer.
+    ///
+    /// # Errors
+    /// [`StoreError`] if it cannot be taken.
+    fn backup_image(&self) -> StoreResult<BackupImage<'_>>;
+}
+
+impl BackupSource for LogStore {
+    fn backup_image(&self) -> StoreResult<BackupImage<'_>> {
+        let copy = self.backup_source()?;
+        let files = copy.files().to_vec();
+        Ok(BackupImage {
+            layout: "log",
+            occupancy: copy.occupancy(),
+            declaration_revision: copy.declaration_revision(),
+            rows: Box::new(move |f| copy.for_each_row(f)),
+            files,
+        })
+    }
+}
+
+impl BackupSource for RedbStore {
+    fn backup_image(&self) -> StoreResult<BackupImage<'_>> {
+        let snapshot = self.snapshot()?;
+        let mut files = Vec::new();
+        for (id, extent) in snapshot.segments()? {
+            files.push((
+                format!("segments/{}", segment_file_name(id)),
+                snapshot.segment_file(id)?,
+                extent,
+            ));
+        }
+        Ok(BackupImage {
+            layout: "redb",
+            occupancy: snapshot.read().occupancy()?,
+            declaration_revision: snapshot.read().declaration()?.map(|d| d.revision),
+            rows: Box::new(move |f| snapshot.for_each_row(f)),
+            files,
+        })
+    }
+}
+
 /// Writes a consistent backup of `store` to `out`: reads `clock` (ms since
-/// the Unix epoch) for the manifest's `taken_at`, then takes the snapshot
-/// (so everything admitted before `taken_at` is in it), then writes the
-/// rows, the referenced segment prefixes, and `extra` files. Never pauses
-/// the store's writer.
+/// the Unix epoch) for the manifest's `taken_at`, then takes the copy (so
+/// everything admitted before `taken_at` is in it), then writes the rows,
+/// the store's files, and `extra` files. Never pauses the store's writer.
 ///
 /// # Errors
 /// [`BackupError`]; `out` then holds no `end` record and is not a valid
 /// archive.
 pub fn write_backup(
-    store: &RedbStore,
+    store: &dyn BackupSource,
     clock: &dyn Fn() -> Ms,
     producer: &str,
     extra: &[ExtraFile],
@@ -282,15 +357,15 @@ pub fn write_backup(
         check_path(&file.path, false)?;
     }
     let taken_at = clock();
-    let snapshot = store.snapshot()?;
-    let segments = snapshot.segments()?;
+    let image = store.backup_image()?;
     let manifest = Manifest {
         taken_at,
         producer: producer.to_owned(),
-        occupancy: snapshot.read().occupancy()?,
-        declaration_revision: snapshot.read().declaration()?.map(|d| d.revision),
-        segments: segments.len() as u64,
-        segment_bytes: segments.iter().map(|(_, end)| end).sum(),
+        occupancy: image.occupancy,
+        declaration_revision: image.declaration_revision,
+        segments: image.files.len() as u64,
+        segment_bytes: image.files.iter().map(|(_, _, len)| len).sum(),
+        layout: image.layout.to_owned(),
     };
     let mut w = Hashing::new(BufWriter::with_capacity(1 << 20, out));
     w.write_all(&MAGIC)?;
@@ -300,7 +375,12 @@ pub fn write_backup(
     w.write_all(text.as_bytes())?;
 
     let mut rows = 0u64;
-    snapshot.for_each_row(|table, key, value| {
+    let BackupImage {
+        rows: write_rows,
+        files: store_files,
+        ..
+    } = image;
+    write_rows(&mut |table, key, value| {
         let mut put = || -> Result<(), BackupError> {
             let name = u8::try_from(table.len())
                 .map_err(|_| format_error(format!("table name {table:?}")))?;
@@ -321,10 +401,9 @@ pub fn write_backup(
     })?;
 
     let mut files = 0u64;
-    for (id, extent) in &segments {
-        let path = format!("{STORE_DIR}/segments/{}", segment_file_name(*id));
+    for (path, file, extent) in &store_files {
+        let path = format!("{STORE_DIR}/{path}");
         write_file_header(&mut w, &path, 0o600, *extent)?;
-        let file = snapshot.segment_file(*id)?;
         let mut copied = 0u64;
         let mut chunk = vec![0u8; 1 << 20];
         while copied < *extent {
@@ -337,12 +416,12 @@ pub fn write_backup(
         }
         if copied != *extent {
             return Err(BackupError::Store(StoreError::Corrupt(format!(
-                "segment {id:016x} is {copied} bytes, its committed extent is {extent}"
+                "{path} is {copied} bytes, the copy needs {extent}"
             ))));
         }
         files += 1;
     }
-    drop(snapshot);
+    drop(store_files);
     for file in extra {
         write_file_header(&mut w, &file.path, file.mode, file.bytes.len() as u64)?;
         w.write_all(&file.bytes)?;
@@ -394,7 +473,7 @@ fn check_path(path: &str, store_allowed: bool) -> Result<(), BackupError> {
         let segment = matches!(
             parts.as_slice(),
             [_, "segments", name] if parse_segment_file_name(name).is_some()
-        );
+        ) || matches!(parts.as_slice(), [_, dir, name] if is_store_file(&format!("{dir}/{name}")));
         if !(store_allowed && segment) {
             return Err(format_error(format!("file path {path:?} inside the store")));
         }
@@ -602,17 +681,17 @@ fn write_unpacked(
     Ok(())
 }
 
-/// Opens the store [`unpack`] wrote under `dest` and checks it: redb's own
-/// check, every counter, index and deposit SHA-256
-/// ([`RedbStore::integrity_check`]), and the counts against `manifest`.
-/// Opening starts a fresh active segment, as every open does (and gives a
-/// store from before stores had ids its id).
+/// Opens the store [`unpack`] wrote under `dest` and checks it: the log
+/// store's integrity check ([`LogStore::integrity_check`]), and the counts
+/// against `manifest`. A redb store's layout is upgraded as it opens
+/// (`crate::log_store`), so an archive from before the log store restores
+/// into today's layout.
 ///
 /// # Errors
 /// [`BackupError::Store`] from the integrity check,
 /// [`BackupError::Mismatch`] if the counts differ from the manifest.
 pub fn check_unpacked(dest: &Path, manifest: &Manifest) -> Result<IntegrityReport, BackupError> {
-    check_counts(&mut RedbStore::open(store_path(dest))?, manifest)
+    check_counts(&mut LogStore::open(store_path(dest))?, manifest)
 }
 
 /// What a restore needs of the checked store.
@@ -627,7 +706,7 @@ pub struct Restorable {
 }
 
 /// [`check_unpacked`] for a restore: first raises the store's `seq` floor
-/// to `floor` ([`RedbStore::raise_seq_floor`]), so that no `seq` the
+/// to `floor` ([`LogStore::raise_seq_floor`]), so that no `seq` the
 /// carrier handed out after the archive's snapshot is handed out again.
 ///
 /// # Errors
@@ -637,7 +716,7 @@ pub fn prepare_restore(
     manifest: &Manifest,
     floor: u64,
 ) -> Result<Restorable, BackupError> {
-    let mut store = RedbStore::open(store_path(dest))?;
+    let mut store = LogStore::open(store_path(dest))?;
     store.raise_seq_floor(floor)?;
     let report = check_counts(&mut store, manifest)?;
     Ok(Restorable {
@@ -648,10 +727,7 @@ pub fn prepare_restore(
 }
 
 /// The integrity check, then the counts against `manifest`.
-fn check_counts(
-    store: &mut RedbStore,
-    manifest: &Manifest,
-) -> Result<IntegrityReport, BackupError> {
+fn check_counts(store: &mut LogStore, manifest: &Manifest) -> Result<IntegrityReport, BackupError> {
     let report = store.integrity_check()?;
     if let Some(first) = report.damaged.first() {
         return Err(BackupError::Store(StoreError::Corrupt(format!(
@@ -698,6 +774,9 @@ mod tests {
             assert!(check_path(bad, true).is_err(), "{bad}");
         }
         assert!(check_path("store/segments/0000000000000001.seg", true).is_ok());
+        assert!(check_path("store/log/0000000000000001.log", true).is_ok());
+        assert!(check_path("store/snap/0000000000000001-0000000000000040.snap", true).is_ok());
+        assert!(check_path("store/log/x.log", true).is_err());
         assert!(check_path("store/segments/0000000000000001.seg", false).is_err());
         assert!(check_path("tls/cert.der", false).is_ok());
         assert!(check_path("declaration.key", false).is_ok());
@@ -718,6 +797,7 @@ mod tests {
             declaration_revision: Some(7),
             segments: 2,
             segment_bytes: 99,
+            layout: "log".into(),
         };
         assert_eq!(Manifest::parse(&manifest.render()).unwrap(), manifest);
         let none = Manifest {

@@ -98,6 +98,15 @@ pub trait StoreFs: Send + Sync + fmt::Debug + 'static {
     /// # Errors
     /// I/O errors.
     fn redb_backend(&self, path: &Path) -> io::Result<Box<dyn redb::StorageBackend>>;
+    /// Bytes free for this process on the file system of `dir`, if known
+    /// (the default: unknown).
+    ///
+    /// # Errors
+    /// I/O errors.
+    fn available_bytes(&self, dir: &Path) -> io::Result<Option<u64>> {
+        let _ = dir;
+        Ok(None)
+    }
 }
 
 /// The operating system's file system.
@@ -154,6 +163,9 @@ impl StoreFs for RealFs {
     }
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         std::fs::File::open(dir)?.sync_all()
+    }
+    fn available_bytes(&self, dir: &Path) -> io::Result<Option<u64>> {
+        fs4::available_space(dir).map(Some)
     }
     fn redb_backend(&self, path: &Path) -> io::Result<Box<dyn redb::StorageBackend>> {
         let file = std::fs::OpenOptions::new()

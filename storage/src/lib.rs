@@ -7,7 +7,10 @@
 //! path, byte occupancy, and declaration revisions.
 //!
 //! The trait is free of storage-engine types so that a second, distributed
-//! backend can implement it. The embedded default is [`redb_store`].
+//! backend can implement it. The embedded default is [`log_store`] (the
+//! queue data a log, its indexes in memory, redb for the bindings);
+//! [`redb_store`] is the previous embedded store, kept for comparison and
+//! as the layout [`log_store`] upgrades from.
 //!
 //! What this crate does **not** do: it decides nothing about requests (the
 //! rules are `rltp-engine`'s, which drives the store through these traits),
@@ -38,9 +41,12 @@ pub mod challenges;
 mod contain;
 pub mod fault_fs;
 pub mod fs;
+pub mod log_store;
 pub mod mem;
 pub mod model;
 mod oplog;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 pub mod redb_store;
 mod segment;
 
@@ -61,6 +67,12 @@ pub enum StoreError {
     /// The storage engine reported an error.
     #[error("storage engine error: {0}")]
     Engine(String),
+    /// The database aborted the transaction as a serialization failure
+    /// or a deadlock (SQLSTATE 40001, 40P01): nothing of it was written,
+    /// and running it again may succeed (the writer does, a bounded number
+    /// of times).
+    #[error("storage conflict, nothing written: {0}")]
+    Conflict(String),
     /// Stored bytes failed an integrity check (never silently repaired).
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
@@ -106,6 +118,95 @@ pub struct PendingSync {
     pub(crate) end: u64,
 }
 
+/// Envelope bytes handed out by [`ReadTxn::deposit_bytes_deferred`].
+pub struct DeferredBytes(Deferred);
+
+enum Deferred {
+    Ready(StoreResult<Vec<u8>>),
+    At {
+        file: std::sync::Arc<dyn fs::StoreFile>,
+        offset: u64,
+        len: u32,
+        id: DepositId,
+        what: String,
+    },
+}
+
+impl DeferredBytes {
+    /// Bytes already read (or the error reading them gave).
+    pub fn ready(bytes: StoreResult<Vec<u8>>) -> DeferredBytes {
+        DeferredBytes(Deferred::Ready(bytes))
+    }
+
+    /// `len` bytes at `offset` of `file`, which must hash to `id`; `what`
+    /// names the deposit in an error.
+    pub(crate) fn at(
+        file: std::sync::Arc<dyn fs::StoreFile>,
+        offset: u64,
+        len: u32,
+        id: DepositId,
+        what: String,
+    ) -> DeferredBytes {
+        DeferredBytes(Deferred::At {
+            file,
+            offset,
+            len,
+            id,
+            what,
+        })
+    }
+
+    /// Reads the bytes and checks them against the deposit's id.
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] for bytes that are not the ones the id
+    /// names (or a file cut short); [`StoreError::Io`] otherwise.
+    pub fn read(self) -> StoreResult<Vec<u8>> {
+        match self.0 {
+            Deferred::Ready(bytes) => bytes,
+            Deferred::At {
+                file,
+                offset,
+                len,
+                id,
+                what,
+            } => read_checked(&*file, offset, len, &id, &what),
+        }
+    }
+}
+
+impl std::fmt::Debug for DeferredBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DeferredBytes")
+    }
+}
+
+/// Reads `len` bytes at `offset` of `file` and checks that they hash to
+/// `id`: a file cut short or other bytes are [`StoreError::Corrupt`]
+/// (`what` names the deposit), any other read error is the disk's.
+pub(crate) fn read_checked(
+    file: &dyn fs::StoreFile,
+    offset: u64,
+    len: u32,
+    id: &DepositId,
+    what: &str,
+) -> StoreResult<Vec<u8>> {
+    let mut bytes = vec![0u8; len as usize];
+    file.read_exact_at(&mut bytes, offset).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            StoreError::Corrupt(format!("{what}: the segment is cut short ({e})"))
+        } else {
+            StoreError::Io(e)
+        }
+    })?;
+    if DepositId::of(&bytes) != *id {
+        return Err(StoreError::Corrupt(format!(
+            "{what}: bytes do not match their id"
+        )));
+    }
+    Ok(bytes)
+}
+
 /// Read access to the carrier state (a consistent snapshot, or the
 /// current state inside a write transaction).
 pub trait ReadTxn {
@@ -123,6 +224,21 @@ pub trait ReadTxn {
     fn deposit_by_id(&self, rkid: &Rkid, id: &DepositId) -> StoreResult<Option<Deposit>>;
     /// The envelope bytes of a held deposit.
     fn deposit_bytes(&self, rkid: &Rkid, deposit: &Deposit) -> StoreResult<Vec<u8>>;
+    /// The envelope bytes of a held deposit, to be read (and checked)
+    /// after this transaction ended: a collect reads its page outside the
+    /// group-commit writer. What [`DeferredBytes::read`] returns is what
+    /// [`ReadTxn::deposit_bytes`] would have returned here (a damaged
+    /// deposit is [`StoreError::Corrupt`] then). The default reads them
+    /// now; the log store hands out where they are.
+    fn deposit_bytes_deferred(&self, rkid: &Rkid, deposit: &Deposit) -> DeferredBytes {
+        DeferredBytes::ready(self.deposit_bytes(rkid, deposit))
+    }
+    /// Whether `rkid` holds a binding (§5a.5 s1): the same as
+    /// `binding(rkid)?.is_some()`, which is the default; the log store
+    /// answers it from memory, so that a submission reads no B-tree.
+    fn holds_binding(&self, rkid: &Rkid) -> StoreResult<bool> {
+        Ok(self.binding(rkid)?.is_some())
+    }
     /// Bytes held by the queue of `rkid`.
     fn queue_bytes(&self, rkid: &Rkid) -> StoreResult<u64>;
     /// The global counters.
@@ -231,6 +347,18 @@ pub trait WriteTxn: ReadTxn {
     fn add_elastic_bytes(&mut self, delta: i64) -> StoreResult<()>;
     /// Stores a declaration revision.
     fn put_declaration(&mut self, record: &DeclarationRecord) -> StoreResult<()>;
+    /// A hint before the operations of a batch run: they will look up
+    /// these queues (their binding, tombstone and counters) and, where an
+    /// id is given, these deposits by id. A store whose reads are round
+    /// trips (PostgreSQL) reads them all at once; answers are the same
+    /// either way. Default: nothing.
+    ///
+    /// # Errors
+    /// [`StoreError`] if the reads fail (the batch then fails as a whole).
+    fn prefetch(&mut self, keys: &[(Rkid, Option<DepositId>)]) -> StoreResult<()> {
+        let _ = keys;
+        Ok(())
+    }
     /// Records that held deposit `deposit` of `rkid` was found damaged at
     /// `at` (`reason`: the failed check): a quarantine record the operator
     /// can read back ([`ReadTxn::quarantined`], the embedded store's
@@ -344,4 +472,57 @@ pub trait Store: Send + Sync + 'static {
     fn maintenance_step(&self) -> StoreResult<()> {
         Ok(())
     }
+
+    /// Installs `hook`, told the `rkid` of every queue that another
+    /// carrier node sharing this store admitted a deposit to, so this
+    /// node's watch sessions of that queue are pushed it at once (the
+    /// PostgreSQL store's LISTEN/NOTIFY). A store only one node writes has
+    /// no others: the default ignores it. Sessions re-read on their own
+    /// timer too, so a store that cannot notify still delivers.
+    fn on_remote_admission(&self, hook: AdmissionHook) {
+        let _ = hook;
+    }
+
+    /// What the store takes on disk and in memory, how much of its log
+    /// still holds deposits, and how old its oldest deposit is (the
+    /// operator's view of store growth: `/metrics`, `admin store`). Read
+    /// at one moment without the writer, so a figure may include a write
+    /// transaction in progress. Default: nothing known.
+    ///
+    /// # Errors
+    /// [`StoreError`] if the files or the database cannot be read.
+    fn size(&self) -> StoreResult<StoreSize> {
+        Ok(StoreSize::default())
+    }
 }
+
+/// A store's size ([`Store::size`]); `None` where a store has no such
+/// thing or cannot tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StoreSize {
+    /// Bytes of every file of the store (log segments, including
+    /// preallocated ones, snapshots, redb), or the database's size.
+    pub disk_bytes: Option<u64>,
+    /// Bytes of the log's segment files.
+    pub log_bytes: Option<u64>,
+    /// Of those, bytes of held deposits' envelopes: `log_bytes −
+    /// live_bytes` is what compaction and reclaiming can give back (plus
+    /// record headers, other records and preallocated space).
+    pub live_bytes: Option<u64>,
+    /// Log segment files.
+    pub segments: Option<u64>,
+    /// Sealed segments sparse enough to be compacted (compaction's
+    /// backlog; 0 once it has caught up).
+    pub compactable_segments: Option<u64>,
+    /// Bytes of snapshot files.
+    pub snapshot_bytes: Option<u64>,
+    /// Bytes the in-memory index holds (an estimate).
+    pub index_bytes: Option<u64>,
+    /// When the oldest held deposit was admitted (ms), `None` with none
+    /// held (or unknown).
+    pub oldest_deposit_at: Option<Ms>,
+}
+
+/// A callback told the `rkid` of a queue another node admitted to
+/// ([`Store::on_remote_admission`]).
+pub type AdmissionHook = std::sync::Arc<dyn Fn(&Rkid) + Send + Sync>;

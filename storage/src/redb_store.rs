@@ -127,42 +127,45 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
-type Def = TableDefinition<'static, &'static [u8], &'static [u8]>;
+/// The redb file of an embedded store's directory (both layouts).
+pub const INDEX_FILE: &str = "carrier.redb";
 
-const BINDINGS: Def = TableDefinition::new("bindings");
-const TOMBSTONES: Def = TableDefinition::new("tombstones");
-const EVICTION: Def = TableDefinition::new("eviction");
-const DEPOSITS: Def = TableDefinition::new("deposits");
-const IDENTITY: Def = TableDefinition::new("identity");
-const QUEUES: Def = TableDefinition::new("queues");
-const DEPARTURES: Def = TableDefinition::new("departures");
-const DUE: Def = TableDefinition::new("due");
-const SEGMENTS: Def = TableDefinition::new("segments");
-const SEGMENT_GC: Def = TableDefinition::new("segment_gc");
-const META: Def = TableDefinition::new("meta");
-const QUARANTINE: Def = TableDefinition::new("quarantine");
+pub(crate) type Def = TableDefinition<'static, &'static [u8], &'static [u8]>;
+
+pub(crate) const BINDINGS: Def = TableDefinition::new("bindings");
+pub(crate) const TOMBSTONES: Def = TableDefinition::new("tombstones");
+pub(crate) const EVICTION: Def = TableDefinition::new("eviction");
+pub(crate) const DEPOSITS: Def = TableDefinition::new("deposits");
+pub(crate) const IDENTITY: Def = TableDefinition::new("identity");
+pub(crate) const QUEUES: Def = TableDefinition::new("queues");
+pub(crate) const DEPARTURES: Def = TableDefinition::new("departures");
+pub(crate) const DUE: Def = TableDefinition::new("due");
+pub(crate) const SEGMENTS: Def = TableDefinition::new("segments");
+pub(crate) const SEGMENT_GC: Def = TableDefinition::new("segment_gc");
+pub(crate) const META: Def = TableDefinition::new("meta");
+pub(crate) const QUARANTINE: Def = TableDefinition::new("quarantine");
 const ALL_TABLES: [Def; 12] = [
     BINDINGS, TOMBSTONES, EVICTION, DEPOSITS, IDENTITY, QUEUES, DEPARTURES, DUE, SEGMENTS,
     SEGMENT_GC, META, QUARANTINE,
 ];
 
-const META_FORMAT: &[u8] = b"format";
-const META_OCCUPANCY: &[u8] = b"occupancy";
-const META_DECLARATION: &[u8] = b"declaration";
-const META_ACTIVE: &[u8] = b"active_segment";
-const META_NEXT_SEGMENT: &[u8] = b"next_segment";
-const META_APPLIED: &[u8] = b"applied";
-const META_STORE_ID: &[u8] = b"store_id";
-const META_SEQ_FLOOR: &[u8] = b"seq_floor";
+pub(crate) const META_FORMAT: &[u8] = b"format";
+pub(crate) const META_OCCUPANCY: &[u8] = b"occupancy";
+pub(crate) const META_DECLARATION: &[u8] = b"declaration";
+pub(crate) const META_ACTIVE: &[u8] = b"active_segment";
+pub(crate) const META_NEXT_SEGMENT: &[u8] = b"next_segment";
+pub(crate) const META_APPLIED: &[u8] = b"applied";
+pub(crate) const META_STORE_ID: &[u8] = b"store_id";
+pub(crate) const META_SEQ_FLOOR: &[u8] = b"seq_floor";
 /// Format 2 writes operation-log records into segments; a format-1 store
 /// (bare envelope bytes in segments, every commit durable) is upgraded in
 /// place on open, and an older binary refuses the result.
 const FORMAT_VERSION: u32 = 2;
 
 /// The segment number that marks a deposit stored inline in redb.
-const INLINE: u64 = u64::MAX;
+pub(crate) const INLINE: u64 = u64::MAX;
 /// Length of the fixed part of a `deposits` value.
-const DEPOSIT_HEADER: usize = 68;
+pub(crate) const DEPOSIT_HEADER: usize = 68;
 
 /// Where envelope bytes are kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -403,13 +406,13 @@ struct Readers {
     live: BTreeMap<u64, usize>,
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn engine<E: std::fmt::Display>(error: E) -> StoreError {
+pub(crate) fn engine<E: std::fmt::Display>(error: E) -> StoreError {
     StoreError::Engine(error.to_string())
 }
 
@@ -420,23 +423,23 @@ fn engine<E: std::fmt::Display>(error: E) -> StoreError {
 /// without closing anything (as PostgreSQL does on a failed fsync): the
 /// restart recovers exactly the durable log (`storage/README.md`, "Commit
 /// order"), and the supervisor restarts it (`Restart=on-failure`).
-fn fatal_sync_failure(error: &std::io::Error) -> ! {
+pub(crate) fn fatal_sync_failure(error: &std::io::Error) -> ! {
     tracing::error!(%error, "fdatasync of the operation log failed: stopping the carrier; the restart recovers what is durable");
     eprintln!("rltp-storage: fdatasync of the operation log failed ({error}); aborting");
     std::process::abort()
 }
 
-fn corrupt(what: impl Into<String>) -> StoreError {
+pub(crate) fn corrupt(what: impl Into<String>) -> StoreError {
     StoreError::Corrupt(what.into())
 }
 
-fn damaged(what: impl Into<String>) -> StoreError {
+pub(crate) fn damaged(what: impl Into<String>) -> StoreError {
     StoreError::Damaged(what.into())
 }
 
 /// The refusal of an index that is missing, empty or unformatted where a
 /// store is expected (module docs, "A store knows its own files").
-fn missing_index(
+pub(crate) fn missing_index(
     db_path: &Path,
     exists: bool,
     with_records: &[u64],
@@ -529,7 +532,7 @@ fn account_for_segments(
 // Encodings
 // ---------------------------------------------------------------------------
 
-fn u64_at(bytes: &[u8], at: usize) -> StoreResult<u64> {
+pub(crate) fn u64_at(bytes: &[u8], at: usize) -> StoreResult<u64> {
     bytes
         .get(at..at + 8)
         .and_then(|b| <[u8; 8]>::try_from(b).ok())
@@ -537,14 +540,14 @@ fn u64_at(bytes: &[u8], at: usize) -> StoreResult<u64> {
         .ok_or_else(|| corrupt(format!("short record: {} bytes", bytes.len())))
 }
 
-fn arr32_at(bytes: &[u8], at: usize) -> StoreResult<[u8; 32]> {
+pub(crate) fn arr32_at(bytes: &[u8], at: usize) -> StoreResult<[u8; 32]> {
     bytes
         .get(at..at + 32)
         .and_then(|b| <[u8; 32]>::try_from(b).ok())
         .ok_or_else(|| corrupt(format!("short record: {} bytes", bytes.len())))
 }
 
-fn cat(parts: &[&[u8]]) -> Vec<u8> {
+pub(crate) fn cat(parts: &[&[u8]]) -> Vec<u8> {
     parts.concat()
 }
 
@@ -556,7 +559,7 @@ fn key_id(rkid: &Rkid, id: &DepositId) -> Vec<u8> {
     cat(&[rkid.as_bytes(), &id.0])
 }
 
-fn encode_binding(b: &Binding) -> Vec<u8> {
+pub(crate) fn encode_binding(b: &Binding) -> Vec<u8> {
     let (phase, deadline) = match b.phase {
         Phase::Live => (0u8, 0u64),
         Phase::Closing { deadline } => (1, deadline),
@@ -570,7 +573,7 @@ fn encode_binding(b: &Binding) -> Vec<u8> {
     ])
 }
 
-fn decode_binding(v: &[u8]) -> StoreResult<Binding> {
+pub(crate) fn decode_binding(v: &[u8]) -> StoreResult<Binding> {
     let phase = match v.first() {
         Some(0) => Phase::Live,
         Some(1) => Phase::Closing {
@@ -586,26 +589,26 @@ fn decode_binding(v: &[u8]) -> StoreResult<Binding> {
     })
 }
 
-fn encode_tombstone(t: &Tombstone) -> Vec<u8> {
+pub(crate) fn encode_tombstone(t: &Tombstone) -> Vec<u8> {
     cat(&[&t.generation.to_be_bytes(), &t.released_at.to_be_bytes()])
 }
 
-fn decode_tombstone(v: &[u8]) -> StoreResult<Tombstone> {
+pub(crate) fn decode_tombstone(v: &[u8]) -> StoreResult<Tombstone> {
     Ok(Tombstone {
         generation: u64_at(v, 0)?,
         released_at: u64_at(v, 8)?,
     })
 }
 
-fn eviction_key(released_at: Ms, rkid: &Rkid) -> Vec<u8> {
+pub(crate) fn eviction_key(released_at: Ms, rkid: &Rkid) -> Vec<u8> {
     cat(&[&released_at.to_be_bytes(), rkid.as_bytes()])
 }
 
 /// A `deposits` value: metadata plus where the bytes are.
-struct Stored {
-    deposit: Deposit,
-    segment: u64,
-    offset: u64,
+pub(crate) struct Stored {
+    pub(crate) deposit: Deposit,
+    pub(crate) segment: u64,
+    pub(crate) offset: u64,
 }
 
 fn encode_deposit(d: &Deposit, segment: u64, offset: u64, inline: &[u8]) -> Vec<u8> {
@@ -620,7 +623,7 @@ fn encode_deposit(d: &Deposit, segment: u64, offset: u64, inline: &[u8]) -> Vec<
     ])
 }
 
-fn decode_deposit(seq: u64, v: &[u8]) -> StoreResult<Stored> {
+pub(crate) fn decode_deposit(seq: u64, v: &[u8]) -> StoreResult<Stored> {
     let len = v
         .get(16..20)
         .and_then(|b| <[u8; 4]>::try_from(b).ok())
@@ -644,23 +647,23 @@ fn seq_of_key(k: &[u8]) -> StoreResult<u64> {
 }
 
 #[derive(Debug, Clone, Copy, Default)]
-struct QueueMeta {
-    next_seq: u64,
-    bytes: u64,
+pub(crate) struct QueueMeta {
+    pub(crate) next_seq: u64,
+    pub(crate) bytes: u64,
 }
 
 fn encode_queue(q: &QueueMeta) -> Vec<u8> {
     cat(&[&q.next_seq.to_be_bytes(), &q.bytes.to_be_bytes()])
 }
 
-fn decode_queue(v: &[u8]) -> StoreResult<QueueMeta> {
+pub(crate) fn decode_queue(v: &[u8]) -> StoreResult<QueueMeta> {
     Ok(QueueMeta {
         next_seq: u64_at(v, 0)?,
         bytes: u64_at(v, 8)?,
     })
 }
 
-fn encode_departure(r: &DepartureRecord) -> Vec<u8> {
+pub(crate) fn encode_departure(r: &DepartureRecord) -> Vec<u8> {
     let kind = match r.departure {
         Departure::Concluded => 0u8,
         Departure::GivenUp => 1,
@@ -668,7 +671,7 @@ fn encode_departure(r: &DepartureRecord) -> Vec<u8> {
     cat(&[&[kind], &r.forget_at.to_be_bytes()])
 }
 
-fn decode_departure(v: &[u8]) -> StoreResult<DepartureRecord> {
+pub(crate) fn decode_departure(v: &[u8]) -> StoreResult<DepartureRecord> {
     let departure = match v.first() {
         Some(0) => Departure::Concluded,
         Some(1) => Departure::GivenUp,
@@ -680,7 +683,7 @@ fn decode_departure(v: &[u8]) -> StoreResult<DepartureRecord> {
     })
 }
 
-fn due_key(at: Ms, due: &Due) -> Vec<u8> {
+pub(crate) fn due_key(at: Ms, due: &Due) -> Vec<u8> {
     let at = at.to_be_bytes();
     match due {
         Due::OrphanExpiry(rkid) => cat(&[&at, &[0], rkid.as_bytes()]),
@@ -690,7 +693,7 @@ fn due_key(at: Ms, due: &Due) -> Vec<u8> {
     }
 }
 
-fn decode_due(k: &[u8]) -> StoreResult<(Ms, Due)> {
+pub(crate) fn decode_due(k: &[u8]) -> StoreResult<(Ms, Due)> {
     let at = u64_at(k, 0)?;
     let rkid = Rkid::from_bytes(arr32_at(k, 9)?);
     let due = match (k.get(8), k.len()) {
@@ -736,7 +739,7 @@ fn encode_occupancy(o: &Occupancy) -> Vec<u8> {
     ])
 }
 
-fn decode_occupancy(v: &[u8]) -> StoreResult<Occupancy> {
+pub(crate) fn decode_occupancy(v: &[u8]) -> StoreResult<Occupancy> {
     Ok(Occupancy {
         total_bytes: u64_at(v, 0)?,
         bindings: u64_at(v, 8)?,
@@ -750,10 +753,10 @@ fn decode_occupancy(v: &[u8]) -> StoreResult<Occupancy> {
 // Table access, shared by read snapshots and write transactions
 // ---------------------------------------------------------------------------
 
-type Range<'k> = (Bound<&'k [u8]>, Bound<&'k [u8]>);
+pub(crate) type Range<'k> = (Bound<&'k [u8]>, Bound<&'k [u8]>);
 
 /// Read access to the tables of a redb transaction (read or write).
-trait Tables {
+pub(crate) trait Tables {
     /// Applies `f` to the value under `key`.
     fn get_with<R>(
         &self,
@@ -850,23 +853,32 @@ impl Tables for WriteTransaction {
     }
 }
 
-fn put(txn: &WriteTransaction, def: Def, key: &[u8], value: &[u8]) -> StoreResult<Option<Vec<u8>>> {
+pub(crate) fn put(
+    txn: &WriteTransaction,
+    def: Def,
+    key: &[u8],
+    value: &[u8],
+) -> StoreResult<Option<Vec<u8>>> {
     let mut table = txn.open_table(def).map_err(engine)?;
     let old = table.insert(key, value).map_err(engine)?;
     Ok(old.map(|g| g.value().to_vec()))
 }
 
-fn del(txn: &WriteTransaction, def: Def, key: &[u8]) -> StoreResult<Option<Vec<u8>>> {
+pub(crate) fn del(txn: &WriteTransaction, def: Def, key: &[u8]) -> StoreResult<Option<Vec<u8>>> {
     let mut table = txn.open_table(def).map_err(engine)?;
     let old = table.remove(key).map_err(engine)?;
     Ok(old.map(|g| g.value().to_vec()))
 }
 
-fn get_u64(t: &impl Tables, def: Def, key: &[u8]) -> StoreResult<Option<u64>> {
+pub(crate) fn get_u64(t: &impl Tables, def: Def, key: &[u8]) -> StoreResult<Option<u64>> {
     t.get_with(def, key, |v| u64_at(v, 0))
 }
 
-fn first_key(t: &impl Tables, def: Def, range: Range<'_>) -> StoreResult<Option<Vec<u8>>> {
+pub(crate) fn first_key(
+    t: &impl Tables,
+    def: Def,
+    range: Range<'_>,
+) -> StoreResult<Option<Vec<u8>>> {
     let mut found = None;
     t.scan(def, range, |k, _| {
         found = Some(k.to_vec());
@@ -876,16 +888,16 @@ fn first_key(t: &impl Tables, def: Def, range: Range<'_>) -> StoreResult<Option<
 }
 
 /// The queries of [`ReadTxn`] over stored tables.
-mod query {
+pub(crate) mod query {
     use super::*;
 
-    pub(super) fn binding(t: &impl Tables, rkid: &Rkid) -> StoreResult<Option<Binding>> {
+    pub(crate) fn binding(t: &impl Tables, rkid: &Rkid) -> StoreResult<Option<Binding>> {
         t.get_with(BINDINGS, rkid.as_bytes(), decode_binding)
     }
-    pub(super) fn tombstone(t: &impl Tables, rkid: &Rkid) -> StoreResult<Option<Tombstone>> {
+    pub(crate) fn tombstone(t: &impl Tables, rkid: &Rkid) -> StoreResult<Option<Tombstone>> {
         t.get_with(TOMBSTONES, rkid.as_bytes(), decode_tombstone)
     }
-    pub(super) fn oldest_tombstone(t: &impl Tables) -> StoreResult<Option<(Rkid, Tombstone)>> {
+    pub(crate) fn oldest_tombstone(t: &impl Tables) -> StoreResult<Option<(Rkid, Tombstone)>> {
         let Some(key) = first_key(t, EVICTION, (Bound::Unbounded, Bound::Unbounded))? else {
             return Ok(None);
         };
@@ -967,7 +979,7 @@ mod query {
             None => Ok(None),
         }
     }
-    pub(super) fn declaration(t: &impl Tables) -> StoreResult<Option<DeclarationRecord>> {
+    pub(crate) fn declaration(t: &impl Tables) -> StoreResult<Option<DeclarationRecord>> {
         t.get_with(META, META_DECLARATION, |v| {
             Ok(DeclarationRecord {
                 revision: u64_at(v, 0)?,
@@ -983,6 +995,89 @@ mod query {
 // ---------------------------------------------------------------------------
 // The store
 // ---------------------------------------------------------------------------
+
+/// What a read-only look at a store directory found ([`RedbStore::inspect`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inspection {
+    /// No index (`carrier.redb` absent or empty): the first start makes one.
+    Absent,
+    /// Another process (a running carrier) holds the store open: it could
+    /// not be read, and that is no fault.
+    InUse,
+    /// The store was not closed cleanly: the next start recovers it (which
+    /// writes), so it was not read further.
+    NeedsRecovery,
+    /// The store opened read-only.
+    Held {
+        /// Its identity, `None` for a store made before stores had ids.
+        store_id: Option<StoreId>,
+        /// Its format version, `None` for a database without a store in it.
+        format: Option<u32>,
+    },
+}
+
+impl RedbStore {
+    /// Looks at the store in `dir` without writing anything: no directory,
+    /// file, lock upgrade or recovery is made (`rltp-carrier serve
+    /// --check`). It reads the index read-only (redb's
+    /// [`redb::ReadOnlyDatabase`]) and its `meta` table.
+    ///
+    /// # Errors
+    /// [`StoreError::Engine`] or [`StoreError::Io`] when the index cannot be
+    /// read, [`StoreError::Corrupt`] for a format this build does not know.
+    pub fn inspect(dir: impl AsRef<Path>) -> StoreResult<Inspection> {
+        let db_path = dir.as_ref().join(INDEX_FILE);
+        match std::fs::metadata(&db_path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Inspection::Absent),
+            Err(e) => return Err(StoreError::Io(e)),
+            Ok(m) if m.len() == 0 => return Ok(Inspection::Absent),
+            Ok(_) => {}
+        }
+        let db = match redb::ReadOnlyDatabase::open(&db_path) {
+            Ok(db) => db,
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) => return Ok(Inspection::InUse),
+            Err(redb::DatabaseError::RepairAborted) => return Ok(Inspection::NeedsRecovery),
+            Err(e) => return Err(engine(format!("{}: {e}", db_path.display()))),
+        };
+        let txn = db.begin_read().map_err(engine)?;
+        let meta = match txn.open_table(META) {
+            Ok(table) => table,
+            Err(redb::TableError::TableDoesNotExist(_)) => {
+                return Ok(Inspection::Held {
+                    store_id: None,
+                    format: None,
+                });
+            }
+            Err(e) => return Err(engine(e)),
+        };
+        let format = match meta.get(META_FORMAT).map_err(engine)? {
+            Some(v) => Some(
+                <[u8; 4]>::try_from(v.value())
+                    .map(u32::from_be_bytes)
+                    .map_err(|_| corrupt("meta format is not 4 bytes"))?,
+            ),
+            None => None,
+        };
+        // Both embedded layouts keep their `meta` here: the redb store's
+        // (1, 2) and the log store's, which `serve` opens (upgrading the
+        // others).
+        if let Some(version) = format
+            && version != 1
+            && version != FORMAT_VERSION
+            && version != crate::log_store::FORMAT
+        {
+            return Err(corrupt(format!(
+                "store format {version}, expected 1, {FORMAT_VERSION} (the redb layout) or {} (the log store)",
+                crate::log_store::FORMAT
+            )));
+        }
+        let store_id = meta
+            .get(META_STORE_ID)
+            .map_err(engine)?
+            .and_then(|v| <[u8; 16]>::try_from(v.value()).ok().map(StoreId));
+        Ok(Inspection::Held { store_id, format })
+    }
+}
 
 impl RedbStore {
     /// Opens (or creates) the store in `dir` with default options.
@@ -1022,7 +1117,7 @@ impl RedbStore {
         let fs = Arc::clone(&options.fs);
         let segments_dir = segment::segments_dir(dir);
         fs.create_dir_all(&segments_dir)?;
-        let db_path = dir.join("carrier.redb");
+        let db_path = dir.join(INDEX_FILE);
         let index_len = fs.file_len(&db_path)?;
         let (files, strays) = segment::scan(&*fs, &segments_dir)?;
         if let Some(name) = strays.first() {
@@ -1045,10 +1140,10 @@ impl RedbStore {
                 options.expect_store_id,
             ));
         }
-        let db = open_db(&*fs, &db_path, &options)?;
+        let db = open_db(&*fs, &db_path, options.cache_bytes)?;
         // The index's own name is durable before anything depends on it.
         fs.sync_dir(dir)?;
-        let txn = begin(&db, &options)?;
+        let txn = begin(&db, options.quick_repair)?;
         for def in ALL_TABLES {
             txn.open_table(def).map_err(engine)?;
         }
@@ -1237,7 +1332,7 @@ impl RedbStore {
         state: MutexGuard<'a, WriterState>,
     ) -> StoreResult<MutexGuard<'a, WriterState>> {
         let mut state = state;
-        let txn = begin(self.db()?.as_ref(), &self.options)?;
+        let txn = begin(self.db()?.as_ref(), self.options.quick_repair)?;
         let from = match applied(&txn)? {
             Some((segment, at)) if segment == state.active.id => at,
             // A rotation whose commit reported an error but landed: redb's
@@ -1328,9 +1423,10 @@ impl RedbStore {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         // The old handle goes first: redb refuses a second open of a file.
         drop(slot.take());
-        let db = open_db(&*self.options.fs, &self.db_path, &self.options).map_err(|e| {
-            StoreError::Engine(format!("reopening the database after a failure: {e}"))
-        })?;
+        let db =
+            open_db(&*self.options.fs, &self.db_path, self.options.cache_bytes).map_err(|e| {
+                StoreError::Engine(format!("reopening the database after a failure: {e}"))
+            })?;
         *slot = Some(Arc::new(db));
         self.db_failed.store(false, Ordering::SeqCst);
         tracing::warn!("the database was reopened after a failed batch");
@@ -1394,7 +1490,7 @@ impl RedbStore {
         // Its durable commit makes every earlier non-durable one durable:
         // their log records must be durable first.
         self.sync_active(state)?;
-        let txn = begin(self.db()?.as_ref(), &self.options)?;
+        let txn = begin(self.db()?.as_ref(), self.options.quick_repair)?;
         let next = get_u64(&txn, META, META_NEXT_SEGMENT)?.unwrap_or(1);
         let old = state.active.id;
         let drained = query::seg_stat(&txn, old)?.is_none_or(|s| s.live == 0);
@@ -1803,10 +1899,10 @@ impl RedbStore {
 
 /// Opens (or creates) the redb file through the store's file layer, with
 /// the store's cache size.
-fn open_db(fs: &dyn StoreFs, path: &Path, options: &RedbOptions) -> StoreResult<Database> {
+pub(crate) fn open_db(fs: &dyn StoreFs, path: &Path, cache_bytes: usize) -> StoreResult<Database> {
     let backend = fs.redb_backend(path)?;
     Database::builder()
-        .set_cache_size(options.cache_bytes)
+        .set_cache_size(cache_bytes)
         .create_with_backend(Boxed(backend))
         .map_err(engine)
 }
@@ -1871,10 +1967,10 @@ impl redb::StorageBackend for Boxed {
     }
 }
 
-fn begin(db: &Database, options: &RedbOptions) -> StoreResult<WriteTransaction> {
+pub(crate) fn begin(db: &Database, quick_repair: bool) -> StoreResult<WriteTransaction> {
     let mut txn = db.begin_write().map_err(engine)?;
     txn.set_durability(Durability::Immediate).map_err(engine)?;
-    txn.set_quick_repair(options.quick_repair);
+    txn.set_quick_repair(quick_repair);
     Ok(txn)
 }
 
@@ -1907,7 +2003,7 @@ fn put_applied(txn: &WriteTransaction, segment: u64, at: u64) -> StoreResult<()>
 
 /// Where the log resumes: `(segment, offset)` of the first record redb's
 /// state does not hold (`None` for a format-1 store).
-fn applied(t: &impl Tables) -> StoreResult<Option<(u64, u64)>> {
+pub(crate) fn applied(t: &impl Tables) -> StoreResult<Option<(u64, u64)>> {
     t.get_with(META, META_APPLIED, |v| Ok((u64_at(v, 0)?, u64_at(v, 8)?)))
 }
 
@@ -2008,7 +2104,7 @@ impl Snapshot<'_> {
 /// closed file counts as not in use.
 pub fn store_in_use(dir: &Path) -> bool {
     matches!(
-        redb::ReadOnlyDatabase::open(dir.join("carrier.redb")),
+        redb::ReadOnlyDatabase::open(dir.join(INDEX_FILE)),
         Err(redb::DatabaseError::DatabaseAlreadyOpen)
     )
 }
@@ -2043,7 +2139,7 @@ impl Importer {
     /// # Errors
     /// [`StoreError::Io`] if it exists or cannot be created.
     pub fn create(dir: &Path) -> StoreResult<Importer> {
-        let path = dir.join("carrier.redb");
+        let path = dir.join(INDEX_FILE);
         if path.exists() {
             return Err(StoreError::Io(std::io::Error::new(
                 std::io::ErrorKind::AlreadyExists,
@@ -2481,17 +2577,7 @@ impl ReadTxn for RedbRead<'_> {
         query::occupancy(&self.txn)
     }
     fn binding_phases(&self) -> StoreResult<crate::BindingPhases> {
-        let mut phases = crate::BindingPhases::default();
-        self.txn
-            .scan(BINDINGS, (Bound::Unbounded, Bound::Unbounded), |_, v| {
-                match v.first() {
-                    Some(0) => phases.live += 1,
-                    Some(1) => phases.closing += 1,
-                    other => return Err(corrupt(format!("binding phase {other:?}"))),
-                }
-                Ok(true)
-            })?;
-        Ok(phases)
+        binding_phases(&self.txn)
     }
 }
 
@@ -2536,33 +2622,17 @@ impl WriteTxn for RedbWrite<'_> {
     fn put_tombstone(&mut self, rkid: &Rkid, tombstone: &Tombstone) -> StoreResult<()> {
         let value = encode_tombstone(tombstone);
         self.log(&[&[tag::PUT_TOMBSTONE], rkid.as_bytes(), &value])?;
-        let txn = self.txn()?;
-        match put(txn, TOMBSTONES, rkid.as_bytes(), &value)? {
-            Some(old) => {
-                let old = decode_tombstone(&old)?;
-                del(txn, EVICTION, &eviction_key(old.released_at, rkid))?;
-            }
-            None => {
-                self.occupancy.tombstones += 1;
-                self.occupancy_dirty = true;
-            }
+        if put_tombstone(self.txn()?, rkid, tombstone)? {
+            self.occupancy.tombstones += 1;
+            self.occupancy_dirty = true;
         }
-        put(
-            self.txn()?,
-            EVICTION,
-            &eviction_key(tombstone.released_at, rkid),
-            &[],
-        )?;
         Ok(())
     }
     fn remove_tombstone(&mut self, rkid: &Rkid) -> StoreResult<Option<Tombstone>> {
         self.log(&[&[tag::REMOVE_TOMBSTONE], rkid.as_bytes()])?;
-        let txn = self.txn()?;
-        let Some(old) = del(txn, TOMBSTONES, rkid.as_bytes())? else {
+        let Some(old) = remove_tombstone(self.txn()?, rkid)? else {
             return Ok(None);
         };
-        let old = decode_tombstone(&old)?;
-        del(txn, EVICTION, &eviction_key(old.released_at, rkid))?;
         self.occupancy.tombstones = self.occupancy.tombstones.saturating_sub(1);
         self.occupancy_dirty = true;
         Ok(Some(old))
@@ -2655,16 +2725,7 @@ impl WriteTxn for RedbWrite<'_> {
     ) -> StoreResult<()> {
         let (segment, offset) = query::stored(self.txn()?, rkid, deposit.seq)?
             .map_or((INLINE, 0), |s| (s.segment, s.offset));
-        let value = cat(&[
-            &deposit.id.0,
-            &deposit.len.to_be_bytes(),
-            &deposit.admitted_at.to_be_bytes(),
-            &deposit.give_up_at.to_be_bytes(),
-            &at.to_be_bytes(),
-            &segment.to_be_bytes(),
-            &offset.to_be_bytes(),
-            reason.as_bytes(),
-        ]);
+        let value = quarantine_value(deposit, at, segment, offset, reason);
         let len = u32::try_from(value.len())
             .map_err(|_| corrupt(format!("quarantine record of {} bytes", value.len())))?;
         let seq = deposit.seq.to_be_bytes();
@@ -2679,8 +2740,85 @@ impl WriteTxn for RedbWrite<'_> {
     }
 }
 
+/// Installs a tombstone and its eviction entry (replacing an older one's);
+/// returns whether the rkid had none.
+pub(crate) fn put_tombstone(
+    txn: &WriteTransaction,
+    rkid: &Rkid,
+    tombstone: &Tombstone,
+) -> StoreResult<bool> {
+    let fresh = match put(
+        txn,
+        TOMBSTONES,
+        rkid.as_bytes(),
+        &encode_tombstone(tombstone),
+    )? {
+        Some(old) => {
+            let old = decode_tombstone(&old)?;
+            del(txn, EVICTION, &eviction_key(old.released_at, rkid))?;
+            false
+        }
+        None => true,
+    };
+    put(
+        txn,
+        EVICTION,
+        &eviction_key(tombstone.released_at, rkid),
+        &[],
+    )?;
+    Ok(fresh)
+}
+
+/// Removes a tombstone and its eviction entry.
+pub(crate) fn remove_tombstone(
+    txn: &WriteTransaction,
+    rkid: &Rkid,
+) -> StoreResult<Option<Tombstone>> {
+    let Some(old) = del(txn, TOMBSTONES, rkid.as_bytes())? else {
+        return Ok(None);
+    };
+    let old = decode_tombstone(&old)?;
+    del(txn, EVICTION, &eviction_key(old.released_at, rkid))?;
+    Ok(Some(old))
+}
+
+/// Held bindings by phase: one scan of `bindings`.
+pub(crate) fn binding_phases(t: &impl Tables) -> StoreResult<crate::BindingPhases> {
+    let mut phases = crate::BindingPhases::default();
+    t.scan(BINDINGS, (Bound::Unbounded, Bound::Unbounded), |_, v| {
+        match v.first() {
+            Some(0) => phases.live += 1,
+            Some(1) => phases.closing += 1,
+            other => return Err(corrupt(format!("binding phase {other:?}"))),
+        }
+        Ok(true)
+    })?;
+    Ok(phases)
+}
+
+/// A quarantine record: id ‖ len ‖ admitted_at ‖ give_up_at ‖ detected_at
+/// ‖ segment ‖ offset ‖ reason.
+pub(crate) fn quarantine_value(
+    deposit: &Deposit,
+    at: Ms,
+    segment: u64,
+    offset: u64,
+    reason: &str,
+) -> Vec<u8> {
+    cat(&[
+        &deposit.id.0,
+        &deposit.len.to_be_bytes(),
+        &deposit.admitted_at.to_be_bytes(),
+        &deposit.give_up_at.to_be_bytes(),
+        &at.to_be_bytes(),
+        &segment.to_be_bytes(),
+        &offset.to_be_bytes(),
+        reason.as_bytes(),
+    ])
+}
+
 /// A `quarantine` row, named for the integrity report.
-fn describe_quarantine(key: &[u8], v: &[u8]) -> StoreResult<String> {
+pub(crate) fn describe_quarantine(key: &[u8], v: &[u8]) -> StoreResult<String> {
     let len = v
         .get(32..36)
         .and_then(|b| <[u8; 4]>::try_from(b).ok())
@@ -2840,7 +2978,7 @@ impl Store for RedbStore {
         {
             self.rotate(&mut state)?;
         }
-        let txn = begin(self.db()?.as_ref(), &self.options)?;
+        let txn = begin(self.db()?.as_ref(), self.options.quick_repair)?;
         for id in &state.unlinked {
             del(&txn, SEGMENT_GC, &id.to_be_bytes())?;
         }
@@ -2922,6 +3060,32 @@ mod tests {
 
     fn rkid(n: u8) -> Rkid {
         Rkid::from_bytes([n; 32])
+    }
+
+    /// `inspect` writes nothing: an absent store stays absent (no
+    /// directory made), an open one is reported in use, a closed one is
+    /// read with its id and format, and its files are unchanged.
+    #[test]
+    fn inspect_reads_a_store_without_writing() -> StoreResult<()> {
+        let dir = tempfile::tempdir()?;
+        let store_dir = dir.path().join("store");
+        assert_eq!(RedbStore::inspect(&store_dir)?, Inspection::Absent);
+        assert!(!store_dir.exists());
+        let store = RedbStore::open(&store_dir)?;
+        let id = store.store_id();
+        assert_eq!(RedbStore::inspect(&store_dir)?, Inspection::InUse);
+        drop(store);
+        let index = store_dir.join("carrier.redb");
+        let before = std::fs::read(&index)?;
+        assert_eq!(
+            RedbStore::inspect(&store_dir)?,
+            Inspection::Held {
+                store_id: Some(id),
+                format: Some(FORMAT_VERSION)
+            }
+        );
+        assert_eq!(std::fs::read(&index)?, before);
+        Ok(())
     }
 
     #[test]

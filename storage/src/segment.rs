@@ -162,7 +162,10 @@ impl ActiveSegment {
                 let len = file.len()?;
                 let mut held = vec![0u8; len.min(HEADER_LEN + 1) as usize];
                 file.read_exact_at(&mut held, 0)?;
-                if len > HEADER_LEN || held[..] != header[..held.len()] {
+                // A header cut short, or one whose sectors never reached
+                // the disk (zeros), is that orphan too.
+                let orphan = held[..] == header[..held.len()] || held.iter().all(|&b| b == 0);
+                if len > HEADER_LEN || !orphan {
                     return Err(io::Error::new(
                         io::ErrorKind::AlreadyExists,
                         format!(
@@ -208,6 +211,20 @@ impl ActiveSegment {
             synced: at,
             buffer: Vec::new(),
         })
+    }
+
+    /// Appends to `file` (segment `id`) from `at` on; the bytes before `at`
+    /// are taken as durable (the log store's segments, whose header the
+    /// caller wrote and whose first sync covers it).
+    pub(crate) fn over(id: u64, file: Arc<dyn StoreFile>, at: u64) -> ActiveSegment {
+        ActiveSegment {
+            id,
+            file,
+            end: at,
+            written: at,
+            synced: at,
+            buffer: Vec::new(),
+        }
     }
 
     /// The next offset to assign (the extent once everything is synced).

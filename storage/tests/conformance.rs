@@ -1,7 +1,11 @@
 //! The `Store` contract, one body per rule, run against every store:
-//! `MemStore` (the reference), `RedbStore` with segments (tiny segments, so
-//! rotation and reclamation happen), and `RedbStore` with inline bytes.
-//! Every redb run ends with `integrity_check` (counters = Σ actual bytes).
+//! `MemStore` (the reference), the log store (tiny segments and snapshot
+//! intervals, so rotation, snapshots and reclaiming happen), `RedbStore`
+//! with segments (tiny segments, so rotation and reclamation happen),
+//! `RedbStore` with inline bytes, and `PgStore` on a throwaway PostgreSQL
+//! cluster. Every durable store's run ends with its `integrity_check`
+//! (counters = Σ actual bytes; for the log store also the index rebuilt
+//! from its files equal to the one in memory).
 
 mod common;
 
@@ -11,17 +15,6 @@ use rltp_storage::{
     Challenge, DeclarationRecord, Departure, DepartureRecord, DepositId, Due, Occupancy, ReadTxn,
     Store, StoreError, StoreResult, WriteTxn,
 };
-
-/// Runs `f` in one committed write transaction.
-fn write<S: Store, R>(
-    store: &S,
-    f: impl FnOnce(&mut S::Write<'_>) -> StoreResult<R>,
-) -> StoreResult<R> {
-    let mut txn = store.begin_write()?;
-    let out = f(&mut txn)?;
-    store.commit(txn)?;
-    Ok(out)
-}
 
 fn bindings_and_tombstones<S: Store>(store: &S) -> StoreResult<()> {
     let (a, b) = (rkid(1), rkid(2));
@@ -479,6 +472,28 @@ macro_rules! conformance {
                 #[test]
                 fn $body() -> rltp_storage::StoreResult<()> {
                     let (_dir, mut store) = super::redb(super::small_segments());
+                    super::$body(&store)?;
+                    store.integrity_check().map(|r| assert!(r.damaged.is_empty() && r.quarantined.is_empty(), "{r:?}"))
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[test]
+                fn $body() -> rltp_storage::StoreResult<()> {
+                    let (_cluster, store) = super::postgres();
+                    super::$body(&store)?;
+                    let report = store.integrity_check()?;
+                    assert!(report.problems.is_empty(), "{report:?}");
+                    Ok(())
+                }
+            )*
+        }
+        mod log_store {
+            $(
+                #[test]
+                fn $body() -> rltp_storage::StoreResult<()> {
+                    let (_dir, mut store) = super::log(super::small_log());
                     super::$body(&store)?;
                     store.integrity_check().map(|r| assert!(r.damaged.is_empty() && r.quarantined.is_empty(), "{r:?}"))
                 }

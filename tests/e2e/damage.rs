@@ -89,8 +89,11 @@ fn tree(dir: &Path) -> BTreeMap<String, u64> {
     out
 }
 
+/// The store's log and snapshots (the log store's layout).
 fn segments(data: &Path) -> BTreeMap<String, u64> {
-    tree(&data.join("store/segments"))
+    let mut files = tree(&data.join("store/log"));
+    files.extend(tree(&data.join("store/snap")));
+    files
 }
 
 /// A carrier that admitted two deposits for Alice, stopped cleanly: the
@@ -440,29 +443,6 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// `GET path` on the operator endpoint: status code and body.
-fn http_get(port: u16, path: &str) -> (u16, String) {
-    use std::io::Write;
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).unwrap();
-    let code = text
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map_or("", |(_, b)| b)
-        .to_owned();
-    (code, body)
-}
-
 fn metric(port: u16, name: &str) -> f64 {
     let (_, text) = http_get(port, "/metrics");
     text.lines()
@@ -489,8 +469,8 @@ fn flip_stored(data: &Path, envelope: &[u8]) -> PathBuf {
         .position(|w| w == b"\"ciphertext\":\"")
         .unwrap()
         + 20;
-    for (name, _) in segments(data) {
-        let path = data.join("store/segments").join(name);
+    for (name, _) in tree(&data.join("store/log")) {
+        let path = data.join("store/log").join(name);
         let mut bytes = std::fs::read(&path).unwrap();
         if let Some(start) = bytes.windows(envelope.len()).position(|w| w == envelope) {
             let c = &mut bytes[start + at_ciphertext];
@@ -616,7 +596,7 @@ async fn a_corrupt_deposit_is_quarantined_and_nothing_else_suffers() {
     Arc::try_unwrap(client).ok().unwrap().close().await;
     assert!(carrier.terminate().success());
     // The integrity check names it.
-    let mut store = rltp_storage::redb_store::RedbStore::open(data.join("store")).unwrap();
+    let mut store = rltp_storage::log_store::LogStore::open(data.join("store")).unwrap();
     let report = store.integrity_check().unwrap();
     assert!(report.damaged.is_empty(), "{report:?}");
     assert_eq!(report.quarantined.len(), 1, "{report:?}");

@@ -13,19 +13,27 @@
 
 #![allow(clippy::unwrap_used, clippy::panic, missing_docs)]
 
+mod catalogue;
 mod cli_flow;
 mod conformance;
 mod damage;
+mod dashboards;
 mod exits;
+mod json_output;
+mod nodes;
+mod operator;
 mod recipient;
 mod sender;
 mod shutdown;
+mod store;
+mod tarball;
 mod transport;
 mod wire;
 
 #[path = "../support/carrier.rs"]
 mod support;
 
+pub use json_output::{objects, only_object};
 pub use support::*;
 
 // The test modules take these through `use super::*`.

@@ -329,6 +329,21 @@ impl Carrier {
             .collect()
     }
 
+    /// Sends the signal `name` (`HUP`, `USR2`, …) to the process.
+    pub fn signal(&self, name: &str) {
+        let pid = self.pid().to_string();
+        let sent = Command::new("kill")
+            .args([&format!("-{name}"), &pid])
+            .status()
+            .unwrap();
+        assert!(sent.success(), "kill -{name} {pid}");
+    }
+
+    /// Waits (bounded) for the process to exit by itself.
+    pub fn wait_exit(mut self) -> ExitStatus {
+        self.wait()
+    }
+
     /// SIGTERM, then waits: a graceful drain.
     pub fn terminate(mut self) -> ExitStatus {
         let pid = self.child.as_ref().unwrap().id().to_string();
@@ -442,4 +457,28 @@ pub fn cli_to(dir: &Path, carrier: &Carrier, args: &[&str]) -> Run {
     let mut all: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
     all.extend(carrier.args());
     cli(dir, &all)
+}
+
+/// `GET path` from the operator endpoint on loopback `port`: the status
+/// code and the body.
+pub fn http_get(port: u16, path: &str) -> (u16, String) {
+    use std::io::Write;
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    let code = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_owned();
+    (code, body)
 }

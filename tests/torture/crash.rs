@@ -49,15 +49,26 @@
 //! - a deposit still offered after its give-up instant surely passed
 //!   (**late**).
 //!
+//! ## Many nodes (`PROTOCOL.md` §13)
+//! The same run on three `serve` nodes of one carrier sharing one
+//! throwaway PostgreSQL cluster: the nodes of the fresh database start at
+//! once (the first declaration is decided among them), the senders and
+//! the recipient use different nodes, each node is SIGKILLed at its own
+//! instant while the others serve on, and the database is checked
+//! directly (its own check: counters against rows, queue bytes, every
+//! deposit's SHA-256 in the database; then the same journal checks) while
+//! every node is down.
+//!
 //! `RLTP_TORTURE_KILLS` sets the number of kills (10 by default, 200 on
-//! demand); `RLTP_TORTURE_SEED` repeats a run.
+//! demand), `RLTP_TORTURE_NODE_KILLS` the rounds of the node run (6);
+//! `RLTP_TORTURE_SEED` repeats a run.
 
 use super::harness::*;
 use rltp_carrier::server::clock::TEST_CLOCK_ENV;
 use rltp_client::{Client, ClientError, RecipientKeys, RegisterOutcome};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
-use rltp_storage::redb_store::RedbStore;
+use rltp_storage::log_store::LogStore;
 use rltp_storage::{DepositId, ReadTxn, Store};
 use rltp_wire::verdict::{DepositStatus, SubmitVerdict, Verdict};
 use std::collections::{BTreeSet, HashMap};
@@ -530,40 +541,94 @@ async fn conclude(
 // Checks
 // ---------------------------------------------------------------------------
 
-/// With the carrier dead: the store, opened directly.
-fn offline_check(store_dir: &Path, journal: &Shared) {
-    let mut store = RedbStore::open(store_dir)
-        .unwrap_or_else(|e| panic!("the store does not open after a kill: {e}"));
-    let mut j = lock(journal);
-    let report = match store.integrity_check() {
-        Ok(report) => report,
-        Err(e) => {
-            j.fail("integrity", format!("integrity check failed: {e}"));
-            return;
+/// Where the carrier keeps its store: the embedded one in its data dir, or
+/// one PostgreSQL database its nodes share (`PROTOCOL.md` §13).
+enum Deployment {
+    /// One `serve` process over its embedded store.
+    Embedded { spec: Spec, store_dir: PathBuf },
+    /// Several `serve` processes, one carrier, on one throwaway cluster.
+    Nodes {
+        cluster: rltp_pgtest::Cluster,
+        specs: Vec<Spec>,
+    },
+}
+
+impl Deployment {
+    /// Every process, started (the nodes of a fresh database at once: the
+    /// first declaration is decided among them).
+    fn start(&self) -> Vec<Carrier> {
+        match self {
+            Deployment::Embedded { spec, .. } => vec![Carrier::start_with(spec)],
+            Deployment::Nodes { specs, .. } => std::thread::scope(|scope| {
+                let started: Vec<_> = specs
+                    .iter()
+                    .map(|spec| scope.spawn(move || Carrier::start_with(spec)))
+                    .collect();
+                started
+                    .into_iter()
+                    .map(|node| node.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                    .collect()
+            }),
         }
-    };
-    if !report.damaged.is_empty() || !report.quarantined.is_empty() {
-        j.fail(
-            "integrity",
-            format!(
-                "damaged {:?}, quarantined {:?}",
-                report.damaged, report.quarantined
-            ),
-        );
+    }
+}
+
+/// With every process dead: the store, opened directly — its own checks,
+/// then the rows against the journal.
+fn offline_check(deployment: &Deployment, journal: &Shared) {
+    match deployment {
+        Deployment::Embedded { store_dir, .. } => {
+            let mut store = LogStore::open(store_dir)
+                .unwrap_or_else(|e| panic!("the store does not open after a kill: {e}"));
+            let report = match store.integrity_check() {
+                Ok(report) => report,
+                Err(e) => {
+                    lock(journal).fail("integrity", format!("integrity check failed: {e}"));
+                    return;
+                }
+            };
+            let mut problems = report.damaged.clone();
+            problems.extend(report.quarantined.iter().cloned());
+            if report.binding_and_tombstone != 0 {
+                problems.push(format!(
+                    "{} rkids hold a binding and a tombstone",
+                    report.binding_and_tombstone
+                ));
+            }
+            check_rows(&store, journal, (report.deposits, report.bytes), &problems);
+        }
+        Deployment::Nodes { cluster, .. } => {
+            let options = rltp_storage::postgres::PgOptions::new(cluster.conninfo());
+            let store = rltp_storage::postgres::PgStore::open(options)
+                .unwrap_or_else(|e| panic!("the database does not open after the kills: {e}"));
+            match store.integrity_check() {
+                Ok(report) => {
+                    let mut problems = report.problems.clone();
+                    if report.binding_and_tombstone != 0 {
+                        problems.push(format!(
+                            "{} rkids hold a binding and a tombstone",
+                            report.binding_and_tombstone
+                        ));
+                    }
+                    check_rows(&store, journal, (report.deposits, report.bytes), &problems);
+                }
+                Err(e) => lock(journal).fail("integrity", format!("integrity check failed: {e}")),
+            }
+        }
+    }
+}
+
+/// The store's rows against the journal, after its own check found
+/// `problems` and counted `(deposits, bytes)`.
+fn check_rows<S: Store>(store: &S, journal: &Shared, counted: (u64, u64), problems: &[String]) {
+    let mut j = lock(journal);
+    if !problems.is_empty() {
+        j.fail("integrity", format!("the store's own check: {problems:?}"));
         return;
     }
     j.counts.integrity_checks += 1;
-    j.counts.held_at_checks += report.deposits;
-    j.counts.bytes_at_checks += report.bytes;
-    if report.binding_and_tombstone != 0 {
-        j.fail(
-            "integrity",
-            format!(
-                "{} rkids hold a binding and a tombstone",
-                report.binding_and_tombstone
-            ),
-        );
-    }
+    j.counts.held_at_checks += counted.0;
+    j.counts.bytes_at_checks += counted.1;
     let read = store.read().unwrap();
     let mut elastic = 0u64;
     let mut held = 0u64;
@@ -916,41 +981,122 @@ async fn register_recorded(
     verdict
 }
 
-/// The whole torture run.
+/// The whole torture run, on the embedded store.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_under_mixed_load_loses_nothing() {
     let kills: u64 = knob("RLTP_TORTURE_KILLS", 10);
-    let mut rng = Rng::from_env("crash torture");
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let offset_file = dir.path().join("clock-offset");
-    write_offset(&offset_file, 0);
-    let mut spec = Spec::new(&data, CONFIG);
+    let deployment = Deployment::Embedded {
+        spec: clocked(Spec::new(&data, CONFIG), &offset_file),
+        store_dir: data.join("store"),
+    };
+    torture(&deployment, &offset_file, kills, "crash torture").await;
+}
+
+/// The torture run on three carrier nodes sharing one PostgreSQL database
+/// (`PROTOCOL.md` §13): clients spread over the nodes, each node SIGKILLed
+/// at its own instant (the others serve on until theirs), all restarted;
+/// the database checked directly while every node is down. The nodes of
+/// the fresh database start at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_of_nodes_on_one_database_loses_nothing() {
+    let kills: u64 = knob("RLTP_TORTURE_NODE_KILLS", 6);
+    let cluster = rltp_pgtest::Cluster::start().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
+    let offset_file = dir.path().join("clock-offset");
+    let config = format!(
+        "{CONFIG}\n[store]\nbackend = \"postgres\"\n\n[store.postgres]\nurl = \"{}\"\n",
+        cluster.conninfo()
+    );
+    // One declaration key in every node's data dir, as an operator copies it.
+    let seed = Rng::new(wall_ms()).bytes32();
+    let specs = ["a", "b", "c"]
+        .iter()
+        .map(|name| {
+            let data = dir.path().join(name);
+            std::fs::create_dir_all(&data).unwrap();
+            write_key(&data.join("declaration.key"), &seed);
+            clocked(Spec::new(&data, &config), &offset_file)
+        })
+        .collect();
+    let deployment = Deployment::Nodes { cluster, specs };
+    torture(&deployment, &offset_file, kills, "node torture").await;
+}
+
+/// `spec` with the test clock hook reading `offset_file`.
+fn clocked(mut spec: Spec, offset_file: &Path) -> Spec {
     spec.env
         .push((TEST_CLOCK_ENV.to_owned(), offset_file.display().to_string()));
-    let store_dir: PathBuf = data.join("store");
+    spec
+}
+
+/// A declaration key file (mode 0600).
+fn write_key(path: &Path, seed: &[u8; 32]) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .unwrap();
+    file.write_all(seed).unwrap();
+}
+
+/// Kills every process of `carriers`, each at its own instant within
+/// `span` ms (the others serve on meanwhile).
+async fn kill_each(carriers: Vec<Carrier>, rng: &mut Rng, span: u64) {
+    let mut at: Vec<(u64, Carrier)> = carriers
+        .into_iter()
+        .map(|c| (rng.range(50, span), c))
+        .collect();
+    at.sort_by_key(|(ms, _)| *ms);
+    let begun = Instant::now();
+    for (ms, carrier) in at {
+        let due = begun + Duration::from_millis(ms);
+        tokio::time::sleep(due.saturating_duration_since(Instant::now())).await;
+        carrier.kill();
+    }
+}
+
+/// Registers, then `kills` rounds of restart, verify, time passing, load
+/// and SIGKILL; a last restart, verification and graceful stop. Every
+/// offline check runs with every process dead.
+async fn torture(deployment: &Deployment, offset_file: &Path, kills: u64, what: &str) {
+    let mut rng = Rng::from_env(what);
+    write_offset(offset_file, 0);
     let journal: Shared = Arc::new(Mutex::new(journal(&mut rng)));
     let started = Instant::now();
 
-    let carrier = Carrier::start_with(&spec);
-    let client = carrier.connect_within(Duration::from_secs(10)).await;
+    let carriers = deployment.start();
+    let client = carriers[0].connect_within(Duration::from_secs(10)).await;
     register_all(&client, &journal).await;
     client.close().await;
-    carrier.kill();
+    for carrier in carriers {
+        carrier.kill();
+    }
 
     for round in 0..kills {
-        let carrier = Carrier::start_with(&spec);
-        let client = carrier.connect_within(Duration::from_secs(10)).await;
+        let carriers = deployment.start();
+        let n = carriers.len();
+        let first = round as usize % n;
+        let client = carriers[first]
+            .connect_within(Duration::from_secs(10))
+            .await;
         verify(&client, &journal, &mut rng).await;
         // Time passes while nothing is in flight.
         {
             let mut j = lock(&journal);
             j.offset += rng.range(6 * HOUR, 60 * HOUR);
-            write_offset(&offset_file, j.offset);
+            write_offset(offset_file, j.offset);
         }
         let mut tasks = Vec::new();
         for s in 0..3 {
-            let client = carrier.connect_within(Duration::from_secs(10)).await;
+            let client = carriers[(first + 1 + s as usize) % n]
+                .connect_within(Duration::from_secs(10))
+                .await;
             tasks.push(tokio::spawn(sender(
                 client,
                 Arc::clone(&journal),
@@ -962,9 +1108,8 @@ async fn sigkill_under_mixed_load_loses_nothing() {
             Arc::clone(&journal),
             Rng::new(rng.next()),
         )));
-        tokio::time::sleep(Duration::from_millis(rng.range(50, 1_200))).await;
+        kill_each(carriers, &mut rng, 1_200).await;
         let killed_at = lock(&journal).now() + SLACK;
-        carrier.kill();
         for task in &tasks {
             task.abort();
         }
@@ -988,11 +1133,7 @@ async fn sigkill_under_mixed_load_loses_nothing() {
                 }
             }
         }
-        let store_dir = store_dir.clone();
-        let j2 = Arc::clone(&journal);
-        tokio::task::spawn_blocking(move || offline_check(&store_dir, &j2))
-            .await
-            .unwrap();
+        tokio::task::block_in_place(|| offline_check(deployment, &journal));
         let j = lock(&journal);
         println!(
             "round {round}: killed; {} acknowledged admissions so far, {} held, {} failures",
@@ -1003,21 +1144,19 @@ async fn sigkill_under_mixed_load_loses_nothing() {
     }
 
     // A last restart, a last verification, a graceful stop, a last check.
-    let carrier = Carrier::start_with(&spec);
-    let client = carrier.connect_within(Duration::from_secs(10)).await;
+    let carriers = deployment.start();
+    let client = carriers[0].connect_within(Duration::from_secs(10)).await;
     verify(&client, &journal, &mut rng).await;
     client.close().await;
-    assert_eq!(carrier.terminate().code(), Some(0));
-    let j2 = Arc::clone(&journal);
-    let store = store_dir.clone();
-    tokio::task::spawn_blocking(move || offline_check(&store, &j2))
-        .await
-        .unwrap();
+    for carrier in carriers {
+        assert_eq!(carrier.terminate().code(), Some(0));
+    }
+    tokio::task::block_in_place(|| offline_check(deployment, &journal));
 
     let j = lock(&journal);
     let c = &j.counts;
     println!(
-        "crash torture: {} kills survived in {:.1} s; checked {} acknowledged admissions ({} in-flight adopted, {} in-flight never landed, {} resubmitted → duplicate), \
+        "{what}: {} kills survived in {:.1} s; checked {} acknowledged admissions ({} in-flight adopted, {} in-flight never landed, {} resubmitted → duplicate), \
          {} presence checks, {} offers checked against {} acknowledged conclusions, {} registrations ({} releases re-registered), \
          {} integrity checks ({} deposits / {} bytes held at checks), {} generation checks",
         c.kills,
@@ -1037,7 +1176,7 @@ async fn sigkill_under_mixed_load_loses_nothing() {
         c.generation_checks,
     );
     println!(
-        "crash torture: lost = {}, resurrected = {}, duplicated-effects = {}, late = {}",
+        "{what}: lost = {}, resurrected = {}, duplicated-effects = {}, late = {}",
         c.lost, c.resurrected, c.duplicated, c.late
     );
     assert!(

@@ -15,7 +15,7 @@ use super::harness::*;
 use rltp_client::{Client, ClientError};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
-use rltp_storage::redb_store::RedbStore;
+use rltp_storage::log_store::LogStore;
 use rltp_storage::{DepositId, ReadTxn, Store};
 use rltp_wire::response::ErrorCode;
 use rltp_wire::verdict::{SubmitVerdict, Verdict};
@@ -109,16 +109,10 @@ async fn a_full_disk_is_answered_unavailable_and_the_carrier_recovers() {
     let mut rng = Rng::from_env("disk full");
     let dir = tempfile::tempdir().unwrap();
     let mount = dir.path().join("small-fs");
-    let _fs = match Tmpfs::mount(&mount, "48m") {
-        Ok(fs) => fs,
-        Err(e) => {
-            println!(
-                "SKIPPED a_full_disk_is_answered_unavailable_and_the_carrier_recovers: \
-                 cannot mount a tmpfs here ({e}); this test needs root (CAP_SYS_ADMIN)"
-            );
-            return;
-        }
-    };
+    // A missing prerequisite is a failure that names it, never a skip.
+    let _fs = Tmpfs::mount(&mount, "48m").unwrap_or_else(|e| {
+        panic!("cannot mount a tmpfs here ({e}): this test needs root (CAP_SYS_ADMIN)")
+    });
     let data = mount.join("data");
     let spec = Spec::new(&data, "[limits]\nsweep-interval-ms = 50\n");
     // The config file sits beside the data dir, on the small filesystem too.
@@ -252,7 +246,7 @@ async fn a_full_disk_is_answered_unavailable_and_the_carrier_recovers() {
     );
     client.close().await;
     assert_eq!(carrier.terminate().code(), Some(0));
-    let mut store = RedbStore::open(data.join("store")).unwrap();
+    let mut store = LogStore::open(data.join("store")).unwrap();
     let report = store.integrity_check().unwrap();
     assert_eq!(report.deposits, admitted.len() as u64);
     assert!(report.is_clean(), "{report:?}");

@@ -11,6 +11,7 @@
 #![allow(clippy::unwrap_used, clippy::panic, missing_docs)]
 
 mod crash;
+mod failover;
 mod faults;
 mod floods;
 mod harness;

@@ -13,6 +13,7 @@
 //! | [`request`] | request headers with closed member sets | `PROTOCOL.md` §7 |
 //! | [`response`] | response headers, [`ErrorCode`](response::ErrorCode) | `PROTOCOL.md` §6–§7 |
 //! | [`verdict`] | [`SubmitVerdict`], [`Verdict`], [`DepositStatus`]: one table per set | §5a.3, §5a.5, §5a.8, §6.1 |
+//! | [`close`] | [`CloseCode`]: the QUIC application close codes (`going-away`) | `PROTOCOL.md` §5 |
 //! | [`address_challenge`] | the §8 plaintext and its opening by the registrant | `PROTOCOL.md` §8 |
 //!
 //! What this crate does **not** do: no I/O, no async runtime, no QUIC or
@@ -25,6 +26,7 @@
 #![deny(missing_docs)]
 
 pub mod address_challenge;
+pub mod close;
 mod closed_set;
 mod fields;
 pub mod frame;
@@ -33,10 +35,14 @@ pub mod request;
 pub mod response;
 pub mod verdict;
 
+pub use close::CloseCode;
 pub use frame::{
     ALPN, FrameError, MAX_BODY_BYTES, MAX_COLLECT_LIMIT, MAX_CONCLUDE_IDS, MAX_HEADER_BYTES,
     MAX_PROOF_BYTES, PREFIX_BYTES, encode_frame, parse_header, parse_prefix,
 };
 pub use op::Op;
-pub use request::{Request, parse_stream_item, stream_item_header};
+pub use request::{
+    Request, encode_stream_item_into, parse_stream_item, parse_stream_item_bytes,
+    stream_item_header,
+};
 pub use verdict::{DepositStatus, SubmitVerdict, Verdict};

@@ -6,7 +6,7 @@ use crate::frame::{FrameError, MAX_COLLECT_LIMIT, MAX_CONCLUDE_IDS};
 use crate::op::Op;
 use rltp_proofs::DepositId;
 use rltp_proofs::json::{Number, Object, Value};
-use rltp_proofs::multikey::Rkid;
+use rltp_proofs::multikey::{RKID_CHARS, Rkid, RkidText};
 use rltp_proofs::proof::Purpose;
 use std::fmt;
 
@@ -218,12 +218,70 @@ impl Request {
 ///
 /// # Errors
 /// [`FrameError::Header`] for any other member set.
-pub fn parse_stream_item(header: &Object) -> Result<(Rkid, u32), FrameError> {
+pub fn parse_stream_item(header: &Object) -> Result<(RkidText, u32), FrameError> {
     let fields = Fields(header);
     fields.closed(&["rkid", "size"])?;
     let size = u32::try_from(fields.uint0("size")?)
         .map_err(|_| FrameError::Header("size out of range".into()))?;
-    Ok((fields.rkid()?, size))
+    let rkid = RkidText::parse(fields.str("rkid")?)
+        .map_err(|e| FrameError::Header(format!("rkid: {e}")))?;
+    Ok((rkid, size))
+}
+
+/// [`parse_stream_item`] of the header's bytes. The JCS spelling every
+/// client writes, `{"rkid":"…","size":N}`, is read by one scan (no JSON
+/// tree, no allocation); any other bytes go through the strict reader
+/// ([`parse_header`](crate::parse_header), then [`parse_stream_item`]),
+/// so every answer, errors included, is the strict path's.
+///
+/// # Errors
+/// As [`parse_header`](crate::parse_header) and [`parse_stream_item`].
+pub fn parse_stream_item_bytes(bytes: &[u8]) -> Result<(RkidText, u32), FrameError> {
+    if let Some(item) = stream_item_fast(bytes) {
+        return Ok(item);
+    }
+    parse_stream_item(&crate::frame::parse_header(bytes)?)
+}
+
+/// The JCS spelling of a stream item header, or `None`.
+fn stream_item_fast(bytes: &[u8]) -> Option<(RkidText, u32)> {
+    let rest = bytes.strip_prefix(b"{\"rkid\":\"")?;
+    let (text, rest) = rest.split_at_checked(RKID_CHARS)?;
+    let digits = rest.strip_prefix(b"\",\"size\":")?.strip_suffix(b"}")?;
+    // Canonical: `0`, or no leading zero; at most u32::MAX.
+    if digits.is_empty()
+        || digits.len() > 10
+        || (digits.len() > 1 && digits.first() == Some(&b'0'))
+        || !digits.iter().all(u8::is_ascii_digit)
+    {
+        return None;
+    }
+    let size = digits
+        .iter()
+        .fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
+    let size = u32::try_from(size).ok()?;
+    // Base58 text has no `"` or `\\`; anything else the strict path judges.
+    let rkid = RkidText::parse(std::str::from_utf8(text).ok()?).ok()?;
+    Some((rkid, size))
+}
+
+/// Appends one pipelined submission as a whole frame to `out`: the bytes
+/// of [`encode_frame`](crate::encode_frame) of [`stream_item_header`] and
+/// `envelope`, with the header written directly (no JSON tree, no JCS
+/// pass: `rkid` is base58btc, `size` an integer, members in JCS order).
+pub fn encode_stream_item_into(rkid: &Rkid, envelope: &[u8], out: &mut Vec<u8>) {
+    let rkid = rkid.to_multikey();
+    let size = envelope.len().to_string();
+    let header_len = b"{\"rkid\":\"\",\"size\":}".len() + rkid.len() + size.len();
+    out.reserve(crate::PREFIX_BYTES + header_len + envelope.len());
+    out.extend_from_slice(&(header_len as u32).to_be_bytes());
+    out.extend_from_slice(&(envelope.len() as u32).to_be_bytes());
+    out.extend_from_slice(b"{\"rkid\":\"");
+    out.extend_from_slice(rkid.as_bytes());
+    out.extend_from_slice(b"\",\"size\":");
+    out.extend_from_slice(size.as_bytes());
+    out.push(b'}');
+    out.extend_from_slice(envelope);
 }
 
 /// The header of one pipelined submission.
@@ -247,6 +305,33 @@ mod tests {
 
     fn rkid() -> Rkid {
         Rkid::parse("z6LSqY3EWDm5RNaC14mGJSHYcQNXGSNymfTom7wSaGzKdWWU").unwrap()
+    }
+
+    #[test]
+    fn direct_stream_items_are_the_jcs_frames() {
+        for len in [0usize, 1, 9, 10, 1_080, 87_557] {
+            let envelope = vec![b'e'; len];
+            let mut direct = Vec::new();
+            encode_stream_item_into(&rkid(), &envelope, &mut direct);
+            let expected = encode_frame(&stream_item_header(&rkid(), len as u32), &envelope);
+            assert_eq!(direct, expected, "{len}");
+            let (h, _) = parse_prefix(direct[..8].try_into().unwrap(), MAX_BODY_BYTES).unwrap();
+            let (text, size) = parse_stream_item_bytes(&direct[8..8 + h]).unwrap();
+            assert_eq!((*text.rkid(), size as usize), (rkid(), len));
+        }
+        // Another spelling: read by the strict path, to the same item.
+        let spaced = format!("{{ \"size\": 5, \"rkid\": \"{}\" }}", rkid().to_multikey());
+        let (text, size) = parse_stream_item_bytes(spaced.as_bytes()).unwrap();
+        assert_eq!((*text.rkid(), size), (rkid(), 5));
+        for bad in [
+            r#"{"rkid":"z6LS","size":1}"#,
+            r#"{"rkid":1,"size":1}"#,
+            "{}",
+        ] {
+            let strict = parse_header(bad.as_bytes()).and_then(|h| parse_stream_item(&h));
+            assert!(strict.is_err());
+            assert_eq!(parse_stream_item_bytes(bad.as_bytes()), strict);
+        }
     }
 
     fn round_trip(request: Request) {

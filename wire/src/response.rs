@@ -177,6 +177,73 @@ impl SubmitAnswer {
         h
     }
 
+    /// Appends this answer as a whole frame (prefix, header, no body) to
+    /// `out`: the bytes of [`encode_frame`](crate::encode_frame) of
+    /// [`SubmitAnswer::to_header`], written directly, without a JSON tree
+    /// or a JCS pass. The members are closed ASCII spellings with nothing
+    /// to escape, in JCS order (`deposit`, `retriable`, `verdict`);
+    /// `tests::direct_answer_frames_are_the_jcs_frames` keeps the bytes
+    /// equal for every verdict.
+    pub fn encode_frame_into(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.extend_from_slice(&[0; crate::PREFIX_BYTES]);
+        out.push(b'{');
+        if let Some(d) = &self.deposit {
+            out.extend_from_slice(b"\"deposit\":\"");
+            out.extend_from_slice(d.to_multibase().as_bytes());
+            out.extend_from_slice(b"\",");
+        }
+        out.extend_from_slice(match self.verdict.retriable() {
+            true => b"\"retriable\":true,\"verdict\":\"",
+            false => b"\"retriable\":false,\"verdict\":\"",
+        });
+        out.extend_from_slice(self.verdict.as_str().as_bytes());
+        out.extend_from_slice(b"\"}");
+        let header_len = (out.len() - start - crate::PREFIX_BYTES) as u32;
+        if let Some(prefix) = out.get_mut(start..start + 4) {
+            prefix.copy_from_slice(&header_len.to_be_bytes());
+        }
+    }
+
+    /// Reads an answer header from its bytes: a closed error answer, or
+    /// an answer as [`SubmitAnswer::from_header`] reads it. The spelling
+    /// the carrier writes ([`SubmitAnswer::encode_frame_into`]) is
+    /// recognised by re-encoding a candidate and comparing bytes (no JSON
+    /// tree); anything else goes through the strict reader, so every
+    /// answer and error is the strict path's.
+    ///
+    /// # Errors
+    /// As [`split_error`] and [`SubmitAnswer::from_header`].
+    pub fn from_header_bytes(
+        bytes: &[u8],
+    ) -> Result<Result<SubmitAnswer, ErrorAnswer>, FrameError> {
+        if let Some(answer) = SubmitAnswer::guess(bytes) {
+            let mut again = Vec::with_capacity(crate::PREFIX_BYTES + bytes.len());
+            answer.encode_frame_into(&mut again);
+            if again.get(crate::PREFIX_BYTES..) == Some(bytes) {
+                return Ok(Ok(answer));
+            }
+        }
+        match split_error(bytes)? {
+            Ok(header) => SubmitAnswer::from_header(&header).map(Ok),
+            Err(error) => Ok(Err(error)),
+        }
+    }
+
+    /// The answer `bytes` would be if they were spelled as the carrier
+    /// writes them (checked by the caller).
+    fn guess(bytes: &[u8]) -> Option<SubmitAnswer> {
+        let text = std::str::from_utf8(bytes).ok()?;
+        let (_, verdict) = text.rsplit_once("\"verdict\":\"")?;
+        let verdict = SubmitVerdict::from_wire(verdict.strip_suffix("\"}")?)?;
+        let deposit = match text.strip_prefix("{\"deposit\":\"") {
+            Some(rest) => Some(DepositId::parse(rest.split_once('"')?.0).ok()?),
+            None => None,
+        };
+        // A deposit exactly for the held verdicts, as the strict reader asks.
+        (deposit.is_some() == verdict.held()).then_some(SubmitAnswer { verdict, deposit })
+    }
+
     /// Reads the header.
     ///
     /// # Errors
@@ -440,6 +507,66 @@ mod tests {
             Ok(h) => h,
             Err(e) => panic!("unexpected error answer {e:?}"),
         }
+    }
+
+    #[test]
+    fn direct_answer_frames_are_the_jcs_frames() {
+        let id = DepositId::of(b"an envelope");
+        for verdict in SubmitVerdict::ALL {
+            let answer = SubmitAnswer::new(verdict, id);
+            let mut direct = b"kept".to_vec();
+            answer.encode_frame_into(&mut direct);
+            let mut expected = b"kept".to_vec();
+            expected.extend(encode_frame(&answer.to_header(), b""));
+            assert_eq!(
+                String::from_utf8_lossy(&direct),
+                String::from_utf8_lossy(&expected),
+                "{verdict}"
+            );
+            assert_eq!(answer.deposit.is_some(), verdict.held());
+            // Read back by the fast reader, and by the strict one after a
+            // respelling.
+            let header = &direct[4 + crate::PREFIX_BYTES..];
+            assert_eq!(SubmitAnswer::from_header_bytes(header), Ok(Ok(answer)));
+            let spaced = String::from_utf8_lossy(header).replacen(':', ": ", 1);
+            assert_eq!(
+                SubmitAnswer::from_header_bytes(spaced.as_bytes()),
+                Ok(Ok(answer))
+            );
+        }
+        let error = ErrorAnswer {
+            code: ErrorCode::Unavailable,
+            detail: "x".into(),
+        };
+        let frame = encode_frame(&error.to_header(), b"");
+        assert_eq!(
+            SubmitAnswer::from_header_bytes(&frame[crate::PREFIX_BYTES..]),
+            Ok(Err(error))
+        );
+        // A held verdict without its deposit is refused, fast path or not.
+        assert!(
+            SubmitAnswer::from_header_bytes(br#"{"retriable":false,"verdict":"admitted"}"#)
+                .is_err()
+        );
+        // The one answer without a deposit for a held verdict never
+        // arises, but its bytes are the JCS ones too.
+        let mut direct = Vec::new();
+        SubmitAnswer {
+            verdict: SubmitVerdict::Bounds,
+            deposit: None,
+        }
+        .encode_frame_into(&mut direct);
+        assert_eq!(
+            direct,
+            encode_frame(
+                &SubmitAnswer {
+                    verdict: SubmitVerdict::Bounds,
+                    deposit: None
+                }
+                .to_header(),
+                b""
+            )
+        );
     }
 
     #[test]

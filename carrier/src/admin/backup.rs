@@ -20,7 +20,8 @@
 use super::{AdminError, Request, ask, io_error, now_ms};
 use rltp_storage::Ms;
 use rltp_storage::backup::{self as archive, ArchiveSummary, ExtraFile};
-use rltp_storage::redb_store::{IntegrityReport, RedbStore, store_in_use};
+use rltp_storage::log_store::{IntegrityReport, LogStore};
+use rltp_storage::redb_store::store_in_use;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -63,7 +64,7 @@ pub fn extra_files(data_dir: &Path) -> Result<Vec<ExtraFile>, AdminError> {
 /// # Errors
 /// [`AdminError::Backup`].
 pub fn write_archive(
-    store: &RedbStore,
+    store: &LogStore,
     extra: &[ExtraFile],
     clock: &dyn Fn() -> Ms,
     out: impl Write,
@@ -77,14 +78,15 @@ pub fn write_archive(
     )?)
 }
 
-/// Opens the store of `data_dir` when no carrier serves it.
+/// Opens the store of `data_dir` when no carrier serves it (a store in the
+/// redb store's layout is upgraded as it opens).
 ///
 /// # Errors
 /// [`AdminError::Io`] if there is no store, [`AdminError::InUse`] if
 /// another process holds it, [`AdminError::Store`].
-pub fn open_offline(data_dir: &Path) -> Result<RedbStore, AdminError> {
+pub fn open_offline(data_dir: &Path) -> Result<LogStore, AdminError> {
     let dir = archive::store_path(data_dir);
-    if !dir.join("carrier.redb").exists() {
+    if !dir.join(rltp_storage::redb_store::INDEX_FILE).exists() {
         return Err(AdminError::Io {
             what: format!("opening {}", dir.display()),
             source: std::io::Error::new(std::io::ErrorKind::NotFound, "no carrier store there"),
@@ -93,7 +95,7 @@ pub fn open_offline(data_dir: &Path) -> Result<RedbStore, AdminError> {
     if store_in_use(&dir) {
         return Err(AdminError::InUse(dir));
     }
-    Ok(RedbStore::open(&dir)?)
+    Ok(LogStore::open(&dir)?)
 }
 
 /// A finished backup.

@@ -95,6 +95,43 @@ impl Counts {
             .map(|(_, c)| capacity::usage(&self.occupancy, c.queue_floor_bytes()))
     }
 
+    /// The store-growth lines of `size` at `now` (the `admin store` output
+    /// and the control socket's `store` answer): `name value`, `unknown`
+    /// where the store cannot tell, `none` for an oldest deposit when none
+    /// is held. `dead-bytes` is `log-bytes − live-bytes`: what compaction
+    /// and reclaiming can give back (with record headers, other records
+    /// and preallocated space).
+    pub fn size_lines(size: &rltp_storage::StoreSize, now: Ms) -> String {
+        let known = |v: Option<u64>| v.map_or_else(|| "unknown".to_owned(), |v| v.to_string());
+        let dead = size
+            .log_bytes
+            .zip(size.live_bytes)
+            .map(|(log, live)| log.saturating_sub(live));
+        let (age, admitted) = match size.oldest_deposit_at {
+            Some(at) => (
+                (now.saturating_sub(at) / 1000).to_string(),
+                rltp_proofs::declaration::rfc3339_utc(at),
+            ),
+            None => ("none".to_owned(), "none".to_owned()),
+        };
+        let lines = [
+            format!("at {}", rltp_proofs::declaration::rfc3339_utc(now)),
+            format!("disk-bytes {}", known(size.disk_bytes)),
+            format!("log-bytes {}", known(size.log_bytes)),
+            format!("live-bytes {}", known(size.live_bytes)),
+            format!("dead-bytes {}", known(dead)),
+            format!("segments {}", known(size.segments)),
+            format!("compactable-segments {}", known(size.compactable_segments)),
+            format!("snapshot-bytes {}", known(size.snapshot_bytes)),
+            format!("index-bytes {}", known(size.index_bytes)),
+            format!("oldest-deposit-age-seconds {age}"),
+            format!("oldest-deposit-admitted-at {admitted}"),
+        ];
+        let mut text = lines.join("\n");
+        text.push('\n');
+        text
+    }
+
     /// `name value` lines (the `admin stats` output and the control
     /// socket's `stats` answer).
     pub fn to_lines(&self) -> String {

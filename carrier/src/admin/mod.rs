@@ -17,9 +17,10 @@
 //! - `backup` — streams an `rltp-backup/1` archive
 //!   ([`rltp_storage::backup`]) of one consistent snapshot, taken while it
 //!   keeps serving (one redb read transaction: admission never waits);
-//! - `stats` — the [`counts::Counts`] lines.
+//! - `stats` — the [`counts::Counts`] lines;
+//! - `store` — the store-growth lines ([`counts::Counts::size_lines`]).
 //!
-//! Protocol: the client sends one line (`backup` or `stats`); the server
+//! Protocol: the client sends one line (`backup`, `stats` or `store`); the server
 //! answers `ok` and the body, or `error <text>`, then closes. Only local
 //! users reach it: the data directory is mode 0700, and the server serves
 //! only peers whose uid owns the data directory, or root.
@@ -89,6 +90,10 @@ pub enum Request {
     Backup,
     /// The counts.
     Stats,
+    /// The store's size.
+    Store,
+    /// Enter lame-duck mode (as SIGUSR2 does).
+    LameDuck,
 }
 
 impl Request {
@@ -97,14 +102,21 @@ impl Request {
         match self {
             Request::Backup => "backup",
             Request::Stats => "stats",
+            Request::Store => "store",
+            Request::LameDuck => "lame-duck",
         }
     }
 
     /// Parses a request line (without its newline).
     pub fn parse(line: &str) -> Option<Request> {
-        [Request::Backup, Request::Stats]
-            .into_iter()
-            .find(|r| r.as_str() == line)
+        [
+            Request::Backup,
+            Request::Stats,
+            Request::Store,
+            Request::LameDuck,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == line)
     }
 }
 
@@ -168,6 +180,23 @@ pub fn stats(data_dir: &Path) -> Result<String, AdminError> {
     let store = backup::open_offline(data_dir)?;
     let read = rltp_storage::Store::read(&store)?;
     Ok(counts::Counts::read(&read, now_ms())?.to_lines())
+}
+
+/// The size of the store in `data_dir` ([`counts::Counts::size_lines`]):
+/// from the serving carrier if one answers, else read directly.
+///
+/// # Errors
+/// [`AdminError`].
+pub fn store(data_dir: &Path) -> Result<String, AdminError> {
+    if let Some(mut body) = ask(data_dir, Request::Store)? {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut body, &mut text)
+            .map_err(io_error("reading the store's size"))?;
+        return Ok(text);
+    }
+    let store = backup::open_offline(data_dir)?;
+    let size = rltp_storage::Store::size(&store)?;
+    Ok(counts::Counts::size_lines(&size, now_ms()))
 }
 
 /// What `admin renew` replaces deliberately.

@@ -21,14 +21,23 @@ pub struct Args {
     /// Where to write the archive (must not exist; written with mode 0600).
     #[arg(long)]
     out: PathBuf,
+    /// Print one JSON object per line instead of `name value` lines
+    /// (members: the line names in camelCase, `README.md` "JSON output").
+    #[arg(long)]
+    json: bool,
 }
 
 fn execute(args: &Args) -> Result<u8, Failure> {
     let done =
         backup::backup(&args.data_dir, &args.out).map_err(|e| Failure::usage(e.to_string()))?;
-    print!("{}", backup::describe(&done.summary));
-    println!("online {}", if done.online { "yes" } else { "no" });
-    println!("out {}", args.out.display());
+    let lines = format!(
+        "{}online {}\nout {}\n",
+        backup::describe(&done.summary),
+        if done.online { "yes" } else { "no" },
+        args.out.display()
+    );
+    super::output::Output::new("backup", args.json, tokio::time::Instant::now())
+        .record("backup", &lines);
     Ok(exit::OK)
 }
 

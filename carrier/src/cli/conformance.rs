@@ -60,7 +60,8 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
     if !args.json {
         println!(
             "rltp-carrier conformance: {} as {}",
-            args.carrier.server, args.carrier_id
+            args.carrier.first_server(),
+            args.carrier_id
         );
     }
     let report = conformance::run(&target)

@@ -357,12 +357,16 @@ impl KeyFile {
         })
     }
 
-    fn print(&self, path: &Path) {
-        println!("key-file {}", path.display());
-        println!("carrier {}", self.carrier.as_str());
-        println!("rkid {}", self.rkid().to_multikey());
-        println!("principal {}", self.principal().to_did_key());
-        println!("generation {}", self.generation);
+    /// The public parts, as `name value` lines.
+    fn lines(&self, path: &Path) -> String {
+        format!(
+            "key-file {}\ncarrier {}\nrkid {}\nprincipal {}\ngeneration {}\n",
+            path.display(),
+            self.carrier.as_str(),
+            self.rkid().to_multikey(),
+            self.principal().to_did_key(),
+            self.generation
+        )
     }
 }
 
@@ -371,6 +375,10 @@ impl KeyFile {
 pub struct Args {
     #[command(subcommand)]
     command: KeysCommand,
+    /// Print one JSON object per line instead of `name value` lines
+    /// (members: the line names in camelCase, `README.md` "JSON output").
+    #[arg(long, global = true)]
+    json: bool,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -417,6 +425,7 @@ struct ShowArgs {
 }
 
 fn execute(args: &Args) -> Result<u8, Failure> {
+    let out = super::output::Output::new("keys", args.json, tokio::time::Instant::now());
     match &args.command {
         KeysCommand::New(a) => {
             let carrier = CarrierId::from_bytes(a.carrier.as_bytes()).map_err(|e| {
@@ -427,16 +436,16 @@ fn execute(args: &Args) -> Result<u8, Failure> {
             })?;
             let file = KeyFile::generate(carrier);
             file.save(&a.out, a.force)?;
-            file.print(&a.out);
+            out.record("keys", &file.lines(&a.out));
         }
         KeysCommand::Rotate(a) => {
             let mut file = KeyFile::load(&a.key)?;
             file.rotate(a.generation)
                 .map_err(|e| Failure::usage(e.to_string()))?;
             file.save(&a.key, true)?;
-            file.print(&a.key);
+            out.record("keys", &file.lines(&a.key));
         }
-        KeysCommand::Show(a) => KeyFile::load(&a.key)?.print(&a.key),
+        KeysCommand::Show(a) => out.record("keys", &KeyFile::load(&a.key)?.lines(&a.key)),
     }
     Ok(exit::OK)
 }

@@ -4,7 +4,7 @@
 //!
 //! | command | module | what |
 //! |---|---|---|
-//! | `serve` | [`serve`] | run a carrier |
+//! | `serve` | [`serve`] | run a carrier (SIGHUP reloads, SIGUSR2 lame duck); `serve --check` checks without starting |
 //! | `keys new` / `keys rotate` | [`keys`] | recipient key material (Identity §7a) |
 //! | `declaration` | [`declaration`] | fetch and verify the signed declaration (§4.4) |
 //! | `register` | [`register`] | register or rebind an `rkid` (§5a.3) |
@@ -14,9 +14,12 @@
 //! | `conclude` | [`conclude`] | conclude given deposit ids (§5a.8) |
 //! | `demo` | [`demo`] | the whole round trip against an in-process carrier |
 //! | `conformance` | [`conformance`] | check any carrier from the wire, one line per contract section |
+//! | `migrate` | [`migrate`] | prepare the shared PostgreSQL database; publish new constants for every node |
 //! | `backup` | [`backup`] | an online, consistent backup archive (`deploy/OPERATIONS.md`) |
 //! | `restore` | [`restore`] | check an archive and install it, or `--verify` it |
 //! | `admin stats` | [`admin`] | counts only (no cross-principal answers, §5a.1) |
+//! | `completions` / `man` | [`docs`] | shell completion scripts and the manual page |
+//! | `admin lame-duck` | [`admin`] | lame-duck mode through the control socket (`PROTOCOL.md` §5) |
 //!
 //! ## Exit statuses
 //! [`exit::OK`] (0) the operation reached its positive outcome;
@@ -37,9 +40,10 @@
 //! [`DEFAULT_GIVE_UP_AFTER`]); `collect --watch` never gives up on the
 //! carrier and reconnects until stopped.
 //!
-//! Output is line-oriented `name value` text on stdout (and JSON lines
-//! where a command offers `--json`, [`output`]), each line printed as its
-//! step happens; diagnostics go to stderr. No command ever prints a
+//! Output is line-oriented `name value` text on stdout (or, with `--json`,
+//! which every command printing results takes, JSON lines: [`output`],
+//! `README.md` "JSON output"), each line printed as its step happens;
+//! diagnostics go to stderr. No command ever prints a
 //! secret or an envelope body.
 
 pub mod admin;
@@ -49,7 +53,9 @@ pub mod conclude;
 pub mod conformance;
 pub mod declaration;
 pub mod demo;
+pub mod docs;
 pub mod keys;
+pub mod migrate;
 pub mod output;
 pub mod register;
 pub mod restore;
@@ -73,6 +79,30 @@ pub mod exit {
     pub const USAGE: u8 = 2;
     /// The carrier could not be reached, or it broke the wire profile.
     pub const TRANSPORT: u8 = 3;
+
+    /// Every exit status a command ends with, in order (`ERRORS.md`, "Exit
+    /// statuses", lists exactly these). Clap's own argument errors exit
+    /// with [`USAGE`] too.
+    pub const ALL: [u8; 4] = [OK, REFUSED, USAGE, TRANSPORT];
+
+    /// The name of an exit status (`ok`, `refused`, `usage`, `transport`).
+    pub const fn name(status: u8) -> &'static str {
+        match status {
+            OK => "ok",
+            REFUSED => "refused",
+            USAGE => "usage",
+            TRANSPORT => "transport",
+            _ => "unknown",
+        }
+    }
+
+    /// Whether running the same command again later may succeed without
+    /// changing anything: only [`TRANSPORT`] (the carrier was unreachable;
+    /// a refusal was already retried until `--give-up-after` when it was
+    /// retriable).
+    pub const fn retriable(status: u8) -> bool {
+        status == TRANSPORT
+    }
 }
 
 /// Why a command stopped early: an exit status and a message for stderr.
@@ -177,12 +207,27 @@ pub fn finish(command: &str, result: Result<u8, Failure>) -> ExitCode {
 /// How a client command reaches a carrier (`PROTOCOL.md` §5).
 #[derive(Debug, Clone, clap::Args)]
 pub struct CarrierArgs {
-    /// The carrier's `host:port` (UDP).
-    #[arg(long, env = "RLTP_CARRIER_SERVER", default_value = crate::config::DEFAULT_LISTEN)]
-    pub server: String,
-    /// The carrier's SHA-256 SPKI fingerprint (`sha256/…`, printed by `serve`).
-    #[arg(long, env = "RLTP_CARRIER_PIN", required_unless_present = "ca_file")]
-    pub pin: Option<SpkiFingerprint>,
+    /// The carrier's `host:port` (UDP). Repeat it (or give a comma-separated
+    /// list) for the nodes of one carrier: they are tried in order, and a
+    /// node that is unreachable or going away (lame duck) is left for the
+    /// next at once (`PROTOCOL.md` §5, §10).
+    #[arg(
+        long,
+        env = "RLTP_CARRIER_SERVER",
+        default_value = crate::config::DEFAULT_LISTEN,
+        value_delimiter = ','
+    )]
+    pub server: Vec<String>,
+    /// The carrier's SHA-256 SPKI fingerprint (`sha256/…`, printed by
+    /// `serve`). With several `--server`s: one pin for all, or one per
+    /// server, in the same order.
+    #[arg(
+        long,
+        env = "RLTP_CARRIER_PIN",
+        required_unless_present = "ca_file",
+        value_delimiter = ','
+    )]
+    pub pin: Vec<SpkiFingerprint>,
     /// Trust a CA-issued certificate: PEM file of the CA roots (instead of `--pin`).
     #[arg(long, conflicts_with = "pin")]
     pub ca_file: Option<PathBuf>,
@@ -209,22 +254,57 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 impl CarrierArgs {
-    /// The connect options these arguments name.
+    /// The first server's `host:port` (for messages).
+    pub fn first_server(&self) -> &str {
+        self.server
+            .first()
+            .map_or(crate::config::DEFAULT_LISTEN, String::as_str)
+    }
+
+    /// The connect options of every server these arguments name, in order.
     ///
     /// # Errors
-    /// [`Failure::usage`] when neither a pin nor a CA file is given.
-    pub fn options(&self) -> Result<ConnectOptions, Failure> {
-        let trust = match (&self.pin, &self.ca_file) {
-            (Some(pin), _) => ServerTrust::Pin(*pin),
-            (None, Some(file)) => ServerTrust::CaFile(file.clone()),
-            (None, None) => return Err(Failure::usage("give --pin or --ca-file")),
-        };
-        let mut options = ConnectOptions::new(self.server.clone(), trust)
-            .with_timeout(Duration::from_secs(self.timeout));
-        if let Some(name) = &self.server_name {
-            options = options.with_server_name(name.clone());
+    /// [`Failure::usage`] when neither a pin nor a CA file is given, or
+    /// the pins do not pair with the servers.
+    pub fn all_options(&self) -> Result<Vec<ConnectOptions>, Failure> {
+        if self.server.is_empty() {
+            return Err(Failure::usage("give --server host:port"));
         }
-        Ok(options)
+        if self.pin.len() > 1 && self.pin.len() != self.server.len() {
+            return Err(Failure::usage(format!(
+                "{} --pin for {} --server: give one pin for all, or one per server",
+                self.pin.len(),
+                self.server.len()
+            )));
+        }
+        self.server
+            .iter()
+            .enumerate()
+            .map(|(i, server)| {
+                let trust = match (self.pin.get(i).or(self.pin.first()), &self.ca_file) {
+                    (Some(pin), _) => ServerTrust::Pin(*pin),
+                    (None, Some(file)) => ServerTrust::CaFile(file.clone()),
+                    (None, None) => return Err(Failure::usage("give --pin or --ca-file")),
+                };
+                let mut options = ConnectOptions::new(server.clone(), trust)
+                    .with_timeout(Duration::from_secs(self.timeout));
+                if let Some(name) = &self.server_name {
+                    options = options.with_server_name(name.clone());
+                }
+                Ok(options)
+            })
+            .collect()
+    }
+
+    /// The connect options of the first server.
+    ///
+    /// # Errors
+    /// As [`CarrierArgs::all_options`].
+    pub fn options(&self) -> Result<ConnectOptions, Failure> {
+        self.all_options()?
+            .into_iter()
+            .next()
+            .ok_or_else(|| Failure::usage("give --server host:port"))
     }
 
     /// Connects.
@@ -235,7 +315,10 @@ impl CarrierArgs {
         crate::tls::install_crypto_provider();
         let options = self.options()?;
         Client::connect(&options).await.map_err(|e| {
-            Failure::transport(format!("cannot reach the carrier at {}: {e}", self.server))
+            Failure::transport(format!(
+                "cannot reach the carrier at {}: {e}",
+                self.first_server()
+            ))
         })
     }
 
@@ -245,7 +328,11 @@ impl CarrierArgs {
     /// [`Failure`] from [`CarrierArgs::options`].
     pub fn link(&self) -> Result<Link, Failure> {
         crate::tls::install_crypto_provider();
-        Ok(Link::new(self.options()?))
+        let mut servers = self.all_options()?.into_iter();
+        let first = servers
+            .next()
+            .ok_or_else(|| Failure::usage("give --server host:port"))?;
+        Ok(Link::new(first).with_alternates(servers))
     }
 
     /// The schedule of one recipient request starting now: reports at the

@@ -105,6 +105,35 @@ impl Output {
         }
     }
 
+    /// Prints a result given as `name value` lines (`backup`, `restore`,
+    /// `admin`, `keys`, `migrate`): the lines as they are, or with `--json`
+    /// one object `{"event": event, …, "elapsedMs"}` holding one member
+    /// per line, named by [`json_name`] and valued by [`json_value`]. A
+    /// line without a value (`integrity ok` has one; a bare word has none)
+    /// is `true`.
+    pub fn record(&self, event: &str, lines: &str) {
+        if self.quiet {
+            return;
+        }
+        if !self.json {
+            self.print(lines.trim_end_matches('\n'));
+            return;
+        }
+        let fields: Vec<(String, Value)> = lines
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(|line| match line.split_once(' ') {
+                Some((name, value)) => (json_name(name), json_value(value)),
+                None => (json_name(line), Value::Bool(true)),
+            })
+            .collect();
+        let borrowed: Vec<(&str, Value)> = fields
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.clone()))
+            .collect();
+        self.emit(event, &borrowed, String::new);
+    }
+
     /// Prints a retry event of a recipient operation (`what`: `collect`,
     /// `conclude`, `register`, …): `attempt`, `verdict` (a retriable
     /// refusal), `transport-failure`, `status` (a report), `backoff`.
@@ -145,6 +174,11 @@ impl Output {
                 || format!("transport-failure {what} {detail}"),
             ),
             RetryEvent::Report(reason) => self.report(*reason),
+            RetryEvent::Moved(server) => self.emit(
+                "moved",
+                &[("op", what.into()), ("server", server.clone().into())],
+                || format!("moved {what} {server}"),
+            ),
             RetryEvent::Backoff(d) => self.emit("backoff", &[("ms", n(ms(*d)))], || {
                 format!("backoff {} ms", ms(*d))
             }),
@@ -156,5 +190,61 @@ impl Output {
         self.emit("status", &[("status", reason.to_string().into())], || {
             format!("status {reason}")
         });
+    }
+}
+
+/// The JSON member name of a `name value` line's name: kebab-case to
+/// camelCase, a trailing `:` dropped (`deposit-bytes` → `depositBytes`,
+/// `due-24h-give-ups` → `due24hGiveUps`, `hint:` → `hint`).
+pub fn json_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut upper = false;
+    for c in name.trim_end_matches(':').chars() {
+        if c == '-' {
+            upper = true;
+        } else if upper {
+            out.extend(c.to_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The JSON value of a `name value` line's value: a canonical decimal
+/// integer up to 2^53 − 1 (exact in every JSON reader) is a number, `none`
+/// is `null`, `true` and `false` are booleans, anything else the text
+/// itself.
+pub fn json_value(text: &str) -> Value {
+    const EXACT: u64 = (1 << 53) - 1;
+    match text.parse::<u64>() {
+        Ok(v) if v <= EXACT && v.to_string() == text => n(v),
+        _ if text == "none" => Value::Null,
+        _ if text == "true" || text == "false" => Value::Bool(text == "true"),
+        _ => text.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_lines_become_named_members() {
+        assert_eq!(json_name("deposit-bytes"), "depositBytes");
+        assert_eq!(json_name("due-24h-give-ups"), "due24hGiveUps");
+        assert_eq!(json_name("hint:"), "hint");
+        assert_eq!(json_name("rkid"), "rkid");
+        assert_eq!(json_value("42"), n(42));
+        assert_eq!(json_value("0"), n(0));
+        assert_eq!(json_value("007"), Value::from("007"));
+        assert_eq!(json_value("none"), Value::Null);
+        assert_eq!(json_value("true"), Value::Bool(true));
+        assert_eq!(json_value("at-least 5"), Value::from("at-least 5"));
+        assert_eq!(
+            json_value("99999999999999999999"),
+            Value::from("99999999999999999999")
+        );
     }
 }

@@ -35,6 +35,10 @@ pub struct Args {
     /// `rebind` above; the carrier treats both alike, §5a.3).
     #[arg(long, value_parser = ["register", "rebind"])]
     purpose: Option<String>,
+    /// Print one JSON object per line instead of `name value` lines
+    /// (members: `README.md` "JSON output").
+    #[arg(long)]
+    json: bool,
 }
 
 fn default_purpose(keys: &KeyFile, purpose: Option<Purpose>) -> Purpose {
@@ -107,40 +111,46 @@ pub fn holds(verdict: Verdict) -> bool {
 }
 
 async fn execute(args: &Args, started: tokio::time::Instant) -> Result<u8, Failure> {
-    let out = Output::new("register", false, started);
+    let out = Output::new("register", args.json, started);
     let keys = KeyFile::load(&args.key)?;
     let purpose = args.purpose.as_deref().and_then(Purpose::from_wire);
-    println!("rkid {}", keys.rkid().to_multikey());
-    println!("principal {}", keys.principal().to_did_key());
-    println!("generation {}", keys.generation());
+    out.record(
+        "key",
+        &format!(
+            "rkid {}\nprincipal {}\ngeneration {}\n",
+            keys.rkid().to_multikey(),
+            keys.principal().to_did_key(),
+            keys.generation()
+        ),
+    );
     let mut link = args.carrier.link()?;
     let mut schedule = args.carrier.request_schedule();
     let outcome = register_retrying(&mut link, &keys, purpose, &mut schedule, &out).await;
     link.close().await;
     let outcome = outcome?;
+    let mut lines = String::new();
     if let RegisterOutcome::ChallengeRefused(v) = outcome {
-        println!("challenge {v}");
+        lines.push_str(&format!("challenge {v}\n"));
     }
     let verdict = outcome.verdict();
-    println!("verdict {verdict}");
+    lines.push_str(&format!("verdict {verdict}\n"));
     if let Verdict::StaleGeneration { held } = verdict {
-        println!("held-generation {held}");
+        lines.push_str(&format!("held-generation {held}\n"));
         match outcome.winning_generation() {
-            Some(winning) => {
-                println!("winning-generation {winning}");
-                println!(
-                    "hint: rltp-carrier keys rotate --key {} --generation {winning}, then register again",
-                    args.key.display()
-                );
-            }
-            None => {
-                println!("winning-generation none (the held generation is the top of the domain)")
-            }
+            Some(winning) => lines.push_str(&format!(
+                "winning-generation {winning}\n\
+                 hint: rltp-carrier keys rotate --key {} --generation {winning}, then register again\n",
+                args.key.display()
+            )),
+            None => lines.push_str(
+                "winning-generation none (the held generation is the top of the domain)\n",
+            ),
         }
     }
     if verdict.retriable() {
-        println!("retriable true");
+        lines.push_str("retriable true\n");
     }
+    out.record("verdict", &lines);
     Ok(if holds(verdict) {
         exit::OK
     } else {

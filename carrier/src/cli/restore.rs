@@ -30,27 +30,37 @@ pub struct Args {
     /// Only check the archive and report what it holds; change nothing.
     #[arg(long, conflicts_with = "data_dir")]
     verify: bool,
+    /// Print one JSON object per line instead of `name value` lines
+    /// (members: the line names in camelCase, `README.md` "JSON output").
+    #[arg(long)]
+    json: bool,
 }
 
 fn execute(args: &Args) -> Result<u8, Failure> {
     let refused = |e: crate::admin::AdminError| Failure::refused(e.to_string());
+    let mut lines = String::new();
     let checked = match &args.data_dir {
         Some(dir) if !args.verify => {
             let restored = backup::restore(&args.from, dir).map_err(refused)?;
             if let Some(replaced) = &restored.replaced {
-                println!("replaced {}", replaced.display());
+                lines.push_str(&format!("replaced {}\n", replaced.display()));
             }
-            println!("restored {}", dir.display());
-            println!("seq-floor {}", restored.seq_floor);
+            lines.push_str(&format!(
+                "restored {}\nseq-floor {}\n",
+                dir.display(),
+                restored.seq_floor
+            ));
             restored.checked
         }
         _ => backup::verify(&args.from).map_err(refused)?,
     };
-    print!("{}", backup::describe(&checked.summary));
-    println!("integrity ok");
-    println!(
-        "note deposits admitted after taken-at are not in this archive: a restore is for disasters"
+    lines.push_str(&backup::describe(&checked.summary));
+    lines.push_str(
+        "integrity ok\n\
+         note deposits admitted after taken-at are not in this archive: a restore is for disasters\n",
     );
+    super::output::Output::new("restore", args.json, tokio::time::Instant::now())
+        .record("restore", &lines);
     Ok(exit::OK)
 }
 

@@ -158,6 +158,9 @@ fn send_event(out: &Output, event: &SendEvent, cap: Option<Duration>) {
                 format!("status {status}")
             });
         }
+        SendEvent::Moved(server) => out.emit("moved", &[("server", server.clone().into())], || {
+            format!("moved {server}")
+        }),
         SendEvent::Backoff(d) => out.emit("backoff", &[("ms", n(ms(*d)))], || {
             format!("backoff {} ms", ms(*d))
         }),
@@ -211,11 +214,11 @@ async fn execute(args: &Args, started: Instant) -> Result<u8, Failure> {
     );
 
     crate::tls::install_crypto_provider();
-    let options = args.carrier.options()?;
+    let link = args.carrier.link()?;
     let cap = args.carrier.give_up_after;
     let mut schedule = Schedule::new(started, RetryPolicy::FALLBACK, cap).learning();
     policy_event(&out, "fallback", RetryPolicy::FALLBACK, cap);
-    let mut sender = Sender::new(options);
+    let mut sender = Sender::over(link);
     let mut awaiting: Option<AwaitingReason> = None;
     let status = sender
         .send_on(&rkid, &sealed.envelope, &mut schedule, |event| {
@@ -227,15 +230,16 @@ async fn execute(args: &Args, started: Instant) -> Result<u8, Failure> {
         .await;
     // Close the connection: a process that exits without closing leaves
     // the carrier waiting on its streams.
+    let server = sender.link().options().server.clone();
     sender.close().await;
     let status = status.map_err(|e| match e {
         rltp_client::ClientError::Handshake(_) => Failure::transport(format!(
             "the carrier at {} failed the TLS handshake (wrong --pin?): {e}",
-            args.carrier.server
+            server
         )),
         rltp_client::ClientError::Declaration(_) => Failure::refused(format!(
             "the carrier at {} serves a declaration that does not verify; nothing was sent: {e}",
-            args.carrier.server
+            server
         )),
         e => Failure::from(e),
     })?;

@@ -1,5 +1,10 @@
 //! `rltp-carrier serve`: run a carrier ([`crate::server`]) until SIGINT or
-//! SIGTERM, then drain and exit 0.
+//! SIGTERM, then drain and exit 0. SIGHUP reloads the configuration file
+//! ([`crate::server::reload`]; what reloads: [`crate::config::RELOAD`]);
+//! SIGUSR2 enters lame-duck mode ([`crate::server::Server::lame_duck`]),
+//! after which the carrier drains and exits 0 by itself.
+//! `serve --check` checks everything a start would and prints the
+//! configuration in force, changing nothing ([`crate::server::check`]).
 //!
 //! Once listening it prints four lines on stdout, for people and for
 //! scripts (the e2e tests read them), always in this order:
@@ -48,6 +53,16 @@ pub struct Args {
     /// Log format (overrides `log-format`).
     #[arg(long, value_parser = ["human", "json"])]
     log_format: Option<String>,
+    /// Check everything a start would (configuration, TLS files, data dir,
+    /// lineage, store read-only, database schema) without starting or
+    /// changing anything, print the configuration in force with every
+    /// default filled in (TOML; findings as `#` comments), exit 0, or 2
+    /// naming the field or file.
+    #[arg(long)]
+    check: bool,
+    /// With --check: print one JSON object (`config`, `checks`) instead of TOML.
+    #[arg(long, requires = "check")]
+    json: bool,
 }
 
 /// The configuration `args` name: the file (or the defaults), then the
@@ -75,12 +90,69 @@ pub fn load_config(args: &Args) -> Result<Config, Failure> {
     Ok(config)
 }
 
-async fn execute(args: &Args) -> Result<u8, Failure> {
+/// `serve --check`: [`crate::server::check::check`], then the
+/// configuration in force.
+fn check(args: &Args) -> Result<u8, Failure> {
     let config = load_config(args)?;
-    crate::server::init_tracing(config.log_format);
-    let server = crate::server::Server::start(&config)
-        .await
-        .map_err(|e| Failure::usage(e.to_string()))?;
+    let findings =
+        crate::server::check::check(&config).map_err(|e| Failure::usage(e.to_string()))?;
+    let effective = config.effective();
+    if args.json {
+        let checks: Vec<serde_json::Value> = findings
+            .iter()
+            .map(|f| serde_json::json!({ "what": f.what, "detail": f.detail }))
+            .collect();
+        let object = serde_json::json!({ "config": effective, "checks": checks });
+        println!("{object}");
+    } else {
+        let text = toml::to_string(&effective)
+            .map_err(|e| Failure::usage(format!("printing the configuration: {e}")))?;
+        for finding in &findings {
+            println!("# check {}: {}", finding.what, finding.detail);
+        }
+        print!("{text}");
+    }
+    Ok(exit::OK)
+}
+
+async fn execute(args: &Args) -> Result<u8, Failure> {
+    if args.check {
+        return check(args);
+    }
+    let config = load_config(args)?;
+    crate::server::init_tracing(config.log_format, &config.effective_log_filter());
+    match config.store.backend {
+        crate::config::Backend::Embedded => {
+            let server = crate::server::Server::start(&config)
+                .await
+                .map_err(|e| Failure::usage(e.to_string()))?;
+            run_until_signal(server, args).await
+        }
+        crate::config::Backend::Postgres => {
+            let server = crate::server::Server::start_postgres(&config)
+                .await
+                .map_err(|e| Failure::usage(e.to_string()))?;
+            run_until_signal(server, args).await
+        }
+    }
+}
+
+/// Prints the four lines, serves until SIGINT or SIGTERM (or the end of
+/// lame-duck mode, SIGUSR2), reloads on SIGHUP, drains.
+async fn run_until_signal<S: rltp_storage::Store>(
+    server: crate::server::Server<S>,
+    args: &Args,
+) -> Result<u8, Failure> {
+    use tokio::signal::unix::{SignalKind, signal};
+    // Every handler is installed before the lines are printed: a signal
+    // sent as soon as they are read must not meet its default action.
+    let listen = |kind: SignalKind, name: &str| {
+        signal(kind).map_err(|e| Failure::usage(format!("cannot listen for {name}: {e}")))
+    };
+    let mut hangup = listen(SignalKind::hangup(), "SIGHUP")?;
+    let mut usr2 = listen(SignalKind::user_defined2(), "SIGUSR2")?;
+    let stop = crate::server::shutdown_signal();
+    tokio::pin!(stop);
     println!("listening {}", server.local_addr());
     println!("fingerprint {}", server.fingerprint());
     println!("carrier {}", server.carrier().as_str());
@@ -88,7 +160,11 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
         "declaration-issuer {}",
         server.declaration_issuer().to_did_key()
     );
-    crate::server::shutdown_signal().await;
+    {
+        let lame_duck_over = server.lame_duck_over();
+        tokio::pin!(lame_duck_over);
+        serve_signals(&server, args, &mut hangup, &mut usr2, stop, lame_duck_over).await;
+    }
     if !server.shutdown().await {
         // Something was abandoned at the drain deadline and a blocking
         // thread may be stuck in it (a backup a client stopped reading):
@@ -98,6 +174,36 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
         std::process::exit(i32::from(exit::OK));
     }
     Ok(exit::OK)
+}
+
+/// The signal loop of [`run_until_signal`]: returns on SIGINT/SIGTERM or
+/// at the end of lame-duck mode.
+async fn serve_signals<S: rltp_storage::Store>(
+    server: &crate::server::Server<S>,
+    args: &Args,
+    hangup: &mut tokio::signal::unix::Signal,
+    usr2: &mut tokio::signal::unix::Signal,
+    mut stop: std::pin::Pin<&mut impl Future<Output = ()>>,
+    mut lame_duck_over: std::pin::Pin<&mut impl Future<Output = ()>>,
+) {
+    loop {
+        tokio::select! {
+            () = &mut stop => return,
+            () = &mut lame_duck_over => return,
+            _ = hangup.recv() => {
+                tracing::info!("SIGHUP: reloading the configuration");
+                match load_config(args) {
+                    Ok(config) => {
+                        server.reload(&config);
+                    }
+                    Err(failure) => server.reload_refused(&failure.message),
+                }
+            }
+            _ = usr2.recv() => {
+                server.lame_duck("SIGUSR2");
+            }
+        }
+    }
 }
 
 /// Runs `serve`.
@@ -133,7 +239,29 @@ mod tests {
             })
             .collect::<Vec<_>>()
             .join("\n");
-        let full = Config::from_toml(&uncommented).unwrap();
+        // Every key uncommented, with the PostgreSQL store it documents.
+        let full = Config::from_toml(
+            &uncommented.replace("backend = \"embedded\"", "backend = \"postgres\""),
+        )
+        .unwrap();
+        assert_eq!(shipped.store, defaults.store);
+        let pg = full.store.postgres.as_ref().unwrap();
+        assert_eq!(
+            (pg.pool_size, pg.connect_timeout_ms, pg.lock_timeout_ms),
+            (
+                crate::defaults::postgres::POOL_SIZE,
+                crate::defaults::postgres::CONNECT_TIMEOUT_MS,
+                crate::defaults::postgres::LOCK_TIMEOUT_MS
+            )
+        );
+        assert_eq!(
+            (pg.commit_timeout_ms, pg.notify, pg.tls),
+            (
+                crate::defaults::postgres::COMMIT_TIMEOUT_MS,
+                crate::defaults::postgres::NOTIFY,
+                crate::config::PgTlsMode::Disable
+            )
+        );
         for config in [&shipped, &full] {
             assert_eq!(config.carrier.as_str(), defaults.carrier.as_str());
             assert_eq!(config.listen, defaults.listen);
@@ -141,6 +269,7 @@ mod tests {
             assert_eq!(config.log_format, defaults.log_format);
             assert_eq!(config.constants, defaults.constants);
             assert_eq!(config.limits, defaults.limits);
+            assert_eq!(config.transport, defaults.transport);
         }
         // Every key of the reference appears uncommented in `full`.
         for key in [
@@ -148,6 +277,7 @@ mod tests {
             "listen",
             "data-dir",
             "log-format",
+            "log-filter",
             "orphan-horizon",
             "give-up-horizon",
             "challenge-lifetime",
@@ -159,6 +289,11 @@ mod tests {
             "max-bindings",
             "max-connections",
             "max-streams-per-connection",
+            "ack-eliciting-threshold",
+            "max-ack-delay-ms",
+            "initial-mtu",
+            "mtu-discovery",
+            "mtu-upper-bound",
             "idle-timeout-ms",
             "stream-read-timeout-ms",
             "sweep-interval-ms",
@@ -169,6 +304,16 @@ mod tests {
             "shared-submission",
             "cert",
             "key",
+            "backend",
+            "url",
+            "pool-size",
+            "tls",
+            "ca-file",
+            "password-file",
+            "connect-timeout-ms",
+            "lock-timeout-ms",
+            "commit-timeout-ms",
+            "notify",
         ] {
             assert!(
                 uncommented
@@ -177,7 +322,14 @@ mod tests {
                 "{key} is not documented"
             );
         }
-        for section in ["[constants]", "[limits]", "[limits.meters]", "[tls]"] {
+        for section in [
+            "[constants]",
+            "[limits]",
+            "[limits.meters]",
+            "[tls]",
+            "[store]",
+            "[store.postgres]",
+        ] {
             assert!(uncommented.lines().any(|l| l == section), "{section}");
         }
     }

@@ -24,6 +24,10 @@ pub struct Args {
     /// The deposit id `send` printed (`u…`, 47 characters).
     #[arg(long)]
     deposit: String,
+    /// Print one JSON object per line instead of `name value` lines
+    /// (members: `README.md` "JSON output").
+    #[arg(long)]
+    json: bool,
 }
 
 async fn execute(args: &Args) -> Result<u8, Failure> {
@@ -36,7 +40,7 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
             args.deposit
         ))
     })?;
-    let out = super::output::Output::new("status", false, tokio::time::Instant::now());
+    let out = super::output::Output::new("status", args.json, tokio::time::Instant::now());
     let mut link = args.carrier.link()?;
     let mut schedule = args.carrier.request_schedule();
     let status = link
@@ -47,10 +51,11 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
         rltp_client::Finished::Done(status) => status,
         rltp_client::Finished::GaveUp(reason) => return Err(super::gave_up("status", reason)),
     };
-    println!("status {status}");
+    let mut lines = format!("status {status}\n");
     if status == DepositStatus::GivenUp {
-        println!("sender-status failed(expired-by-adapter-policy)");
+        lines.push_str("sender-status failed(expired-by-adapter-policy)\n");
     }
+    out.record("deposit-status", &lines);
     Ok(if status == DepositStatus::Accepted {
         exit::OK
     } else {

@@ -3,15 +3,16 @@
 //! things another process cannot do while the carrier holds the store
 //! open: stream a consistent online backup, and read the counts.
 //!
-//! A backup runs on the blocking pool over one redb read snapshot
-//! ([`rltp_storage::redb_store::RedbStore::snapshot`]): the group-commit
-//! writer goes on committing meanwhile, so admission never waits for it.
+//! A backup runs on the blocking pool over one consistent copy of the
+//! store ([`rltp_storage::log_store::LogStore::backup_source`]): the
+//! group-commit writer goes on committing meanwhile, so admission never
+//! waits for it.
 //! Shutdown stops accepting requests and waits for a backup in progress.
 
 use crate::admin::{self, Request, counts::Counts};
 use crate::driver::Driver;
 use rltp_storage::Store as _;
-use rltp_storage::redb_store::RedbStore;
+use rltp_storage::log_store::LogStore;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -42,7 +43,7 @@ pub(super) fn bind(data_dir: &Path) -> Option<UnixListener> {
         Ok(listener) => {
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
-            tracing::info!(socket = %path.display(), "control socket listening (backup, stats)");
+            tracing::info!(socket = %path.display(), "control socket listening (backup, stats, lame-duck)");
             Some(listener)
         }
         Err(error) => {
@@ -58,10 +59,15 @@ pub(super) fn bind(data_dir: &Path) -> Option<UnixListener> {
 
 /// Serves the control socket until `stop` is signalled, then removes the
 /// socket file and waits for requests in progress.
+/// What the control socket asks of the carrier besides its store: enter
+/// lame-duck mode (`true` if it was not in it yet).
+pub(super) type LameDuck = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
+
 pub(super) async fn serve(
     listener: UnixListener,
-    engine: Driver<RedbStore>,
+    engine: Driver<LogStore>,
     data_dir: PathBuf,
+    lame_duck: LameDuck,
     mut stop: watch::Receiver<bool>,
 ) {
     use std::os::unix::fs::MetadataExt;
@@ -77,7 +83,7 @@ pub(super) async fn serve(
                         tracing::warn!(?uid, "control request from a foreign user refused");
                         continue;
                     }
-                    handlers.spawn(handle(stream, engine.clone(), data_dir.clone()));
+                    handlers.spawn(handle(stream, engine.clone(), data_dir.clone(), std::sync::Arc::clone(&lame_duck)));
                 }
                 Err(error) => tracing::warn!(%error, "control socket accept failed"),
             },
@@ -101,7 +107,12 @@ async fn read_request(stream: &mut UnixStream) -> Option<String> {
     }
 }
 
-async fn handle(mut stream: UnixStream, engine: Driver<RedbStore>, data_dir: PathBuf) {
+async fn handle(
+    mut stream: UnixStream,
+    engine: Driver<LogStore>,
+    data_dir: PathBuf,
+    lame_duck: LameDuck,
+) {
     let line = tokio::time::timeout(REQUEST_TIMEOUT, read_request(&mut stream))
         .await
         .ok()
@@ -119,7 +130,17 @@ async fn handle(mut stream: UnixStream, engine: Driver<RedbStore>, data_dir: Pat
             None => writeln!(out, "error unknown request {:?}", line.unwrap_or_default())
                 .map_err(|e| e.to_string()),
             Some(Request::Stats) => stats(&engine, &mut out),
+            Some(Request::Store) => store(&engine, &mut out),
             Some(Request::Backup) => backup(&engine, &data_dir, &mut out),
+            Some(Request::LameDuck) => {
+                let entered = lame_duck();
+                writeln!(
+                    out,
+                    "ok\nlame-duck {}",
+                    if entered { "entered" } else { "already" }
+                )
+                .map_err(|e| e.to_string())
+            }
         };
         let _ = out.flush();
         result
@@ -132,7 +153,7 @@ async fn handle(mut stream: UnixStream, engine: Driver<RedbStore>, data_dir: Pat
     }
 }
 
-fn stats(engine: &Driver<RedbStore>, out: &mut impl Write) -> Result<(), String> {
+fn stats(engine: &Driver<LogStore>, out: &mut impl Write) -> Result<(), String> {
     let counts = engine
         .store()
         .read()
@@ -146,7 +167,18 @@ fn stats(engine: &Driver<RedbStore>, out: &mut impl Write) -> Result<(), String>
     }
 }
 
-fn backup(engine: &Driver<RedbStore>, data_dir: &Path, out: &mut impl Write) -> Result<(), String> {
+fn store(engine: &Driver<LogStore>, out: &mut impl Write) -> Result<(), String> {
+    match engine.store().size() {
+        Ok(size) => write!(out, "ok\n{}", Counts::size_lines(&size, engine.now()))
+            .map_err(|e| e.to_string()),
+        Err(error) => {
+            let _ = writeln!(out, "error {error}");
+            Err(error.to_string())
+        }
+    }
+}
+
+fn backup(engine: &Driver<LogStore>, data_dir: &Path, out: &mut impl Write) -> Result<(), String> {
     let extra = match admin::backup::extra_files(data_dir) {
         Ok(extra) => extra,
         Err(error) => {

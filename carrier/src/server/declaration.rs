@@ -117,6 +117,15 @@ fn write_signed(data_dir: &Path, record: &DeclarationRecord) -> Result<(), Decla
 /// The constants of the stored declaration if it is a valid carrier
 /// declaration by `issuer`; `None` otherwise (absent, foreign or
 /// unreadable — the next revision supersedes it).
+/// The issuer and constants of a stored revision, if it is a valid
+/// carrier declaration (any issuer).
+pub fn held_declaration(record: &DeclarationRecord) -> Option<(DidKey, CarrierConstants)> {
+    let parsed = parse_declaration(&record.document).ok()?;
+    let verified = verify_declaration(parsed).ok()?;
+    let accepted = accept_carrier_declaration(&verified).ok()?;
+    Some((*accepted.issuer(), accepted.constants().clone()))
+}
+
 fn held_constants(record: &DeclarationRecord, issuer: &DidKey) -> Option<CarrierConstants> {
     let parsed = parse_declaration(&record.document).ok()?;
     let verified = verify_declaration(parsed).ok()?;
@@ -155,11 +164,33 @@ pub fn starting_constants<S: Store>(
 ///
 /// # Errors
 /// [`DeclarationError`].
+///
+/// On a store other writers share (carrier nodes on one database,
+/// `PROTOCOL.md` §13), another node may store a revision between the read
+/// and the write: the engine then refuses ours under the revision rule and
+/// the publication is decided once more against what is stored now: the
+/// same constants reuse the other node's document, other ones are refused
+/// (this node is not signing over a revision it has not seen).
 pub fn publish<S: Store>(
     engine: &Driver<S>,
     key: &SigningKey,
     constants: &CarrierConstants,
     data_dir: &Path,
+) -> Result<DeclarationRecord, DeclarationError> {
+    match publish_once(engine, key, constants, data_dir, true) {
+        Err(DeclarationError::Engine(EngineError::Revision { .. })) => {
+            publish_once(engine, key, constants, data_dir, false)
+        }
+        done => done,
+    }
+}
+
+fn publish_once<S: Store>(
+    engine: &Driver<S>,
+    key: &SigningKey,
+    constants: &CarrierConstants,
+    data_dir: &Path,
+    may_sign: bool,
 ) -> Result<DeclarationRecord, DeclarationError> {
     let issuer = DidKey::from_verifying_key(&key.verifying_key());
     let held = {
@@ -186,6 +217,12 @@ pub fn publish<S: Store>(
         return Ok(record.clone());
     }
     let revision = newest.map_or(1, |r| r.revision.saturating_add(1));
+    if !may_sign {
+        return Err(DeclarationError::Engine(EngineError::Revision {
+            held: revision - 1,
+            offered: revision,
+        }));
+    }
     let document = sign(key, &issuer, constants, revision, engine.now())?;
     let record = DeclarationRecord { revision, document };
     write_signed(data_dir, &record)?;

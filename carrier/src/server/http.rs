@@ -6,7 +6,7 @@
 //! |---|---|
 //! | `/metrics` | Prometheus text ([`super::metrics`]); 503 if the store cannot be read |
 //! | `/healthz` | 200 `ok`: the process is up |
-//! | `/readyz` | 200 when the store is open and writable, the declaration is loaded and the carrier is not draining; else 503 naming the failed check; the `store-damage` line counts quarantined deposits (still 200: the carrier serves everything else) |
+//! | `/readyz` | 200 when the store is open and writable, the declaration is loaded and the carrier is neither draining nor a lame duck; else 503 naming the failed check; the `store-damage` line counts quarantined deposits (still 200: the carrier serves everything else) |
 //! | `/status` | the operator page ([`super::status_page`]) |
 //!
 //! The writability check commits one empty transaction through the
@@ -174,6 +174,8 @@ fn reading<S: Store>(ctx: &Ctx<S>) -> Result<Reading, StoreError> {
         revision: declaration_view(ctx).map_or(0, |d| d.revision),
         work: engine.counters(),
         clock_steps: ctx.clock.steps(),
+        size: engine.store().size()?,
+        now: engine.now(),
     })
 }
 
@@ -220,6 +222,7 @@ async fn writable<S: Store>(web: &Arc<Web<S>>) -> Result<(), String> {
 
 async fn ready<S: Store>(web: &Arc<Web<S>>) -> Answer {
     let draining = *web.ctx.shutdown.borrow();
+    let lame_duck = *web.ctx.lame_duck.borrow();
     let declaration = declaration_view(&web.ctx);
     let store = if draining {
         Err("not checked (draining)".to_owned())
@@ -235,6 +238,7 @@ async fn ready<S: Store>(web: &Arc<Web<S>>) -> Answer {
         "store {}
 declaration {}
 draining {}
+lame-duck {}
 store-damage {}
 ",
         store
@@ -245,6 +249,11 @@ store-damage {}
             |d| format!("ok (revision {})", d.revision)
         ),
         if draining { "yes" } else { "no" },
+        if lame_duck {
+            "yes (new connections are turned away: going-away)"
+        } else {
+            "no"
+        },
         match quarantined {
             Some(0) => "none".to_owned(),
             Some(n) => format!(
@@ -253,7 +262,7 @@ store-damage {}
             None => "unknown (store unreadable)".to_owned(),
         },
     );
-    let ok = !draining && declaration.is_some() && store.is_ok();
+    let ok = !draining && !lame_duck && declaration.is_some() && store.is_ok();
     let status = if ok {
         StatusCode::OK
     } else {

@@ -21,10 +21,11 @@
 //!
 //! A data dir written before lineages existed (a store, no `lineage`) is
 //! adopted: its store is opened as it is and the lineage written after a
-//! successful start. There is no rebuild of the index from the log: the
-//! log is a redo log since the last checkpoint, not a history (segments
-//! whose deposits have all left are deleted, and with them the records of
-//! every binding registered in them), so it cannot carry enough.
+//! successful start. There is no rebuild of the store from its log alone:
+//! the log holds what changed since the latest snapshot, not a history
+//! (segments whose deposits have all left are deleted, and with them the
+//! records of every binding registered in them), so it cannot carry
+//! enough.
 
 use crate::tls::{self, SpkiFingerprint};
 use rltp_proofs::multikey::DidKey;
@@ -216,6 +217,33 @@ pub fn clock_store_id(text: &str) -> Option<&str> {
 /// [`LineageError::Damaged`] naming what is missing or foreign, and the
 /// way back.
 pub fn account(data_dir: &Path, generated_tls: bool) -> Result<Life, LineageError> {
+    account_for(data_dir, generated_tls, StoreHome::DataDir)
+}
+
+/// Where a carrier's store lives, for [`account_for`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreHome {
+    /// In the data dir (`store/`): the embedded store.
+    DataDir,
+    /// Outside it (the shared PostgreSQL database, `PROTOCOL.md` §13): the
+    /// data dir holds a node's declaration key, TLS identity, clock and
+    /// lineage, and the caller checks the lineage's store id against the
+    /// database's. A new node's data dir may already hold the carrier's
+    /// declaration key (and `declaration.signed`) and a TLS identity,
+    /// copied from another node (so that one pin fits every node): that is
+    /// still a fresh node.
+    External,
+}
+
+/// [`account`] for a store that lives at `home`.
+///
+/// # Errors
+/// As [`account`].
+pub fn account_for(
+    data_dir: &Path,
+    generated_tls: bool,
+    home: StoreHome,
+) -> Result<Life, LineageError> {
     let damaged = |what: String, way_back: &str| LineageError::Damaged {
         dir: data_dir.to_owned(),
         what,
@@ -227,28 +255,39 @@ pub fn account(data_dir: &Path, generated_tls: bool) -> Result<Life, LineageErro
     let index = data_dir.join(STORE_INDEX);
     let index_present = std::fs::metadata(&index).is_ok_and(|m| m.len() > 0);
     let Some(lineage) = Lineage::read(data_dir)? else {
-        if index_present {
+        if index_present && home == StoreHome::DataDir {
             return Ok(Life::Adopt);
         }
+        // What an operator copies from another node of the same database.
+        let shared = [
+            super::declaration::KEY_FILE,
+            super::declaration::SIGNED_FILE,
+            crate::data_dir::TLS,
+        ];
         let leftovers: Vec<String> = crate::data_dir::MADE_BY_A_CARRIER
             .into_iter()
             .filter(|name| data_dir.join(name).exists())
+            .filter(|name| home == StoreHome::DataDir || !shared.contains(name))
             .map(str::to_owned)
             .collect();
         if leftovers.is_empty() || leftovers == [crate::data_dir::STORE] && store_is_empty(data_dir)
         {
             return Ok(Life::Fresh);
         }
+        let no_store = match home {
+            StoreHome::DataDir => format!("no store ({STORE_INDEX}) and "),
+            StoreHome::External => String::new(),
+        };
         return Err(damaged(
             format!(
-                "it holds {} but no store ({STORE_INDEX}) and no lineage: it is not a fresh data dir, \
+                "it holds {} but {no_store}no lineage: it is not a fresh data dir, \
                  and a fresh store here would sign the declaration again from revision 1",
                 leftovers.join(", ")
             ),
             &format!("{RESTORE}; to start a new carrier, give it a new, empty data directory"),
         ));
     };
-    if !index_present {
+    if !index_present && home == StoreHome::DataDir {
         return Err(damaged(
             format!(
                 "its store {STORE_INDEX} (store {}) is missing or empty",

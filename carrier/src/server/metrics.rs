@@ -105,6 +105,12 @@ pub struct Reading {
     pub work: rltp_engine::CounterSnapshot,
     /// Wall-clock steps noticed (`PROTOCOL.md` §11).
     pub clock_steps: u64,
+    /// The store's size and its oldest deposit ([`Store::size`]).
+    ///
+    /// [`Store::size`]: rltp_storage::Store::size
+    pub size: rltp_storage::StoreSize,
+    /// The instant of the reading (ms), for the oldest deposit's age.
+    pub now: Ms,
 }
 
 /// Every metric of one carrier, each registered once on its own registry.
@@ -182,7 +188,80 @@ pub struct Metrics {
     commit_seconds: Histogram,
     /// Operations per batch.
     batch_operations: Histogram,
+    /// Store growth (`rltp_carrier_store_*`).
+    store: StoreGauges,
 }
+
+/// Store growth: what the store takes and how much of it is live
+/// ([`rltp_storage::StoreSize`]). A figure the store cannot tell (the
+/// PostgreSQL store has no log of its own) is 0.
+#[derive(Debug)]
+struct StoreGauges {
+    disk_bytes: Gauge,
+    log_bytes: Gauge,
+    live_bytes: Gauge,
+    segments: Gauge,
+    compactable_segments: Gauge,
+    snapshot_bytes: Gauge,
+    index_bytes: Gauge,
+    oldest_deposit_age: Gauge,
+}
+
+impl StoreGauges {
+    fn register(registry: &mut Registry) -> StoreGauges {
+        let mut gauge = |name: &str, help: &str| {
+            let g = Gauge::default();
+            registry.register(name, help, g.clone());
+            g
+        };
+        StoreGauges {
+            disk_bytes: gauge("rltp_carrier_store_disk_bytes", HELP_STORE_DISK),
+            log_bytes: gauge("rltp_carrier_store_log_bytes", HELP_STORE_LOG),
+            live_bytes: gauge("rltp_carrier_store_live_bytes", HELP_STORE_LIVE),
+            segments: gauge("rltp_carrier_store_segments", HELP_STORE_SEGMENTS),
+            compactable_segments: gauge(
+                "rltp_carrier_store_compactable_segments",
+                HELP_STORE_COMPACTABLE,
+            ),
+            snapshot_bytes: gauge("rltp_carrier_store_snapshot_bytes", HELP_STORE_SNAPSHOT),
+            index_bytes: gauge("rltp_carrier_store_index_bytes", HELP_STORE_INDEX),
+            oldest_deposit_age: gauge(
+                "rltp_carrier_oldest_deposit_age_seconds",
+                HELP_OLDEST_DEPOSIT,
+            ),
+        }
+    }
+
+    fn refresh(&self, size: &rltp_storage::StoreSize, now: Ms) {
+        for (gauge, value) in [
+            (&self.disk_bytes, size.disk_bytes),
+            (&self.log_bytes, size.log_bytes),
+            (&self.live_bytes, size.live_bytes),
+            (&self.segments, size.segments),
+            (&self.compactable_segments, size.compactable_segments),
+            (&self.snapshot_bytes, size.snapshot_bytes),
+            (&self.index_bytes, size.index_bytes),
+        ] {
+            set(gauge, value.unwrap_or(0));
+        }
+        let age_ms = size
+            .oldest_deposit_at
+            .map_or(0, |at| now.saturating_sub(at));
+        set(&self.oldest_deposit_age, age_ms / 1000);
+    }
+}
+
+const HELP_STORE_DISK: &str = "Bytes of every file of the store (log segments, preallocated ones included, snapshots, redb), or the PostgreSQL database's size";
+const HELP_STORE_LOG: &str = "Bytes of the store's log segment files (0 for PostgreSQL)";
+const HELP_STORE_LIVE: &str = "Bytes of held deposits' envelopes in the log; log bytes minus these is what compaction and reclaiming can give back (0 for PostgreSQL)";
+const HELP_STORE_SEGMENTS: &str = "Log segment files (0 for PostgreSQL)";
+const HELP_STORE_COMPACTABLE: &str =
+    "Sealed log segments sparse enough to be compacted: compaction's backlog, 0 once it caught up";
+const HELP_STORE_SNAPSHOT: &str = "Bytes of the store's index snapshot files (0 for PostgreSQL)";
+const HELP_STORE_INDEX: &str =
+    "Bytes the store's in-memory index holds, an estimate (0 for PostgreSQL)";
+const HELP_OLDEST_DEPOSIT: &str =
+    "Age of the oldest held deposit, seconds (0 with none held); it stays below give-up-horizon";
 
 /// Commit-time buckets, seconds: 0.5 ms (one fdatasync on fast NVMe) to
 /// 2.5 s (a stalled disk).
@@ -292,6 +371,7 @@ impl Metrics {
             HELP_BATCH_OPERATIONS,
             batch_operations.clone(),
         );
+        let store = StoreGauges::register(&mut registry);
         let build = Family::<VersionLabel, Gauge>::default();
         build
             .get_or_create(&VersionLabel {
@@ -337,6 +417,7 @@ impl Metrics {
             clock_steps,
             commit_seconds,
             batch_operations,
+            store,
         }
     }
 
@@ -444,6 +525,7 @@ impl Metrics {
         absolute(&self.random_draws, reading.work.random_draws);
         absolute(&self.verifications, reading.work.verifications);
         absolute(&self.clock_steps, reading.clock_steps);
+        self.store.refresh(&reading.size, reading.now);
     }
 
     /// The Prometheus text exposition (format 0.0.4) of every metric.

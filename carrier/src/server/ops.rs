@@ -1,19 +1,22 @@
 //! One connection, its streams, and the operations (`PROTOCOL.md` §6–§7).
 //!
 //! Every stream carries one operation (or one pipelined `submit-stream`).
-//! The request frame is read prefix first, header second, body last, each
-//! bound checked before the bytes it bounds are read; a malformed frame
+//! A stream is read in large chunks ([`net::FrameReader`]) and frames are
+//! parsed from the buffer: prefix first, header second, body last, each
+//! bound checked before the bytes it bounds are waited for; a malformed frame
 //! is answered with a closed `{"error", "detail"}` and the stream is
 //! finished, while the connection and its other streams go on.
 //! Blocking engine calls run on the blocking pool; a submission awaits the
-//! group commit without blocking.
+//! group commit without blocking. The items of a `submit-stream` that
+//! arrived together (a burst: every whole item in the buffer) go to the
+//! writer as one job, and their answers are written with one write.
 
 use super::metrics::Op;
 use super::{Ctx, current_declaration};
-use rltp_client::net::{self, ReadError};
+use rltp_client::net::{self, FrameReader, ReadError};
 use rltp_engine::{CollectedDeposit, SessionError, WatchPage};
 use rltp_proofs::json::Object;
-use rltp_proofs::multikey::Rkid;
+use rltp_proofs::multikey::{Rkid, RkidText};
 use rltp_storage::Store;
 use rltp_wire::response::{self, ChallengeAnswer, ErrorAnswer, ErrorCode, SubmitAnswer};
 use rltp_wire::verdict::{SubmitVerdict, Verdict};
@@ -59,18 +62,20 @@ pub(super) async fn connection<S: Store>(
     }
     // In-flight operations finish (watch sessions end on shutdown).
     while streams.join_next().await.is_some() {}
-    connection.close(quinn::VarInt::from_u32(0), b"shutdown");
+    let (code, reason) = super::close_code(&ctx);
+    connection.close(code, reason);
 }
 
 fn deadline<S: Store>(ctx: &Ctx<S>) -> Duration {
-    Duration::from_millis(ctx.limits.stream_read_timeout_ms)
+    Duration::from_millis(ctx.limits().stream_read_timeout_ms)
 }
 
 async fn stream_task<S: Store>(
     ctx: Arc<Ctx<S>>,
     mut send: quinn::SendStream,
-    mut recv: quinn::RecvStream,
+    recv: quinn::RecvStream,
 ) {
+    let mut recv = FrameReader::new(recv);
     let _open = ctx.metrics.as_ref().map(|m| m.stream_opened());
     let bound = ctx.engine.envelope_bound();
     let request = tokio::time::timeout(deadline(&ctx), read_request(&mut recv, bound)).await;
@@ -98,7 +103,9 @@ async fn stream_task<S: Store>(
             };
             let _ = net::write_frame(&mut send, &header, b"").await;
             // The body is never read: the sender stops sending it.
-            let _ = recv.stop(quinn::VarInt::from_u32(0));
+            let _ = recv.stream().stop(quinn::VarInt::from_u32(
+                rltp_wire::CloseCode::NoError.code(),
+            ));
             finish(&mut send).await;
         }
         Ok(Ok(Read::Whole(request, body))) => {
@@ -130,14 +137,11 @@ enum Read {
 /// above `envelope_bound` is left unread), then the end of the stream: a
 /// request is one frame and nothing after it (`PROTOCOL.md` §6), except
 /// for `submit-stream` and a watch session.
-async fn read_request(
-    recv: &mut quinn::RecvStream,
-    envelope_bound: usize,
-) -> Result<Read, ReadError> {
-    let Some(prefix) = net::read_prefix(recv).await? else {
+async fn read_request(recv: &mut FrameReader, envelope_bound: usize) -> Result<Read, ReadError> {
+    let Some(prefix) = recv.prefix().await? else {
         return Ok(Read::Empty);
     };
-    let header = net::read_header(recv, prefix).await?;
+    let header = recv.header(prefix).await?;
     let request = Request::from_header(&header)?;
     if let Request::Submit { rkid, size } = request {
         check_announced(size, prefix)?;
@@ -145,7 +149,7 @@ async fn read_request(
             return Ok(Read::Unread { rkid, size });
         }
     }
-    let body = net::read_body(recv, prefix, request.max_body()).await?;
+    let body = recv.body(prefix, request.max_body()).await?;
     // A `submit-stream`'s items follow its first frame, and the client's
     // side of a watch session stays open: whatever it sends there is a
     // second proof, answered `second-proof` (§5a.3, [`watch_session`]).
@@ -153,19 +157,9 @@ async fn read_request(
         request,
         Request::SubmitStream | Request::Collect { watch: true, .. }
     ) {
-        expect_end(recv).await?;
+        recv.expect_end().await?;
     }
     Ok(Read::Whole(request, body))
-}
-
-/// The stream must end here: `Ok` at the client's FIN, else
-/// [`FrameError::TrailingBytes`].
-async fn expect_end(recv: &mut quinn::RecvStream) -> Result<(), ReadError> {
-    let mut probe = [0u8; 1];
-    match recv.read(&mut probe).await? {
-        None => Ok(()),
-        Some(_) => Err(FrameError::TrailingBytes.into()),
-    }
 }
 
 /// A `submit` header's `size` must equal the prefix's body length.
@@ -191,9 +185,11 @@ fn second_proof() -> ErrorAnswer {
 
 /// Answers with a closed error, finishes the stream, and asks the peer to
 /// stop sending (the rest of its frame is never read).
-async fn refuse(send: &mut quinn::SendStream, recv: &mut quinn::RecvStream, answer: &ErrorAnswer) {
+async fn refuse(send: &mut quinn::SendStream, recv: &mut FrameReader, answer: &ErrorAnswer) {
     let _ = net::write_frame(send, &answer.to_header(), b"").await;
-    let _ = recv.stop(quinn::VarInt::from_u32(0));
+    let _ = recv.stream().stop(quinn::VarInt::from_u32(
+        rltp_wire::CloseCode::NoError.code(),
+    ));
     finish(send).await;
 }
 
@@ -259,7 +255,7 @@ async fn dispatch<S: Store>(
     request: Request,
     body: Vec<u8>,
     send: &mut quinn::SendStream,
-    recv: &mut quinn::RecvStream,
+    recv: &mut FrameReader,
 ) {
     let op = request.op().as_str();
     match request {
@@ -384,7 +380,33 @@ async fn submit<S: Store>(
     rkid: Rkid,
     body: Vec<u8>,
 ) -> Result<SubmitAnswer, ErrorAnswer> {
-    let (verdict, id) = ctx.engine.submit_async(&rkid, body).await;
+    let (verdict, id) = ctx.engine.submit_async(&RkidText::of(&rkid), body).await;
+    answered(ctx, &rkid, verdict, id)
+}
+
+/// The items of a burst, decided as one writer job (in order), each
+/// answered as [`submit`] answers it.
+async fn submit_burst<S: Store>(
+    ctx: &Ctx<S>,
+    items: Vec<(RkidText, Vec<u8>)>,
+) -> Vec<Result<SubmitAnswer, ErrorAnswer>> {
+    let rkids: Vec<Rkid> = items.iter().map(|(rkid, _)| *rkid.rkid()).collect();
+    let answers = ctx.engine.submit_burst_async(items).await;
+    rkids
+        .iter()
+        .zip(answers)
+        .map(|(rkid, (verdict, id))| answered(ctx, rkid, verdict, id))
+        .collect()
+}
+
+/// The answer to one decided submission: counted, logged, and watch
+/// sessions of the queue woken on admission.
+fn answered<S: Store>(
+    ctx: &Ctx<S>,
+    rkid: &Rkid,
+    verdict: Result<SubmitVerdict, rltp_engine::EngineError>,
+    id: rltp_proofs::DepositId,
+) -> Result<SubmitAnswer, ErrorAnswer> {
     let verdict = match verdict {
         Ok(verdict) => verdict,
         Err(e) => {
@@ -394,7 +416,7 @@ async fn submit<S: Store>(
         }
     };
     if verdict == SubmitVerdict::Admitted {
-        ctx.watchers.admitted(&rkid);
+        ctx.watchers.admitted(rkid);
     }
     count(ctx, Op::Submit, verdict.as_str());
     // One line per deposit is an access log: `debug`, so that the default
@@ -428,27 +450,73 @@ async fn submit_unread<S: Store>(
 }
 
 enum Pending {
+    /// A burst of whole items: one answer each, in order.
+    Burst(tokio::task::JoinHandle<Vec<Result<SubmitAnswer, ErrorAnswer>>>),
     Verdict(tokio::task::JoinHandle<Result<SubmitAnswer, ErrorAnswer>>),
     Error(ErrorAnswer),
 }
 
+impl Pending {
+    /// Whether its answers are ready (awaiting it will not wait).
+    fn is_ready(&self) -> bool {
+        match self {
+            Pending::Burst(handle) => handle.is_finished(),
+            Pending::Verdict(handle) => handle.is_finished(),
+            Pending::Error(_) => true,
+        }
+    }
+
+    /// Appends its answer frames to `out`; `true` if the stream ends after
+    /// them (an error answer), else the number of answers is added to
+    /// `count`.
+    async fn encode(self, out: &mut Vec<u8>, count: &mut u64) -> bool {
+        let answers = match self {
+            Pending::Burst(handle) => handle
+                .await
+                .unwrap_or_else(|_| vec![Err(unavailable("internal"))]),
+            Pending::Verdict(handle) => {
+                vec![
+                    handle
+                        .await
+                        .unwrap_or_else(|_| Err(unavailable("internal"))),
+                ]
+            }
+            Pending::Error(e) => vec![Err(e)],
+        };
+        for answer in answers {
+            match answer {
+                Ok(answer) => {
+                    answer.encode_frame_into(out);
+                    *count += 1;
+                }
+                Err(e) => {
+                    out.extend(wire::encode_frame(&e.to_header(), b""));
+                    return true;
+                }
+            }
+        }
+        false
+    }
+}
+
 /// The pipelined `submit-stream`: items are read and submitted as they
-/// arrive (many in flight share group commits); verdicts are written in
-/// item order. A malformed item is answered with a closed error after
-/// the verdicts before it, and ends the stream; so is an item the storage
-/// could not complete (`unavailable`; the items after it that were
-/// already read may have been admitted: a resubmission is answered
-/// `duplicate`).
+/// arrive (many in flight share group commits; the whole items that
+/// arrived together go to the writer as one job); verdicts are written in
+/// item order, all that are ready with one write. A malformed item is
+/// answered with a closed error after the verdicts before it, and ends
+/// the stream; so is an item the storage could not complete
+/// (`unavailable`; the items after it that were already read may have
+/// been admitted: a resubmission is answered `duplicate`).
 async fn submit_stream<S: Store>(
     ctx: &Arc<Ctx<S>>,
     send: &mut quinn::SendStream,
-    recv: &mut quinn::RecvStream,
+    recv: &mut FrameReader,
 ) {
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Pending>(PIPELINE_DEPTH);
     let bound = ctx.engine.envelope_bound();
     let reader = async {
         let mut shutdown = ctx.shutdown.clone();
-        loop {
+        'read: loop {
             // At shutdown no further item is read; those read are answered.
             // Each item (its prefix included) must arrive within the read
             // deadline of the previous one: an idle stream gives its slot
@@ -457,79 +525,120 @@ async fn submit_stream<S: Store>(
                 _ = super::until_shutdown(&mut shutdown) => break,
                 item = tokio::time::timeout(deadline(ctx), read_item(recv, bound)) => item,
             };
-            let pending = match item {
-                Ok(Ok(None)) => break,
-                Ok(Ok(Some(Item::Whole(rkid, body)))) => {
+            let mut burst = Vec::new();
+            let mut item = Some(item);
+            // The first item, then every whole item already buffered:
+            // reading those does not wait.
+            while let Some(next) = item.take() {
+                let pending = match next {
+                    Ok(Ok(Some(Item::Whole(rkid, body)))) => {
+                        burst.push((rkid, body));
+                        if burst.len() < PIPELINE_DEPTH && recv.frame_buffered() {
+                            item = Some(Ok(read_item(recv, bound).await));
+                        }
+                        continue;
+                    }
+                    Ok(Ok(None)) => None,
+                    Ok(Ok(Some(Item::Unread(rkid, size)))) => {
+                        let ctx = Arc::clone(ctx);
+                        Some(Pending::Verdict(tokio::spawn(async move {
+                            submit_unread(&ctx, *rkid.rkid(), size).await
+                        })))
+                    }
+                    Ok(Err(ReadError::Frame(e))) => Some(Pending::Error(ErrorAnswer::of(&e))),
+                    Ok(Err(_stream_failed)) => None,
+                    Err(_elapsed) => Some(Pending::Error(ErrorAnswer {
+                        code: ErrorCode::ReadTimeout,
+                        detail: "the next item did not arrive within the read deadline".into(),
+                    })),
+                };
+                if !burst.is_empty() {
                     let ctx = Arc::clone(ctx);
-                    Pending::Verdict(tokio::spawn(async move { submit(&ctx, rkid, body).await }))
+                    let items = std::mem::take(&mut burst);
+                    let handle = tokio::spawn(async move { submit_burst(&ctx, items).await });
+                    if tx.send(Pending::Burst(handle)).await.is_err() {
+                        break 'read;
+                    }
                 }
-                Ok(Ok(Some(Item::Unread(rkid, size)))) => {
-                    let ctx = Arc::clone(ctx);
-                    Pending::Verdict(tokio::spawn(async move {
-                        submit_unread(&ctx, rkid, size).await
-                    }))
+                let Some(pending) = pending else {
+                    break 'read;
+                };
+                let last = matches!(pending, Pending::Error(_));
+                if tx.send(pending).await.is_err() || last {
+                    break 'read;
                 }
-                Ok(Err(ReadError::Frame(e))) => Pending::Error(ErrorAnswer::of(&e)),
-                Ok(Err(_stream_failed)) => break,
-                Err(_elapsed) => Pending::Error(ErrorAnswer {
-                    code: ErrorCode::ReadTimeout,
-                    detail: "the next item did not arrive within the read deadline".into(),
-                }),
-            };
-            let last = matches!(pending, Pending::Error(_));
-            if tx.send(pending).await.is_err() || last {
-                break;
+            }
+            if !burst.is_empty() {
+                let ctx = Arc::clone(ctx);
+                let handle = tokio::spawn(async move { submit_burst(&ctx, burst).await });
+                if tx.send(Pending::Burst(handle)).await.is_err() {
+                    break;
+                }
             }
         }
         drop(tx);
     };
     let writer = async {
         let mut count = 0u64;
-        while let Some(pending) = rx.recv().await {
-            let (header, last) = match pending {
-                Pending::Verdict(handle) => match handle.await {
-                    Ok(Ok(answer)) => (answer.to_header(), false),
-                    Ok(Err(e)) => (e.to_header(), true),
-                    Err(_) => (unavailable("internal").to_header(), true),
+        let mut out = Vec::new();
+        let mut next = None;
+        loop {
+            let pending = match next.take() {
+                Some(pending) => pending,
+                None => match rx.recv().await {
+                    Some(pending) => pending,
+                    None => break,
                 },
-                Pending::Error(e) => (e.to_header(), true),
             };
-            if !write(send, &header, b"").await || last {
+            out.clear();
+            let mut last = pending.encode(&mut out, &mut count).await;
+            // Whatever else is answered already goes in the same write.
+            while !last {
+                match rx.try_recv() {
+                    Ok(more) if more.is_ready() => last = more.encode(&mut out, &mut count).await,
+                    Ok(more) => {
+                        next = Some(more);
+                        break;
+                    }
+                    Err(_) => break,
+                }
+            }
+            if send.write_all(&out).await.is_err() || last {
                 break;
             }
-            count += 1;
         }
         tracing::debug!(items = count, "submit-stream ended");
     };
     tokio::join!(reader, writer);
-    let _ = recv.stop(quinn::VarInt::from_u32(0));
+    let _ = recv.stream().stop(quinn::VarInt::from_u32(
+        rltp_wire::CloseCode::NoError.code(),
+    ));
 }
 
 /// One item of a `submit-stream`, as read.
 enum Item {
     /// `{rkid, size}` and its envelope.
-    Whole(Rkid, Vec<u8>),
+    Whole(RkidText, Vec<u8>),
     /// An item announcing more than the s2 bound: its body was skipped
     /// unread, and it is decided without it.
-    Unread(Rkid, u32),
+    Unread(RkidText, u32),
 }
 
 /// Reads the next item; `Ok(None)` when the client has finished.
 async fn read_item(
-    recv: &mut quinn::RecvStream,
+    recv: &mut FrameReader,
     envelope_bound: usize,
 ) -> Result<Option<Item>, ReadError> {
-    let Some(prefix) = net::read_prefix(recv).await? else {
+    let Some(prefix) = recv.prefix().await? else {
         return Ok(None);
     };
-    let header = net::read_header(recv, prefix).await?;
-    let (rkid, size) = wire::parse_stream_item(&header)?;
+    let (rkid, size) = wire::parse_stream_item_bytes(recv.header_bytes(prefix).await?)?;
     check_announced(size, prefix)?;
     if size as usize > envelope_bound {
-        net::skip_body(recv, prefix).await?;
+        recv.skip(prefix).await?;
         return Ok(Some(Item::Unread(rkid, size)));
     }
-    let body = net::read_body(recv, prefix, wire::MAX_BODY_BYTES).await?;
+    let body = recv.body(prefix, wire::MAX_BODY_BYTES).await?;
     Ok(Some(Item::Whole(rkid, body)))
 }
 
@@ -551,7 +660,7 @@ async fn collect<S: Store>(
     limit: u32,
     watch: bool,
     send: &mut quinn::SendStream,
-    recv: &mut quinn::RecvStream,
+    recv: &mut FrameReader,
 ) {
     let engine = ctx.engine.clone();
     let result = {
@@ -630,14 +739,13 @@ async fn watch_session<S: Store>(
     mut after: Option<u64>,
     limit: u32,
     send: &mut quinn::SendStream,
-    recv: &mut quinn::RecvStream,
+    recv: &mut FrameReader,
 ) {
     let page = (limit as usize).min(WATCH_PAGE);
     let mut client_open = true;
-    let mut probe = [0u8; 1];
     let subscription = ctx.watchers.subscribe(rkid);
     let mut shutdown = ctx.shutdown.clone();
-    let recheck = Duration::from_millis(ctx.limits.sweep_interval_ms);
+    let recheck = Duration::from_millis(ctx.limits().sweep_interval_ms);
     loop {
         let notified = subscription.notify().notified();
         tokio::pin!(notified);
@@ -679,9 +787,9 @@ async fn watch_session<S: Store>(
             _ = tokio::time::sleep(recheck) => {}
             _ = super::until_shutdown(&mut shutdown) => return,
             _ = send.stopped() => return,
-            read = recv.read(&mut probe), if client_open => match read {
-                Ok(None) => client_open = false,
-                Ok(Some(_)) => {
+            read = recv.fill(1), if client_open => match read {
+                Ok(false) => client_open = false,
+                Ok(true) => {
                     tracing::info!(op = "collect", "second proof on a watch session refused");
                     refuse(send, recv, &second_proof()).await;
                     return;

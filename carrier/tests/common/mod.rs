@@ -288,7 +288,24 @@ impl StoreFactory for RedbFactory {
     }
 }
 
-/// Generates `mem` and `redb` tests for each generic test function
+/// The log store (the embedded default), each in its own temporary
+/// directory (removed when the factory is dropped, after the test body).
+#[derive(Default)]
+pub struct LogFactory {
+    dirs: std::sync::Mutex<Vec<tempfile::TempDir>>,
+}
+
+impl StoreFactory for LogFactory {
+    type S = rltp_storage::log_store::LogStore;
+    fn make(&self) -> Arc<Self::S> {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(rltp_storage::log_store::LogStore::open(dir.path()).unwrap());
+        self.dirs.lock().unwrap().push(dir);
+        store
+    }
+}
+
+/// Generates `mem`, `log` and `redb` tests for each generic test function
 /// `fn name<F: StoreFactory>(stores: &F)`.
 #[macro_export]
 macro_rules! on_both_stores {
@@ -298,6 +315,10 @@ macro_rules! on_both_stores {
                 #[test]
                 fn mem() {
                     super::$name(&super::common::MemFactory);
+                }
+                #[test]
+                fn log() {
+                    super::$name(&super::common::LogFactory::default());
                 }
                 #[test]
                 fn redb() {

@@ -3,11 +3,23 @@
 #![allow(dead_code, clippy::panic)]
 
 use rltp_proofs::multikey::Rkid;
+use rltp_storage::log_store::{LogOptions, LogStore};
 use rltp_storage::redb_store::{Placement, RedbOptions, RedbStore};
 use rltp_storage::{
     Binding, DeclarationRecord, DepartureRecord, Deposit, DepositId, Due, Ms, Occupancy, Phase,
-    ReadTxn, StoreResult, Tombstone,
+    ReadTxn, Store, StoreResult, Tombstone,
 };
+
+/// Runs `f` in one write transaction of `store` and commits it.
+pub fn write<S: Store, R>(
+    store: &S,
+    f: impl FnOnce(&mut S::Write<'_>) -> StoreResult<R>,
+) -> StoreResult<R> {
+    let mut txn = store.begin_write()?;
+    let out = f(&mut txn)?;
+    store.commit(txn)?;
+    Ok(out)
+}
 
 /// An rkid whose key bytes are `first` followed by zeros and `last`: tests
 /// of the eviction order need rkids that differ only in late bytes.
@@ -81,10 +93,39 @@ pub fn inline() -> RedbOptions {
     }
 }
 
+/// A PostgreSQL store on a fresh throwaway cluster (kept alive by the
+/// guard); a missing PostgreSQL fails the test, naming the package.
+pub fn postgres() -> (rltp_pgtest::Cluster, rltp_storage::postgres::PgStore) {
+    let cluster = rltp_pgtest::Cluster::start().unwrap_or_else(|e| panic!("{e}"));
+    let store = rltp_storage::postgres::PgStore::open(rltp_storage::postgres::PgOptions::new(
+        cluster.conninfo(),
+    ))
+    .unwrap_or_else(|e| panic!("open the postgres store: {e}"));
+    (cluster, store)
+}
+
 /// A redb store in a fresh temporary directory (kept alive by the guard).
 pub fn redb(options: RedbOptions) -> (tempfile::TempDir, RedbStore) {
     let dir = tempfile::tempdir().expect("temporary directory");
     let store = RedbStore::open_with(dir.path(), options).expect("open redb store");
+    (dir, store)
+}
+
+/// Log store options for tests: tiny segments and snapshot intervals, so
+/// that rotation, snapshots and reclaiming happen in small tests.
+pub fn small_log() -> LogOptions {
+    LogOptions {
+        segment_bytes: 4096,
+        snapshot_log_bytes: 8192,
+        redb_checkpoint_ops: 16,
+        ..LogOptions::default()
+    }
+}
+
+/// A log store in a fresh temporary directory (kept alive by the guard).
+pub fn log(options: LogOptions) -> (tempfile::TempDir, LogStore) {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let store = LogStore::open_with(dir.path(), options).expect("open log store");
     (dir, store)
 }
 

@@ -1,0 +1,954 @@
+//! Opening a log store: accounting for every file, loading the snapshot,
+//! replaying the log (`storage/README.md`, "The log store: recovery").
+//!
+//! 1. The files present are listed: the index (`carrier.redb`), the
+//!    segments in `log/`, the snapshots in `snap/`. A missing or empty
+//!    index while any of the others holds data is refused (a fresh store
+//!    there would lose it); so is anything unknown in those directories.
+//! 2. redb opens (its own recovery, quick-repair: it does not walk the
+//!    file); a redb-store layout (format 1, 2) is upgraded (`migrate.rs`).
+//! 3. The newest snapshot that is whole (its trailer's CRC) and whose log
+//!    segment still exists is loaded; newer ones are the torn writes of a
+//!    crash and go. With none, the log is replayed from the store's first
+//!    segment, which must then exist.
+//! 4. The log is replayed from the earlier of the snapshot's position and
+//!    redb's `applied`: each operation goes to the index if it lies at or
+//!    past the snapshot, to redb if at or past `applied`. A segment is read
+//!    up to the first position that does not hold a valid record, then the
+//!    segment whose header names that very end follows. Whatever lies past
+//!    the end of that chain was never acknowledged (each acknowledgement
+//!    follows the `fdatasync` of its record and of every record before it)
+//!    and goes — unless it names a segment that is missing, which is
+//!    refused.
+//! 5. Every segment a held deposit lives in must exist; segments nothing
+//!    references and no replay needs (a reclamation cut short) go.
+//! 6. A new segment begins, linked to the chain's end; redb commits
+//!    durably with `applied` there.
+
+use super::index::Index;
+use super::record::{self, SEGMENT_HEADER, SegmentHeader, tag};
+use super::snapshot;
+use super::{
+    FORMAT, House, Inner, LogOptions, META_COUNTS, META_LEGACY, OpenReport, WriterState, damaged,
+    location,
+};
+use crate::fs::{Open, StoreFile, StoreFs};
+use crate::oplog::Cursor;
+use crate::redb_store::{
+    self as rs, BINDINGS, EVICTION, META, META_APPLIED, META_FORMAT, META_SEQ_FLOOR, META_STORE_ID,
+    StoreId, TOMBSTONES, Tables as _, corrupt, engine,
+};
+use crate::segment::ActiveSegment;
+use crate::{DeclarationRecord, Deposit, DepositId, PendingSync, StoreError, StoreResult};
+use redb::{Durability, WriteTransaction};
+use rltp_proofs::multikey::Rkid;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::time::Instant;
+
+/// A log position: `(segment, offset)`.
+type Pos = (u64, u64);
+
+/// The segment files present: id → length.
+pub(super) fn scan_log(fs: &dyn StoreFs, dir: &Path) -> StoreResult<BTreeMap<u64, u64>> {
+    let mut out = BTreeMap::new();
+    for name in fs.list(dir)? {
+        let Some(id) = record::parse_segment_name(&name) else {
+            return Err(damaged(format!(
+                "{} holds {name:?}, which is not a log segment",
+                dir.display()
+            )));
+        };
+        let len = fs.file_len(&dir.join(&name))?.unwrap_or(0);
+        out.insert(id, len);
+    }
+    Ok(out)
+}
+
+fn scan_snapshots(fs: &dyn StoreFs, dir: &Path) -> StoreResult<Vec<Pos>> {
+    let mut out = Vec::new();
+    for name in fs.list(dir)? {
+        match record::parse_snapshot_name(&name) {
+            Some(pos) => out.push(pos),
+            None => {
+                return Err(damaged(format!(
+                    "{} holds {name:?}, which is not a snapshot",
+                    dir.display()
+                )));
+            }
+        }
+    }
+    out.sort_unstable();
+    Ok(out)
+}
+
+fn open_segment(fs: &dyn StoreFs, log_dir: &Path, id: u64) -> StoreResult<Arc<dyn StoreFile>> {
+    Ok(fs.open(&log_dir.join(record::segment_name(id)), Open::Existing)?)
+}
+
+/// Whether segment `id` holds at least one record (a header and zeros,
+/// the spare of a crashed process, hold none).
+fn holds_records(fs: &dyn StoreFs, log_dir: &Path, id: u64) -> StoreResult<bool> {
+    let file = open_segment(fs, log_dir, id)?;
+    let len = file.len()?;
+    Ok(record::read_record(&*file, len, id, SEGMENT_HEADER)?.is_some())
+}
+
+/// Creates segment `id` with `header`, durably (file and name).
+pub(super) fn create_with_header(
+    fs: &dyn StoreFs,
+    log_dir: &Path,
+    header: &SegmentHeader,
+) -> StoreResult<Arc<dyn StoreFile>> {
+    let file = fs.open(
+        &log_dir.join(record::segment_name(header.id)),
+        Open::CreateNew,
+    )?;
+    file.write_all_at(&header.encode(), 0)?;
+    file.sync_data()?;
+    fs.sync_dir(log_dir)?;
+    Ok(file)
+}
+
+pub(super) fn open(dir: &Path, options: LogOptions) -> StoreResult<Inner> {
+    open_inner(dir, options, false)
+}
+
+fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> StoreResult<Inner> {
+    let started = Instant::now();
+    let fs = Arc::clone(&options.fs);
+    let log_dir = dir.join("log");
+    let snap_dir = dir.join("snap");
+    let db_path = dir.join(crate::redb_store::INDEX_FILE);
+    fs.create_dir_all(&log_dir)?;
+    fs.create_dir_all(&snap_dir)?;
+    let segments = scan_log(&*fs, &log_dir)?;
+    let snapshots = scan_snapshots(&*fs, &snap_dir)?;
+    let index_len = fs.file_len(&db_path)?;
+    let legacy = legacy_segments(&*fs, dir)?;
+    let mut with_records = Vec::new();
+    for &id in segments.keys() {
+        if holds_records(&*fs, &log_dir, id)? {
+            with_records.push(id);
+        }
+    }
+    let holds_data = !with_records.is_empty() || !snapshots.is_empty();
+    let absent = index_len.is_none_or(|len| len == 0);
+    if absent && (holds_data || !legacy.is_empty() || options.expect_store_id.is_some()) {
+        return Err(missing(
+            &db_path,
+            index_len.is_some(),
+            &with_records,
+            &snapshots,
+            &options,
+        ));
+    }
+    let db = rs::open_db(&*fs, &db_path, options.cache_bytes)?;
+    fs.sync_dir(dir)?;
+    let format = {
+        let txn = rs::begin(&db, true)?;
+        let format = txn.get_with(META, META_FORMAT, |v| {
+            Ok(v.try_into().map(u32::from_be_bytes).ok())
+        })?;
+        drop(txn);
+        format
+    };
+    match format {
+        None => {
+            if holds_data || !legacy.is_empty() || options.expect_store_id.is_some() {
+                return Err(missing(&db_path, true, &with_records, &snapshots, &options));
+            }
+            create_fresh(&*fs, &log_dir, &db, &segments)?;
+        }
+        Some(Some(1 | 2)) => {
+            drop(db);
+            migrate_then_open(dir, &options)?;
+            return open_inner(dir, options, true);
+        }
+        Some(Some(FORMAT)) => {}
+        Some(other) => {
+            return Err(corrupt(format!(
+                "{}: store format {other:?}, expected {FORMAT} (or 1, 2: the redb store's, upgraded)",
+                db_path.display()
+            )));
+        }
+    }
+    // Listed again: a fresh store made its first segment.
+    let segments = scan_log(&*fs, &log_dir)?;
+    let mut txn = rs::begin(&db, true)?;
+    for def in [BINDINGS, TOMBSTONES, EVICTION, META] {
+        txn.open_table(def).map_err(engine)?;
+    }
+    let store_id = held_store_id(&txn, &db_path, options.expect_store_id)?;
+    let seq_floor = rs::get_u64(&txn, META, META_SEQ_FLOOR)?.unwrap_or(0);
+    let mut counts = txn
+        .get_with(META, META_COUNTS, |v| {
+            Ok((rs::u64_at(v, 0)?, rs::u64_at(v, 8)?))
+        })?
+        .unwrap_or((0, 0));
+    let applied = rs::applied(&txn)?.ok_or_else(|| corrupt("the index names no log position"))?;
+    if txn.get_with(META, META_LEGACY, |_| Ok(()))?.is_some() {
+        super::migrate::remove_legacy(&*fs, dir)?;
+        rs::del(&txn, META, META_LEGACY)?;
+    }
+
+    // The snapshot.
+    let mut report = OpenReport {
+        upgraded,
+        ..OpenReport::default()
+    };
+    let (chosen, stale_snapshots) =
+        choose_snapshot(&*fs, &snap_dir, &segments, &snapshots, store_id)?;
+    let (base, mut index, snapshot_bytes) = match chosen {
+        Some((pos, index, bytes)) => {
+            report.snapshot = Some(pos);
+            report.snapshot_bytes = bytes;
+            (pos, index, bytes)
+        }
+        None => {
+            let genesis = first_segment(&*fs, &log_dir, &segments, store_id)?.ok_or_else(|| {
+                damaged(format!(
+                    "{} holds no whole snapshot{} and its log does not begin with the store's first segment \
+                     (the snapshot is missing, or the segments before {} were reclaimed): the store cannot be rebuilt",
+                    dir.display(),
+                    if snapshots.is_empty() { "" } else { " (each one is damaged)" },
+                    segments.keys().next().map_or("its first".into(), |id| format!("{id:016x}")),
+                ))
+            })?;
+            ((genesis, SEGMENT_HEADER), Index::new(), 0)
+        }
+    };
+    // The replay.
+    let from = base.min(applied);
+    if !segments.contains_key(&from.0) {
+        return Err(damaged(if applied < base {
+            format!(
+                "{} (its redb state) is older than its log: it needs segment {:016x}, which is gone",
+                db_path.display(),
+                applied.0
+            )
+        } else {
+            format!(
+                "the log segment {:016x} the snapshot begins in is missing from {}",
+                from.0,
+                log_dir.display()
+            )
+        }));
+    }
+    let replay_started = Instant::now();
+    let mut apply = Apply {
+        index: &mut index,
+        txn: Some(&txn),
+        memory_from: base,
+        redb_from: applied,
+        counts: &mut counts,
+        ops: 0,
+    };
+    let walk = walk_chain(&*fs, &log_dir, &segments, store_id, from, &mut apply)?;
+    report.ops = apply.ops;
+    report.records = walk.records;
+    report.replayed_bytes = walk.bytes;
+    report.replay_micros = replay_started.elapsed().as_micros() as u64;
+    // Every file accounted for.
+    let referenced: BTreeSet<u64> = index
+        .segs
+        .iter()
+        .filter(|(_, s)| s.live > 0)
+        .map(|(&id, _)| u64::from(id))
+        .collect();
+    let missing: Vec<String> = referenced
+        .iter()
+        .filter(|id| !segments.contains_key(id))
+        .map(|id| format!("{id:016x}"))
+        .collect();
+    if !missing.is_empty() {
+        return Err(damaged(format!(
+            "log segment(s) that held deposits live in are missing from {}: {}",
+            log_dir.display(),
+            missing.join(", ")
+        )));
+    }
+    let obsolete = classify(
+        &*fs,
+        &log_dir,
+        &segments,
+        &walk,
+        &referenced,
+        from.0,
+        store_id,
+    )?;
+    let end = walk.end;
+    if applied > end {
+        return Err(damaged(format!(
+            "{} (its redb state) is newer than its log: it holds the log up to segment {:016x} offset {}, \
+             the log in {} ends at segment {:016x} offset {}",
+            db_path.display(),
+            applied.0,
+            applied.1,
+            log_dir.display(),
+            end.0,
+            end.1
+        )));
+    }
+    if base > end {
+        return Err(damaged(format!(
+            "the snapshot at segment {:016x} offset {} is newer than the log in {} (which ends at segment {:016x} offset {})",
+            base.0,
+            base.1,
+            log_dir.display(),
+            end.0,
+            end.1
+        )));
+    }
+
+    for &id in &obsolete {
+        fs.remove_file(&log_dir.join(record::segment_name(id)))?;
+    }
+    for &pos in &stale_snapshots {
+        fs.remove_file(&snap_dir.join(record::snapshot_name(pos)))?;
+    }
+    fs.sync_dir(&log_dir)?;
+    fs.sync_dir(&snap_dir)?;
+    // What was replayed becomes durable before anything names its end: a
+    // killed process's last records may still be only in the page cache
+    // (written, never synced, so never answered), and the new segment's
+    // header and redb's `applied` below point past them. Without this, a
+    // power cut after this open would lose them from under a header that
+    // names them, and the next open would refuse the log as damaged.
+    for (&id, _) in segments.range(from.0..=end.0) {
+        if !obsolete.contains(&id) {
+            open_segment(&*fs, &log_dir, id)?.sync_data()?;
+        }
+    }
+    // A new segment, linked to the chain's end.
+    let next = segments.keys().next_back().copied().unwrap_or(0).max(end.0) + 1;
+    let header = SegmentHeader {
+        id: next,
+        store_id: store_id.0,
+        prev: end,
+    };
+    let file = create_with_header(&*fs, &log_dir, &header)?;
+    super::kill_point("open-new-segment");
+    let start = (next, SEGMENT_HEADER);
+    rs::put(
+        &txn,
+        META,
+        META_APPLIED,
+        &rs::cat(&[&start.0.to_be_bytes(), &start.1.to_be_bytes()]),
+    )?;
+    rs::put(
+        &txn,
+        META,
+        META_COUNTS,
+        &rs::cat(&[&counts.0.to_be_bytes(), &counts.1.to_be_bytes()]),
+    )?;
+    txn.set_durability(Durability::Immediate).map_err(engine)?;
+    txn.commit().map_err(engine)?;
+    index.occupancy.bindings = counts.0;
+    index.occupancy.tombstones = counts.1;
+    index.commit(false, None)?;
+    report.load_micros = started.elapsed().as_micros() as u64;
+    if report.records > 0 {
+        tracing::info!(
+            records = report.records,
+            bytes = report.replayed_bytes,
+            snapshot = ?report.snapshot,
+            micros = report.load_micros,
+            "recovered the store from its snapshot and log"
+        );
+    }
+    let files = HashMap::from([(next, Arc::clone(&file))]);
+    Ok(Inner {
+        dir: dir.to_owned(),
+        log_dir,
+        snap_dir,
+        db_path,
+        index: RwLock::new(index),
+        writer: Mutex::new(WriterState {
+            active: ActiveSegment::over(next, file, SEGMENT_HEADER),
+            void_pending: None,
+            spare: None,
+            next_segment: next + 1,
+            since_snapshot: walk.since_base,
+            snapshot_base: base,
+            redb_applied: start,
+            redb_ops: 0,
+            last_snapshot_bytes: snapshot_bytes,
+            compaction_cursor: 0,
+            snapshot: None,
+        }),
+        db: RwLock::new(Some(Arc::new(db))),
+        db_failed: AtomicBool::new(false),
+        readers: Mutex::new(BTreeMap::new()),
+        files: Mutex::new(files),
+        durable: Mutex::new(start),
+        visible: Mutex::new(PendingSync::default()),
+        store_id,
+        seq_floor: AtomicU64::new(seq_floor),
+        challenges: crate::challenges::ChallengeTable::default(),
+        house: Mutex::new(House {
+            spare: options.preallocate,
+            ..House::default()
+        }),
+        house_wake: Condvar::new(),
+        opened: Mutex::new(report),
+        bounds: Mutex::new((base, start)),
+        gate_wanted: AtomicBool::new(false),
+        options,
+    })
+}
+
+/// The refusal of a missing, empty or storeless index.
+fn missing(
+    db_path: &Path,
+    exists: bool,
+    with_records: &[u64],
+    snapshots: &[Pos],
+    options: &LogOptions,
+) -> StoreError {
+    let mut held = with_records.to_vec();
+    held.extend(snapshots.iter().map(|(seg, _)| *seg));
+    held.sort_unstable();
+    held.dedup();
+    let mut error = rs::missing_index(db_path, exists, &held, options.expect_store_id);
+    if let StoreError::Damaged(what) = &mut error
+        && !snapshots.is_empty()
+    {
+        what.push_str(&format!(" ({} snapshot(s) in snap/)", snapshots.len()));
+    }
+    error
+}
+
+/// The redb store's segment files (`segments/`), if any.
+fn legacy_segments(fs: &dyn StoreFs, dir: &Path) -> StoreResult<Vec<String>> {
+    match fs.list(&dir.join("segments")) {
+        Ok(names) => Ok(names),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn migrate_then_open(dir: &Path, options: &LogOptions) -> StoreResult<()> {
+    tracing::warn!(dir = %dir.display(), "the store holds the redb store's layout: upgrading it to the log store");
+    super::migrate::upgrade(dir, options)
+}
+
+/// The id a store holds, checked against the one expected.
+fn held_store_id(
+    txn: &WriteTransaction,
+    db_path: &Path,
+    expected: Option<StoreId>,
+) -> StoreResult<StoreId> {
+    let held = txn
+        .get_with(META, META_STORE_ID, |v| {
+            Ok(<[u8; 16]>::try_from(v).ok().map(StoreId))
+        })?
+        .flatten()
+        .ok_or_else(|| corrupt(format!("{} holds no store id", db_path.display())))?;
+    match expected {
+        Some(expected) if held != expected => Err(damaged(format!(
+            "{} holds store {held}, but this data dir's store is {expected} \
+             (a store from another data dir, or one restored from another carrier's backup)",
+            db_path.display()
+        ))),
+        _ => Ok(held),
+    }
+}
+
+/// A fresh store: its first segment after every id present (segments that
+/// hold no record, left by an interrupted first open, go), then redb.
+fn create_fresh(
+    fs: &dyn StoreFs,
+    log_dir: &Path,
+    db: &redb::Database,
+    segments: &BTreeMap<u64, u64>,
+) -> StoreResult<()> {
+    for &id in segments.keys() {
+        fs.remove_file(&log_dir.join(record::segment_name(id)))?;
+    }
+    fs.sync_dir(log_dir)?;
+    let store_id = StoreId::random();
+    let first = segments.keys().next_back().copied().unwrap_or(0) + 1;
+    create_with_header(
+        fs,
+        log_dir,
+        &SegmentHeader {
+            id: first,
+            store_id: store_id.0,
+            prev: (0, 0),
+        },
+    )?;
+    let txn = rs::begin(db, true)?;
+    for def in [BINDINGS, TOMBSTONES, EVICTION, META] {
+        txn.open_table(def).map_err(engine)?;
+    }
+    rs::put(&txn, META, META_FORMAT, &FORMAT.to_be_bytes())?;
+    rs::put(&txn, META, META_STORE_ID, &store_id.0)?;
+    rs::put(&txn, META, META_COUNTS, &[0; 16])?;
+    rs::put(
+        &txn,
+        META,
+        META_APPLIED,
+        &rs::cat(&[&first.to_be_bytes(), &SEGMENT_HEADER.to_be_bytes()]),
+    )?;
+    txn.commit().map_err(engine)
+}
+
+/// A loaded snapshot: its position, the index, its size.
+type Loaded = (Pos, Index, u64);
+
+/// The newest snapshot that is whole and whose segment exists, and the
+/// others (to delete).
+fn choose_snapshot(
+    fs: &dyn StoreFs,
+    snap_dir: &Path,
+    segments: &BTreeMap<u64, u64>,
+    snapshots: &[Pos],
+    store_id: StoreId,
+) -> StoreResult<(Option<Loaded>, Vec<Pos>)> {
+    let mut stale = Vec::new();
+    let mut chosen = None;
+    for &pos in snapshots.iter().rev() {
+        if chosen.is_some() || !segments.contains_key(&pos.0) {
+            stale.push(pos);
+            continue;
+        }
+        let path = snap_dir.join(record::snapshot_name(pos));
+        match snapshot::load(fs, &path, store_id)? {
+            Some((index, bytes)) => chosen = Some((pos, index, bytes)),
+            None => {
+                tracing::warn!(snapshot = %path.display(), "a snapshot is not whole (a crash while it was written); an older one or the log replaces it");
+                stale.push(pos);
+            }
+        }
+    }
+    Ok((chosen, stale))
+}
+
+/// What a restart would start from now: the snapshot it would load (or an
+/// empty index at the store's first segment).
+pub(super) fn pick_snapshot(inner: &Inner) -> StoreResult<(Pos, Index)> {
+    let fs = &*inner.options.fs;
+    let segments = scan_log(fs, &inner.log_dir)?;
+    let snapshots = scan_snapshots(fs, &inner.snap_dir)?;
+    match choose_snapshot(fs, &inner.snap_dir, &segments, &snapshots, inner.store_id)?.0 {
+        Some((pos, index, _)) => Ok((pos, index)),
+        None => {
+            let genesis = first_segment(fs, &inner.log_dir, &segments, inner.store_id)?
+                .ok_or_else(|| corrupt("no snapshot and no first segment"))?;
+            Ok(((genesis, SEGMENT_HEADER), Index::new()))
+        }
+    }
+}
+
+/// The store's first segment (its header names no predecessor).
+fn first_segment(
+    fs: &dyn StoreFs,
+    log_dir: &Path,
+    segments: &BTreeMap<u64, u64>,
+    store_id: StoreId,
+) -> StoreResult<Option<u64>> {
+    for &id in segments.keys() {
+        let file = open_segment(fs, log_dir, id)?;
+        if let Some(h) = SegmentHeader::read(&*file)?
+            && h.id == id
+            && h.store_id == store_id.0
+            && h.prev == (0, 0)
+        {
+            return Ok(Some(id));
+        }
+    }
+    Ok(None)
+}
+
+/// What a walk of the log found.
+pub(super) struct Walk {
+    /// Segments on the chain, in order.
+    pub(super) chain: Vec<u64>,
+    /// Where the log ends.
+    pub(super) end: Pos,
+    pub(super) records: u64,
+    pub(super) bytes: u64,
+    /// Log bytes at or past the memory position (what the next snapshot
+    /// would save a replay).
+    pub(super) since_base: u64,
+}
+
+/// Reads the log from `from` along the chain, handing every record to
+/// `apply`.
+pub(super) fn walk_chain(
+    fs: &dyn StoreFs,
+    log_dir: &Path,
+    segments: &BTreeMap<u64, u64>,
+    store_id: StoreId,
+    from: Pos,
+    apply: &mut Apply<'_>,
+) -> StoreResult<Walk> {
+    let mut walk = Walk {
+        chain: Vec::new(),
+        end: from,
+        records: 0,
+        bytes: 0,
+        since_base: 0,
+    };
+    let (mut id, mut at) = from;
+    loop {
+        let file = open_segment(fs, log_dir, id)?;
+        match SegmentHeader::read(&*file)? {
+            Some(h) if h.id == id && h.store_id == store_id.0 => {}
+            Some(h) if h.store_id != store_id.0 => {
+                return Err(damaged(format!(
+                    "log segment {id:016x} in {} belongs to another store ({})",
+                    log_dir.display(),
+                    StoreId(h.store_id)
+                )));
+            }
+            _ => {
+                return Err(damaged(format!(
+                    "log segment {id:016x} in {} has no valid header",
+                    log_dir.display()
+                )));
+            }
+        }
+        walk.chain.push(id);
+        let len = file.len()?;
+        while let Some(rec) = record::read_record(&*file, len, id, at)? {
+            if rec.kind == record::BATCH {
+                apply.record(id, &rec)?;
+            }
+            walk.records += 1;
+            walk.bytes += rec.end - at;
+            if (id, at) >= apply.memory_from {
+                walk.since_base += rec.end - at;
+            }
+            at = rec.end;
+        }
+        walk.end = (id, at);
+        let mut next = None;
+        for (&candidate, _) in segments.range(id + 1..) {
+            let f = open_segment(fs, log_dir, candidate)?;
+            if let Some(h) = SegmentHeader::read(&*f)?
+                && h.id == candidate
+                && h.store_id == store_id.0
+                && h.prev == (id, at)
+            {
+                next = Some(candidate);
+                break;
+            }
+        }
+        match next {
+            Some(n) => {
+                id = n;
+                at = SEGMENT_HEADER;
+            }
+            None => return Ok(walk),
+        }
+    }
+}
+
+/// The segment files no longer needed: those before the replay that no
+/// deposit lives in (a reclamation cut short), and those past the end of
+/// the chain that hold no header (a segment zero-filled ahead of use, or
+/// begun by a rotation cut short). A segment past the end of the chain
+/// *with* a header is refused: a rotation makes the sealed segment durable
+/// before it writes the next one's header, so the log did go on past the
+/// point where it now stops — a segment is missing, or a record that was
+/// durable no longer reads back.
+fn classify(
+    fs: &dyn StoreFs,
+    log_dir: &Path,
+    segments: &BTreeMap<u64, u64>,
+    walk: &Walk,
+    referenced: &BTreeSet<u64>,
+    from: u64,
+    store_id: StoreId,
+) -> StoreResult<Vec<u64>> {
+    let on_chain: BTreeSet<u64> = walk.chain.iter().copied().collect();
+    let mut obsolete = Vec::new();
+    for &id in segments.keys() {
+        if on_chain.contains(&id) || referenced.contains(&id) {
+            continue;
+        }
+        if id < from {
+            obsolete.push(id);
+            continue;
+        }
+        let file = open_segment(fs, log_dir, id)?;
+        match SegmentHeader::read(&*file)? {
+            None => obsolete.push(id),
+            Some(h) if h.store_id != store_id.0 => {
+                return Err(damaged(format!(
+                    "log segment {id:016x} in {} belongs to another store ({})",
+                    log_dir.display(),
+                    StoreId(h.store_id)
+                )));
+            }
+            Some(h) if !segments.contains_key(&h.prev.0) => {
+                return Err(damaged(format!(
+                    "log segment {:016x} is missing from {} (segment {id:016x} follows it): \
+                     the log is broken there and what follows cannot be replayed",
+                    h.prev.0,
+                    log_dir.display()
+                )));
+            }
+            Some(h) => {
+                return Err(damaged(format!(
+                    "the log in {} is damaged: segment {:016x} reads back up to offset {} only, \
+                     but segment {id:016x} says it went on to offset {} (a durable record no longer reads back)",
+                    log_dir.display(),
+                    h.prev.0,
+                    if h.prev.0 == walk.end.0 {
+                        walk.end.1
+                    } else {
+                        SEGMENT_HEADER
+                    },
+                    h.prev.1
+                )));
+            }
+        }
+    }
+    Ok(obsolete)
+}
+
+/// Brings redb up to the log after it was reopened (`Inner::reopen_if_failed`):
+/// replays the binding operations past its `applied`, and commits durably.
+pub(super) fn catch_up(inner: &Inner, state: &mut WriterState) -> StoreResult<()> {
+    let db = inner.db()?;
+    let txn = rs::begin(&db, true)?;
+    let applied = rs::applied(&txn)?.ok_or_else(|| corrupt("the index names no log position"))?;
+    let mut counts = txn
+        .get_with(META, META_COUNTS, |v| {
+            Ok((rs::u64_at(v, 0)?, rs::u64_at(v, 8)?))
+        })?
+        .unwrap_or((0, 0));
+    let segments = scan_log(&*inner.options.fs, &inner.log_dir)?;
+    let mut scratch = Index::new();
+    let mut apply = Apply {
+        index: &mut scratch,
+        txn: Some(&txn),
+        memory_from: (u64::MAX, u64::MAX),
+        redb_from: applied,
+        counts: &mut counts,
+        ops: 0,
+    };
+    walk_chain(
+        &*inner.options.fs,
+        &inner.log_dir,
+        &segments,
+        inner.store_id,
+        applied,
+        &mut apply,
+    )?;
+    let end = (state.active.id, state.active.end());
+    rs::put(
+        &txn,
+        META,
+        META_APPLIED,
+        &rs::cat(&[&end.0.to_be_bytes(), &end.1.to_be_bytes()]),
+    )?;
+    rs::put(
+        &txn,
+        META,
+        META_COUNTS,
+        &rs::cat(&[&counts.0.to_be_bytes(), &counts.1.to_be_bytes()]),
+    )?;
+    let mut txn = txn;
+    txn.set_durability(Durability::Immediate).map_err(engine)?;
+    txn.commit().map_err(engine)?;
+    state.redb_applied = end;
+    state.redb_ops = 0;
+    inner.publish_bounds(state);
+    Ok(())
+}
+
+/// Applies replayed records: each operation to the index if it lies at or
+/// past `memory_from`, to redb if at or past `redb_from`. Idempotent (the
+/// log holds absolute values): a key the snapshot already holds in a later
+/// state is set again and then changed by the later records the same way.
+pub(super) struct Apply<'a> {
+    pub(super) index: &'a mut Index,
+    pub(super) txn: Option<&'a WriteTransaction>,
+    pub(super) memory_from: Pos,
+    pub(super) redb_from: Pos,
+    /// redb's bindings and tombstones.
+    pub(super) counts: &'a mut (u64, u64),
+    pub(super) ops: u64,
+}
+
+impl Apply<'_> {
+    pub(super) fn record(&mut self, segment: u64, rec: &record::Record) -> StoreResult<()> {
+        let at = (segment, rec.at);
+        let memory = at >= self.memory_from;
+        let redb = at >= self.redb_from && self.txn.is_some();
+        if !memory && !redb {
+            return Ok(());
+        }
+        let mut c = Cursor::new(&rec.body);
+        while !c.done() {
+            let op = c.u8()?;
+            self.ops += 1;
+            match op {
+                tag::APPEND => {
+                    let rkid = Rkid::from_bytes(c.arr32()?);
+                    let seq = c.u64()?;
+                    let id = DepositId(c.arr32()?);
+                    let (admitted_at, give_up_at, len) = (c.u64()?, c.u64()?, c.u32()?);
+                    let offset = rec.body_at + c.pos() as u64;
+                    c.take(len as usize)?;
+                    if memory {
+                        let (seg, off) = location(segment, offset)?;
+                        let ix = &mut *self.index;
+                        match ix.queue(&rkid).and_then(|q| ix.find_seq(q, seq)) {
+                            Some(slot) => {
+                                let d = ix.deps.get(slot);
+                                if (d.seg, d.off) != (seg, off) {
+                                    ix.move_deposit(slot, seg, off);
+                                }
+                            }
+                            None => {
+                                let deposit = Deposit {
+                                    seq,
+                                    id,
+                                    len,
+                                    admitted_at,
+                                    give_up_at,
+                                };
+                                ix.add_deposit(&rkid, &deposit, seg, off)?;
+                            }
+                        }
+                    }
+                }
+                tag::REMOVE => {
+                    let rkid = Rkid::from_bytes(c.arr32()?);
+                    let seq = c.u64()?;
+                    if memory {
+                        let ix = &mut *self.index;
+                        if let Some(slot) = ix.queue(&rkid).and_then(|q| ix.find_seq(q, seq)) {
+                            ix.remove_deposit(slot)?;
+                        }
+                    }
+                }
+                tag::MOVE => {
+                    let rkid = Rkid::from_bytes(c.arr32()?);
+                    let seq = c.u64()?;
+                    let len = c.u32()?;
+                    let offset = rec.body_at + c.pos() as u64;
+                    c.take(len as usize)?;
+                    if memory {
+                        let (seg, off) = location(segment, offset)?;
+                        let ix = &mut *self.index;
+                        if let Some(slot) = ix.queue(&rkid).and_then(|q| ix.find_seq(q, seq)) {
+                            ix.move_deposit(slot, seg, off);
+                        }
+                    }
+                }
+                tag::PUT_DEPARTURE => {
+                    let rkid = Rkid::from_bytes(c.arr32()?);
+                    let id = DepositId(c.arr32()?);
+                    let record = rs::decode_departure(c.take(9)?)?;
+                    if memory {
+                        self.index.put_departure(&rkid, &id, &record)?;
+                    }
+                }
+                tag::REMOVE_DEPARTURE => {
+                    let rkid = Rkid::from_bytes(c.arr32()?);
+                    let id = DepositId(c.arr32()?);
+                    if memory {
+                        self.index.remove_departure(&rkid, &id)?;
+                    }
+                }
+                tag::SCHEDULE | tag::UNSCHEDULE => {
+                    let (at, due) = rs::decode_due(record::take_u8_len(&mut c)?)?;
+                    if memory {
+                        if op == tag::SCHEDULE {
+                            self.index.schedule(at, &due)?;
+                        } else {
+                            self.index.unschedule(at, &due);
+                        }
+                    }
+                }
+                tag::ELASTIC => {
+                    let value = c.u64()?;
+                    if memory {
+                        self.index.occupancy_mut().elastic_bytes = value;
+                    }
+                }
+                tag::QUARANTINE => {
+                    let rkid = Rkid::from_bytes(c.arr32()?);
+                    let seq = c.u64()?;
+                    let len = c.u32()?;
+                    let value = c.take(len as usize)?.to_vec();
+                    if memory {
+                        self.index.put_quarantine((rkid, seq), value);
+                    }
+                }
+                tag::NEXT_SEQ => {
+                    let rkid = Rkid::from_bytes(c.arr32()?);
+                    let next = c.u64()?;
+                    if memory {
+                        self.index.raise_next_seq(&rkid, next)?;
+                    }
+                }
+                tag::PUT_BINDING => {
+                    let rkid = Rkid::from_bytes(c.arr32()?);
+                    let value = c.take(57)?;
+                    rs::decode_binding(value)?;
+                    if memory {
+                        self.index.set_bound(&rkid, true)?;
+                    }
+                    if let (true, Some(txn)) = (redb, self.txn)
+                        && rs::put(txn, BINDINGS, rkid.as_bytes(), value)?.is_none()
+                    {
+                        self.counts.0 += 1;
+                    }
+                }
+                tag::REMOVE_BINDING => {
+                    let rkid = Rkid::from_bytes(c.arr32()?);
+                    if memory {
+                        self.index.set_bound(&rkid, false)?;
+                    }
+                    if let (true, Some(txn)) = (redb, self.txn)
+                        && rs::del(txn, BINDINGS, rkid.as_bytes())?.is_some()
+                    {
+                        self.counts.0 = self.counts.0.saturating_sub(1);
+                    }
+                }
+                tag::PUT_TOMBSTONE => {
+                    let rkid = Rkid::from_bytes(c.arr32()?);
+                    let tombstone = rs::decode_tombstone(c.take(16)?)?;
+                    if let (true, Some(txn)) = (redb, self.txn)
+                        && rs::put_tombstone(txn, &rkid, &tombstone)?
+                    {
+                        self.counts.1 += 1;
+                    }
+                }
+                tag::REMOVE_TOMBSTONE => {
+                    let rkid = Rkid::from_bytes(c.arr32()?);
+                    if let (true, Some(txn)) = (redb, self.txn)
+                        && rs::remove_tombstone(txn, &rkid)?.is_some()
+                    {
+                        self.counts.1 = self.counts.1.saturating_sub(1);
+                    }
+                }
+                tag::PUT_DECLARATION => {
+                    let len = c.u32()?;
+                    let value = c.take(len as usize)?;
+                    let record = DeclarationRecord {
+                        revision: rs::u64_at(value, 0)?,
+                        document: value.get(8..).unwrap_or_default().to_vec(),
+                    };
+                    if let (true, Some(txn)) = (redb, self.txn) {
+                        let value = rs::cat(&[&record.revision.to_be_bytes(), &record.document]);
+                        rs::put(txn, META, rs::META_DECLARATION, &value)?;
+                    }
+                }
+                other => return Err(corrupt(format!("log record: operation tag {other}"))),
+            }
+        }
+        // Each record is its own transaction of the index.
+        self.index.commit(false, None)?;
+        Ok(())
+    }
+}

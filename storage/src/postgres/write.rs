@@ -1,0 +1,1050 @@
+//! Write transactions: one database transaction on the node's writer
+//! connection, holding the `rltp_occupancy` row lock from its first
+//! statement to its `COMMIT` (see the module docs of [`super`]).
+//!
+//! Point reads are cached for the transaction (exact under the lock);
+//! mutations are buffered as the final state of each row they touch and
+//! written as one multi-row statement per table, pipelined, before any
+//! range read and at commit.
+
+use super::codec::{self, DueKey, big, pg_error};
+use super::{ADMISSIONS_CHANNEL, Connector, PgStore, queries};
+use crate::{
+    Binding, DeclarationRecord, Departure, DepartureRecord, Deposit, DepositId, Due, Ms, Occupancy,
+    ReadTxn, StoreError, StoreResult, Tombstone, WriteTxn,
+};
+use rltp_proofs::multikey::Rkid;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, MutexGuard};
+use std::time::Duration;
+use tokio_postgres::Client;
+use tokio_postgres::types::{ToSql, Type};
+
+/// A queue's counters: the highest `seq` handed out, and bytes held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct QueueRow {
+    last_seq: u64,
+    bytes: u64,
+}
+
+/// A write transaction of a [`PgStore`].
+pub struct PgWrite<'a> {
+    store: &'a PgStore,
+    client: Arc<Client>,
+    _gate: MutexGuard<'a, ()>,
+    open: bool,
+    /// The transaction's caches and buffers (reads take `&self` and fill
+    /// caches or flush buffers: only the writer thread uses a write
+    /// transaction, so a `RefCell` is enough).
+    inner: RefCell<Inner>,
+}
+
+/// A write transaction's own state.
+#[derive(Default)]
+struct Inner {
+    occupancy: Occupancy,
+    quarantined: u64,
+    seq_floor: u64,
+    // Point caches: the row's state in this transaction (None: no row).
+    bindings: HashMap<Rkid, Option<Binding>>,
+    tombstones: HashMap<Rkid, Option<Tombstone>>,
+    queues: HashMap<Rkid, QueueRow>,
+    identity: HashMap<(Rkid, DepositId), Option<Deposit>>,
+    departures: HashMap<(Rkid, DepositId), Option<DepartureRecord>>,
+    // What the database does not have yet.
+    dirty_bindings: BTreeSet<Rkid>,
+    dirty_tombstones: BTreeSet<Rkid>,
+    dirty_queues: BTreeSet<Rkid>,
+    dirty_departures: BTreeSet<(Rkid, DepositId)>,
+    appended: BTreeMap<(Rkid, u64), (Deposit, Vec<u8>)>,
+    removed: BTreeSet<(Rkid, u64)>,
+    due: BTreeMap<DueKey, bool>,
+    /// The due entries at or before an instant, as this transaction sees
+    /// them ([`DueWindow`]).
+    due_window: Option<DueWindow>,
+    /// Deposits read by `seq` in this transaction (rows of the database
+    /// not removed since), so that removing one needs no second read.
+    by_seq: HashMap<(Rkid, u64), Deposit>,
+    quarantine: Vec<(Rkid, Deposit, Ms, String)>,
+    declaration: Option<DeclarationRecord>,
+    admitted: BTreeSet<Rkid>,
+}
+
+/// Due entries fetched from the database in one read, kept exact by the
+/// transaction's own `schedule`/`unschedule` (the global lock keeps every
+/// other writer out): the batch prelude and the sweep take entries one at
+/// a time, and each is answered here without a round trip.
+struct DueWindow {
+    /// The instant (biased, [`codec::due_at`]) the window was read up to.
+    upto: i64,
+    /// `None`: every row at or before `upto` was read; `Some(k)`: the read
+    /// stopped at its limit, and only keys up to `k` are known.
+    bound: Option<DueKey>,
+    /// The entries known, in due order.
+    entries: BTreeMap<DueKey, (Ms, Due)>,
+}
+
+impl DueWindow {
+    /// Whether `key` lies in the part of the index the window knows.
+    fn covers(&self, key: &DueKey) -> bool {
+        key.0 <= self.upto && self.bound.as_ref().is_none_or(|b| key <= b)
+    }
+}
+
+impl std::fmt::Debug for PgWrite<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgWrite")
+            .field("appended", &self.inner.borrow().appended.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A statement to send: SQL, its typed parameters (owned, so the future
+/// that sends it is `'static`).
+struct Statement {
+    what: &'static str,
+    sql: &'static str,
+    params: Vec<(Box<dyn ToSql + Sync + Send>, Type)>,
+}
+
+impl Statement {
+    fn new(what: &'static str, sql: &'static str) -> Statement {
+        Statement {
+            what,
+            sql,
+            params: Vec::new(),
+        }
+    }
+
+    fn param(mut self, value: impl ToSql + Sync + Send + 'static, ty: Type) -> Statement {
+        self.params.push((Box::new(value), ty));
+        self
+    }
+}
+
+type Pending = Pin<Box<dyn Future<Output = StoreResult<()>> + Send>>;
+
+/// Sends `statements` in order on `client` without waiting between them
+/// (pipelined), then waits for all.
+fn pipeline(client: Arc<Client>, statements: Vec<Statement>) -> Pending {
+    Box::pin(async move {
+        let futures = statements.into_iter().map(|s| {
+            let client = Arc::clone(&client);
+            async move {
+                let params: Vec<(&(dyn ToSql + Sync), Type)> = s
+                    .params
+                    .iter()
+                    .map(|(v, t)| (v.as_ref() as &(dyn ToSql + Sync), t.clone()))
+                    .collect();
+                client
+                    .query_typed(s.sql, &params)
+                    .await
+                    .map(drop)
+                    .map_err(|e| pg_error(s.what, &e))
+            }
+        });
+        futures_util::future::try_join_all(futures).await.map(drop)
+    })
+}
+
+impl<'a> PgWrite<'a> {
+    /// `BEGIN`, the global lock (with the counters), the seq floor.
+    pub(super) fn begin(
+        store: &'a PgStore,
+        client: Arc<Client>,
+        gate: MutexGuard<'a, ()>,
+    ) -> StoreResult<PgWrite<'a>> {
+        let c = Arc::clone(&client);
+        let ((occupancy, quarantined), seq_floor) = store.io.run(async move {
+            let begin = c.batch_execute("BEGIN ISOLATION LEVEL READ COMMITTED");
+            let lock = queries::occupancy(&c, true);
+            let floor = queries::meta_u64(&c, "seq_floor");
+            let (begin, lock, floor) = tokio::join!(begin, lock, floor);
+            begin.map_err(|e| pg_error("begin", &e))?;
+            Ok((lock?, floor?))
+        })?;
+        Ok(PgWrite {
+            store,
+            client,
+            _gate: gate,
+            open: true,
+            inner: RefCell::new(Inner {
+                occupancy,
+                quarantined,
+                seq_floor,
+                ..Inner::default()
+            }),
+        })
+    }
+
+    /// Runs `query` on the writer's connection.
+    fn run<T, F, Fut>(&self, query: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<Client>) -> Fut,
+        Fut: Future<Output = StoreResult<T>> + Send + 'static,
+    {
+        self.store.io.run(query(Arc::clone(&self.client)))
+    }
+
+    /// Writes every buffered mutation, so that a range read that follows
+    /// sees this transaction's own writes.
+    fn flush(&self) -> StoreResult<()> {
+        let statements = self.inner.borrow_mut().drain()?;
+        if statements.is_empty() {
+            return Ok(());
+        }
+        self.store
+            .io
+            .run(pipeline(Arc::clone(&self.client), statements))
+    }
+
+    /// Writes everything, the counters and the notifications, and commits;
+    /// `Ok` only once `COMMIT` returned within the commit timeout.
+    pub(super) fn commit(mut self) -> StoreResult<()> {
+        let (mut statements, o, quarantined, admitted) = {
+            let mut inner = self.inner.borrow_mut();
+            let statements = inner.drain()?;
+            let admitted = std::mem::take(&mut inner.admitted);
+            (statements, inner.occupancy, inner.quarantined, admitted)
+        };
+        statements.push(
+            Statement::new(
+                "write occupancy",
+                "UPDATE rltp_occupancy SET total_bytes = $1, bindings = $2, deposits = $3, \
+                 tombstones = $4, elastic_bytes = $5, quarantined = $6 WHERE id = 1",
+            )
+            .param(big(o.total_bytes)?, Type::INT8)
+            .param(big(o.bindings)?, Type::INT8)
+            .param(big(o.deposits)?, Type::INT8)
+            .param(big(o.tombstones)?, Type::INT8)
+            .param(big(o.elastic_bytes)?, Type::INT8)
+            .param(big(quarantined)?, Type::INT8),
+        );
+        if !admitted.is_empty() && self.store.options.notify {
+            let payloads: Vec<String> = admitted.iter().map(hex).collect();
+            statements.push(
+                Statement::new(
+                    "notify",
+                    "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p",
+                )
+                .param(ADMISSIONS_CHANNEL.to_owned(), Type::TEXT)
+                .param(payloads, Type::TEXT_ARRAY),
+            );
+        }
+        let client = Arc::clone(&self.client);
+        let timeout = self.store.options.commit_timeout;
+        let connector = self.store.connector.clone();
+        // From here the transaction is the server's to end (or to keep).
+        self.open = false;
+        self.store.io.run(async move {
+            pipeline(Arc::clone(&client), statements).await?;
+            let commit = client.batch_execute("COMMIT");
+            tokio::pin!(commit);
+            match tokio::time::timeout(timeout, &mut commit).await {
+                Ok(done) => done.map_err(|e| pg_error("commit", &e)),
+                Err(_) => {
+                    // No confirmation in time (a synchronous standby that is
+                    // gone): cancel the wait. PostgreSQL keeps the commit
+                    // locally, so its outcome is unknown to the sender: the
+                    // carrier answers `unavailable` and the retry meets s3.
+                    cancel(&client, &connector).await;
+                    let _ = tokio::time::timeout(Duration::from_secs(5), commit).await;
+                    Err(StoreError::Engine(format!(
+                        "postgres commit: not confirmed within {timeout:?} (outcome unknown)"
+                    )))
+                }
+            }
+        })
+    }
+
+    /// Reads, in one statement, the deposits the give-up entries of a due
+    /// window name (those not read yet), so that applying each needs no
+    /// round trip of its own ([`ReadTxn::deposits`] answers a one-deposit
+    /// page at a known `seq` from them).
+    fn read_given_up(&self, entries: &BTreeMap<DueKey, (Ms, Due)>) -> StoreResult<()> {
+        let (rkids, seqs) = {
+            let inner = self.inner.borrow();
+            let mut rkids = Vec::new();
+            let mut seqs = Vec::new();
+            for (_, due) in entries.values() {
+                if let Due::GiveUp(rkid, seq) = due {
+                    let key = (*rkid, *seq);
+                    if !inner.by_seq.contains_key(&key)
+                        && !inner.removed.contains(&key)
+                        && !inner.appended.contains_key(&key)
+                    {
+                        rkids.push(rkid.as_bytes().to_vec());
+                        seqs.push(big(*seq)?);
+                    }
+                }
+            }
+            (rkids, seqs)
+        };
+        if rkids.is_empty() {
+            return Ok(());
+        }
+        let found =
+            self.run(move |c| async move { queries::deposits_by_seq(&c, rkids, seqs).await })?;
+        let mut inner = self.inner.borrow_mut();
+        for (rkid, d) in found {
+            inner.by_seq.insert((rkid, d.seq), d);
+        }
+        Ok(())
+    }
+
+    fn binding_cached(&self, rkid: &Rkid) -> StoreResult<Option<Binding>> {
+        if let Some(b) = self.inner.borrow().bindings.get(rkid) {
+            return Ok(*b);
+        }
+        let r = *rkid;
+        let b = self.run(|c| async move { queries::binding(&c, &r).await })?;
+        self.inner.borrow_mut().bindings.insert(*rkid, b);
+        Ok(b)
+    }
+
+    fn tombstone_cached(&self, rkid: &Rkid) -> StoreResult<Option<Tombstone>> {
+        if let Some(t) = self.inner.borrow().tombstones.get(rkid) {
+            return Ok(*t);
+        }
+        let r = *rkid;
+        let t = self.run(|c| async move { queries::tombstone(&c, &r).await })?;
+        self.inner.borrow_mut().tombstones.insert(*rkid, t);
+        Ok(t)
+    }
+
+    fn queue_cached(&self, rkid: &Rkid) -> StoreResult<QueueRow> {
+        if let Some(q) = self.inner.borrow().queues.get(rkid) {
+            return Ok(*q);
+        }
+        let r = *rkid;
+        let q = self
+            .run(|c| async move { queries::queue(&c, &r).await })?
+            .map_or(QueueRow::default(), |(last_seq, bytes)| QueueRow {
+                last_seq,
+                bytes,
+            });
+        self.inner.borrow_mut().queues.insert(*rkid, q);
+        Ok(q)
+    }
+}
+
+impl Inner {
+    /// The buffered mutations as statements (and forgets them).
+    fn drain(&mut self) -> StoreResult<Vec<Statement>> {
+        let mut out = Vec::new();
+        // bindings
+        let (mut up, mut gone) = (BindingColumns::default(), Vec::new());
+        for rkid in std::mem::take(&mut self.dirty_bindings) {
+            match self.bindings.get(&rkid).copied().flatten() {
+                Some(b) => up.push(&rkid, &b)?,
+                None => gone.push(rkid.as_bytes().to_vec()),
+            }
+        }
+        if !gone.is_empty() {
+            out.push(
+                Statement::new(
+                    "delete bindings",
+                    "DELETE FROM rltp_bindings WHERE rkid = ANY($1)",
+                )
+                .param(gone, Type::BYTEA_ARRAY),
+            );
+        }
+        if !up.rkid.is_empty() {
+            out.push(up.statement());
+        }
+        // tombstones
+        let (mut rkids, mut generations, mut released, mut gone) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for rkid in std::mem::take(&mut self.dirty_tombstones) {
+            match self.tombstones.get(&rkid).copied().flatten() {
+                Some(t) => {
+                    rkids.push(rkid.as_bytes().to_vec());
+                    generations.push(big(t.generation)?);
+                    released.push(big(t.released_at)?);
+                }
+                None => gone.push(rkid.as_bytes().to_vec()),
+            }
+        }
+        if !gone.is_empty() {
+            out.push(
+                Statement::new(
+                    "delete tombstones",
+                    "DELETE FROM rltp_tombstones WHERE rkid = ANY($1)",
+                )
+                .param(gone, Type::BYTEA_ARRAY),
+            );
+        }
+        if !rkids.is_empty() {
+            out.push(
+                Statement::new(
+                    "write tombstones",
+                    "INSERT INTO rltp_tombstones (rkid, generation, released_at) \
+                     SELECT * FROM unnest($1::bytea[], $2::int8[], $3::int8[]) \
+                     ON CONFLICT (rkid) DO UPDATE SET generation = EXCLUDED.generation, \
+                     released_at = EXCLUDED.released_at",
+                )
+                .param(rkids, Type::BYTEA_ARRAY)
+                .param(generations, Type::INT8_ARRAY)
+                .param(released, Type::INT8_ARRAY),
+            );
+        }
+        // queues
+        let (mut rkids, mut last, mut bytes) = (Vec::new(), Vec::new(), Vec::new());
+        for rkid in std::mem::take(&mut self.dirty_queues) {
+            let q = self.queues.get(&rkid).copied().unwrap_or_default();
+            rkids.push(rkid.as_bytes().to_vec());
+            last.push(big(q.last_seq)?);
+            bytes.push(big(q.bytes)?);
+        }
+        if !rkids.is_empty() {
+            out.push(
+                Statement::new(
+                    "write queues",
+                    "INSERT INTO rltp_queues (rkid, last_seq, bytes) \
+                     SELECT * FROM unnest($1::bytea[], $2::int8[], $3::int8[]) \
+                     ON CONFLICT (rkid) DO UPDATE SET last_seq = EXCLUDED.last_seq, \
+                     bytes = EXCLUDED.bytes",
+                )
+                .param(rkids, Type::BYTEA_ARRAY)
+                .param(last, Type::INT8_ARRAY)
+                .param(bytes, Type::INT8_ARRAY),
+            );
+        }
+        // deposits
+        let removed = std::mem::take(&mut self.removed);
+        if !removed.is_empty() {
+            let mut rkids = Vec::with_capacity(removed.len());
+            let mut seqs = Vec::with_capacity(removed.len());
+            for (rkid, seq) in removed {
+                rkids.push(rkid.as_bytes().to_vec());
+                seqs.push(big(seq)?);
+            }
+            out.push(
+                Statement::new(
+                    "delete deposits",
+                    "DELETE FROM rltp_deposits d USING unnest($1::bytea[], $2::int8[]) AS k(rkid, seq) \
+                     WHERE d.rkid = k.rkid AND d.seq = k.seq",
+                )
+                .param(rkids, Type::BYTEA_ARRAY)
+                .param(seqs, Type::INT8_ARRAY),
+            );
+        }
+        let appended = std::mem::take(&mut self.appended);
+        if !appended.is_empty() {
+            let mut c = DepositColumns::default();
+            for ((rkid, _), (deposit, bytes)) in appended {
+                c.push(&rkid, &deposit, bytes)?;
+            }
+            out.push(c.statement());
+        }
+        // departures
+        let (mut rkids, mut ids, mut concluded, mut forget) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut gone_rkids, mut gone_ids) = (Vec::new(), Vec::new());
+        for key in std::mem::take(&mut self.dirty_departures) {
+            match self.departures.get(&key).copied().flatten() {
+                Some(d) => {
+                    rkids.push(key.0.as_bytes().to_vec());
+                    ids.push(key.1.0.to_vec());
+                    concluded.push(d.departure == Departure::Concluded);
+                    forget.push(big(d.forget_at)?);
+                }
+                None => {
+                    gone_rkids.push(key.0.as_bytes().to_vec());
+                    gone_ids.push(key.1.0.to_vec());
+                }
+            }
+        }
+        if !gone_rkids.is_empty() {
+            out.push(
+                Statement::new(
+                    "delete departures",
+                    "DELETE FROM rltp_departures d USING unnest($1::bytea[], $2::bytea[]) AS k(rkid, id) \
+                     WHERE d.rkid = k.rkid AND d.id = k.id",
+                )
+                .param(gone_rkids, Type::BYTEA_ARRAY)
+                .param(gone_ids, Type::BYTEA_ARRAY),
+            );
+        }
+        if !rkids.is_empty() {
+            out.push(
+                Statement::new(
+                    "write departures",
+                    "INSERT INTO rltp_departures (rkid, id, concluded, forget_at) \
+                     SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::bool[], $4::int8[]) \
+                     ON CONFLICT (rkid, id) DO UPDATE SET concluded = EXCLUDED.concluded, \
+                     forget_at = EXCLUDED.forget_at",
+                )
+                .param(rkids, Type::BYTEA_ARRAY)
+                .param(ids, Type::BYTEA_ARRAY)
+                .param(concluded, Type::BOOL_ARRAY)
+                .param(forget, Type::INT8_ARRAY),
+            );
+        }
+        // due index
+        let (mut add, mut del) = (DueColumns::default(), DueColumns::default());
+        for (key, present) in std::mem::take(&mut self.due) {
+            if present {
+                add.push(key);
+            } else {
+                del.push(key);
+            }
+        }
+        if !del.at.is_empty() {
+            out.push(del.statement(
+                "unschedule",
+                "DELETE FROM rltp_due d USING unnest($1::int8[], $2::int2[], $3::bytea[], $4::int8[], $5::bytea[]) \
+                 AS k(at, tag, rkid, seq, id) \
+                 WHERE d.at = k.at AND d.tag = k.tag AND d.rkid = k.rkid AND d.seq = k.seq AND d.id = k.id",
+            ));
+        }
+        if !add.at.is_empty() {
+            out.push(add.statement(
+                "schedule",
+                "INSERT INTO rltp_due (at, tag, rkid, seq, id) \
+                 SELECT * FROM unnest($1::int8[], $2::int2[], $3::bytea[], $4::int8[], $5::bytea[]) \
+                 ON CONFLICT DO NOTHING",
+            ));
+        }
+        // quarantine records
+        for (rkid, d, at, reason) in std::mem::take(&mut self.quarantine) {
+            out.push(
+                Statement::new(
+                    "quarantine",
+                    "INSERT INTO rltp_quarantine (rkid, seq, id, len, admitted_at, give_up_at, at, reason) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING",
+                )
+                .param(rkid.as_bytes().to_vec(), Type::BYTEA)
+                .param(big(d.seq)?, Type::INT8)
+                .param(d.id.0.to_vec(), Type::BYTEA)
+                .param(codec::len(&d)?, Type::INT4)
+                .param(big(d.admitted_at)?, Type::INT8)
+                .param(big(d.give_up_at)?, Type::INT8)
+                .param(big(at)?, Type::INT8)
+                .param(reason, Type::TEXT),
+            );
+        }
+        // the declaration
+        if let Some(record) = self.declaration.take() {
+            let mut value = record.revision.to_be_bytes().to_vec();
+            value.extend_from_slice(&record.document);
+            out.push(
+                Statement::new(
+                    "write declaration",
+                    "INSERT INTO rltp_meta (name, value) VALUES ('declaration', $1) \
+                     ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value",
+                )
+                .param(value, Type::BYTEA),
+            );
+        }
+        Ok(out)
+    }
+}
+
+/// Asks the server to cancel what `client` is running.
+async fn cancel(client: &Client, connector: &Connector) {
+    let token = client.cancel_token();
+    let _ = match connector {
+        Connector::Plain => token.cancel_query(tokio_postgres::NoTls).await,
+        Connector::Tls(tls) => token.cancel_query(tls.clone()).await,
+    };
+}
+
+fn hex(rkid: &Rkid) -> String {
+    rkid.as_bytes().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[derive(Default)]
+struct BindingColumns {
+    rkid: Vec<Vec<u8>>,
+    deadline: Vec<Option<i64>>,
+    generation: Vec<i64>,
+    principal: Vec<Vec<u8>>,
+    last: Vec<i64>,
+}
+
+impl BindingColumns {
+    fn push(&mut self, rkid: &Rkid, b: &Binding) -> StoreResult<()> {
+        self.rkid.push(rkid.as_bytes().to_vec());
+        self.deadline.push(codec::closing_deadline(b)?);
+        self.generation.push(big(b.generation)?);
+        self.principal.push(b.principal.to_vec());
+        self.last.push(big(b.last_collection_at)?);
+        Ok(())
+    }
+
+    fn statement(self) -> Statement {
+        Statement::new(
+            "write bindings",
+            "INSERT INTO rltp_bindings (rkid, closing_deadline, generation, principal, last_collection_at) \
+             SELECT * FROM unnest($1::bytea[], $2::int8[], $3::int8[], $4::bytea[], $5::int8[]) \
+             ON CONFLICT (rkid) DO UPDATE SET closing_deadline = EXCLUDED.closing_deadline, \
+             generation = EXCLUDED.generation, principal = EXCLUDED.principal, \
+             last_collection_at = EXCLUDED.last_collection_at",
+        )
+        .param(self.rkid, Type::BYTEA_ARRAY)
+        .param(self.deadline, Type::INT8_ARRAY)
+        .param(self.generation, Type::INT8_ARRAY)
+        .param(self.principal, Type::BYTEA_ARRAY)
+        .param(self.last, Type::INT8_ARRAY)
+    }
+}
+
+#[derive(Default)]
+struct DepositColumns {
+    rkid: Vec<Vec<u8>>,
+    seq: Vec<i64>,
+    id: Vec<Vec<u8>>,
+    len: Vec<i32>,
+    admitted: Vec<i64>,
+    give_up: Vec<i64>,
+    bytes: Vec<Vec<u8>>,
+}
+
+impl DepositColumns {
+    fn push(&mut self, rkid: &Rkid, d: &Deposit, bytes: Vec<u8>) -> StoreResult<()> {
+        self.rkid.push(rkid.as_bytes().to_vec());
+        self.seq.push(big(d.seq)?);
+        self.id.push(d.id.0.to_vec());
+        self.len.push(codec::len(d)?);
+        self.admitted.push(big(d.admitted_at)?);
+        self.give_up.push(big(d.give_up_at)?);
+        self.bytes.push(bytes);
+        Ok(())
+    }
+
+    fn statement(self) -> Statement {
+        Statement::new(
+            "append deposits",
+            "INSERT INTO rltp_deposits (rkid, seq, id, len, admitted_at, give_up_at, bytes) \
+             SELECT * FROM unnest($1::bytea[], $2::int8[], $3::bytea[], $4::int4[], $5::int8[], \
+             $6::int8[], $7::bytea[])",
+        )
+        .param(self.rkid, Type::BYTEA_ARRAY)
+        .param(self.seq, Type::INT8_ARRAY)
+        .param(self.id, Type::BYTEA_ARRAY)
+        .param(self.len, Type::INT4_ARRAY)
+        .param(self.admitted, Type::INT8_ARRAY)
+        .param(self.give_up, Type::INT8_ARRAY)
+        .param(self.bytes, Type::BYTEA_ARRAY)
+    }
+}
+
+#[derive(Default)]
+struct DueColumns {
+    at: Vec<i64>,
+    tag: Vec<i16>,
+    rkid: Vec<Vec<u8>>,
+    seq: Vec<i64>,
+    id: Vec<Vec<u8>>,
+}
+
+impl DueColumns {
+    fn push(&mut self, (at, tag, rkid, seq, id): DueKey) {
+        self.at.push(at);
+        self.tag.push(tag);
+        self.rkid.push(rkid);
+        self.seq.push(seq);
+        self.id.push(id);
+    }
+
+    fn statement(self, what: &'static str, sql: &'static str) -> Statement {
+        Statement::new(what, sql)
+            .param(self.at, Type::INT8_ARRAY)
+            .param(self.tag, Type::INT2_ARRAY)
+            .param(self.rkid, Type::BYTEA_ARRAY)
+            .param(self.seq, Type::INT8_ARRAY)
+            .param(self.id, Type::BYTEA_ARRAY)
+    }
+}
+
+impl Drop for PgWrite<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            // Aborted: nothing of it is kept (the lock goes with it).
+            let client = Arc::clone(&self.client);
+            let rolled_back = self.store.io.run(async move {
+                client
+                    .batch_execute("ROLLBACK")
+                    .await
+                    .map_err(|e| pg_error("rollback", &e))
+            });
+            if rolled_back.is_err() {
+                self.store.drop_writer();
+            }
+        }
+    }
+}
+
+impl ReadTxn for PgWrite<'_> {
+    fn binding(&self, rkid: &Rkid) -> StoreResult<Option<Binding>> {
+        self.binding_cached(rkid)
+    }
+    fn tombstone(&self, rkid: &Rkid) -> StoreResult<Option<Tombstone>> {
+        self.tombstone_cached(rkid)
+    }
+    fn oldest_tombstone(&self) -> StoreResult<Option<(Rkid, Tombstone)>> {
+        self.flush()?;
+        self.run(|c| async move { queries::oldest_tombstone(&c).await })
+    }
+    fn deposits(&self, rkid: &Rkid, after: Option<u64>, limit: usize) -> StoreResult<Vec<Deposit>> {
+        // The database's rows merged with this transaction's buffered
+        // appends and removals (no flush): read as many more rows as the
+        // transaction removed from this part of the queue.
+        let from = after.map_or(0, |a| a.saturating_add(1));
+        if limit == 1 && after.is_some() {
+            // The deposit at exactly `from`, if the transaction knows it
+            // is held, is the page (no `seq` lies between).
+            let inner = self.inner.borrow();
+            if let Some((d, _)) = inner.appended.get(&(*rkid, from)) {
+                return Ok(vec![*d]);
+            }
+            if let Some(d) = inner.by_seq.get(&(*rkid, from)) {
+                return Ok(vec![*d]);
+            }
+        }
+        let removed = {
+            let inner = self.inner.borrow();
+            inner
+                .removed
+                .range((*rkid, from)..=(*rkid, u64::MAX))
+                .count()
+        };
+        let r = *rkid;
+        let want = limit.saturating_add(removed);
+        let rows = self.run(|c| async move { queries::deposits(&c, &r, after, want).await })?;
+        let mut inner = self.inner.borrow_mut();
+        let mut out: Vec<Deposit> = rows
+            .into_iter()
+            .filter(|d| !inner.removed.contains(&(*rkid, d.seq)))
+            .collect();
+        for d in &out {
+            inner.by_seq.insert((*rkid, d.seq), *d);
+        }
+        out.extend(
+            inner
+                .appended
+                .range((*rkid, from)..=(*rkid, u64::MAX))
+                .map(|(_, (d, _))| *d),
+        );
+        out.sort_by_key(|d| d.seq);
+        out.truncate(limit);
+        Ok(out)
+    }
+    fn deposit_by_id(&self, rkid: &Rkid, id: &DepositId) -> StoreResult<Option<Deposit>> {
+        if let Some(d) = self.inner.borrow().identity.get(&(*rkid, *id)) {
+            return Ok(*d);
+        }
+        let (r, i) = (*rkid, *id);
+        let found = self.run(|c| async move { queries::deposit_by_id(&c, &r, &i).await })?;
+        let mut inner = self.inner.borrow_mut();
+        // A row this transaction already deleted is gone.
+        let found = found.filter(|d| !inner.removed.contains(&(*rkid, d.seq)));
+        inner.identity.insert((*rkid, *id), found);
+        Ok(found)
+    }
+    fn deposit_bytes(&self, rkid: &Rkid, deposit: &Deposit) -> StoreResult<Vec<u8>> {
+        if let Some((_, bytes)) = self.inner.borrow().appended.get(&(*rkid, deposit.seq)) {
+            return queries::checked(bytes.clone(), deposit);
+        }
+        let (r, d) = (*rkid, *deposit);
+        self.run(|c| async move { queries::deposit_bytes(&c, &r, &d).await })
+    }
+    fn queue_bytes(&self, rkid: &Rkid) -> StoreResult<u64> {
+        Ok(self.queue_cached(rkid)?.bytes)
+    }
+    fn occupancy(&self) -> StoreResult<Occupancy> {
+        Ok(self.inner.borrow().occupancy)
+    }
+    fn departure(&self, rkid: &Rkid, id: &DepositId) -> StoreResult<Option<DepartureRecord>> {
+        if let Some(d) = self.inner.borrow().departures.get(&(*rkid, *id)) {
+            return Ok(*d);
+        }
+        let (r, i) = (*rkid, *id);
+        let found = self.run(|c| async move { queries::departure(&c, &r, &i).await })?;
+        self.inner
+            .borrow_mut()
+            .departures
+            .insert((*rkid, *id), found);
+        Ok(found)
+    }
+    fn due(&self, upto: Ms, limit: usize) -> StoreResult<Vec<(Ms, Due)>> {
+        let biased = codec::due_at(upto);
+        {
+            let inner = self.inner.borrow();
+            if let Some(w) = &inner.due_window
+                && w.upto == biased
+            {
+                let known: Vec<(Ms, Due)> = w.entries.values().take(limit).copied().collect();
+                if known.len() == limit || w.bound.is_none() {
+                    return Ok(known);
+                }
+            }
+        }
+        // (Re)read the window: this transaction's writes first.
+        self.flush()?;
+        let fetch = limit.max(self.store.options.due_read_ahead).max(1);
+        let rows = self.run(|c| async move { queries::due(&c, upto, fetch).await })?;
+        let mut entries = BTreeMap::new();
+        for (at, due) in rows {
+            entries.insert(codec::due_key(at, &due)?, (at, due));
+        }
+        let bound = if entries.len() < fetch {
+            None
+        } else {
+            entries.keys().next_back().cloned()
+        };
+        let known: Vec<(Ms, Due)> = entries.values().take(limit).copied().collect();
+        self.read_given_up(&entries)?;
+        self.inner.borrow_mut().due_window = Some(DueWindow {
+            upto: biased,
+            bound,
+            entries,
+        });
+        Ok(known)
+    }
+    fn next_due(&self) -> StoreResult<Option<Ms>> {
+        self.flush()?;
+        self.run(|c| async move { queries::next_due(&c).await })
+    }
+    fn declaration(&self) -> StoreResult<Option<DeclarationRecord>> {
+        if let Some(record) = &self.inner.borrow().declaration {
+            return Ok(Some(record.clone()));
+        }
+        self.run(|c| async move { queries::declaration(&c).await })
+    }
+    fn quarantined(&self) -> StoreResult<u64> {
+        Ok(self.inner.borrow().quarantined)
+    }
+}
+
+impl WriteTxn for PgWrite<'_> {
+    fn put_binding(&mut self, rkid: &Rkid, binding: &Binding) -> StoreResult<()> {
+        let existed = self.binding_cached(rkid)?.is_some();
+        let inner = self.inner.get_mut();
+        if !existed {
+            inner.occupancy.bindings += 1;
+        }
+        inner.bindings.insert(*rkid, Some(*binding));
+        inner.dirty_bindings.insert(*rkid);
+        Ok(())
+    }
+    fn remove_binding(&mut self, rkid: &Rkid) -> StoreResult<Option<Binding>> {
+        let removed = self.binding_cached(rkid)?;
+        if removed.is_some() {
+            let inner = self.inner.get_mut();
+            inner.occupancy.bindings -= 1;
+            inner.bindings.insert(*rkid, None);
+            inner.dirty_bindings.insert(*rkid);
+        }
+        Ok(removed)
+    }
+    fn put_tombstone(&mut self, rkid: &Rkid, tombstone: &Tombstone) -> StoreResult<()> {
+        let existed = self.tombstone_cached(rkid)?.is_some();
+        let inner = self.inner.get_mut();
+        if !existed {
+            inner.occupancy.tombstones += 1;
+        }
+        inner.tombstones.insert(*rkid, Some(*tombstone));
+        inner.dirty_tombstones.insert(*rkid);
+        Ok(())
+    }
+    fn remove_tombstone(&mut self, rkid: &Rkid) -> StoreResult<Option<Tombstone>> {
+        let removed = self.tombstone_cached(rkid)?;
+        if removed.is_some() {
+            let inner = self.inner.get_mut();
+            inner.occupancy.tombstones -= 1;
+            inner.tombstones.insert(*rkid, None);
+            inner.dirty_tombstones.insert(*rkid);
+        }
+        Ok(removed)
+    }
+    fn append_identified(
+        &mut self,
+        rkid: &Rkid,
+        bytes: &[u8],
+        id: &DepositId,
+        admitted_at: Ms,
+        give_up_at: Ms,
+    ) -> StoreResult<Deposit> {
+        let len = u32::try_from(bytes.len())
+            .map_err(|_| StoreError::Corrupt(format!("deposit of {} bytes", bytes.len())))?;
+        let mut queue = self.queue_cached(rkid)?;
+        let inner = self.inner.get_mut();
+        queue.last_seq = queue.last_seq.max(inner.seq_floor) + 1;
+        queue.bytes += u64::from(len);
+        inner.queues.insert(*rkid, queue);
+        inner.dirty_queues.insert(*rkid);
+        let deposit = Deposit {
+            seq: queue.last_seq,
+            id: *id,
+            len,
+            admitted_at,
+            give_up_at,
+        };
+        inner
+            .appended
+            .insert((*rkid, deposit.seq), (deposit, bytes.to_vec()));
+        inner.identity.insert((*rkid, *id), Some(deposit));
+        inner.occupancy.total_bytes += u64::from(len);
+        inner.occupancy.deposits += 1;
+        inner.admitted.insert(*rkid);
+        Ok(deposit)
+    }
+    fn remove_deposit(&mut self, rkid: &Rkid, seq: u64) -> StoreResult<Option<Deposit>> {
+        let (from_buffer, already_removed) = {
+            let inner = self.inner.get_mut();
+            (
+                inner.appended.remove(&(*rkid, seq)).map(|(d, _)| d),
+                inner.removed.contains(&(*rkid, seq)),
+            )
+        };
+        let known = self.inner.get_mut().by_seq.remove(&(*rkid, seq));
+        let deposit = match from_buffer {
+            Some(d) => Some(d),
+            None if already_removed => None,
+            None if known.is_some() => {
+                self.inner.get_mut().removed.insert((*rkid, seq));
+                known
+            }
+            None => {
+                let r = *rkid;
+                let found =
+                    self.run(|c| async move { queries::deposit_by_seq(&c, &r, seq).await })?;
+                if found.is_some() {
+                    self.inner.get_mut().removed.insert((*rkid, seq));
+                }
+                found
+            }
+        };
+        let Some(deposit) = deposit else {
+            return Ok(None);
+        };
+        let mut queue = self.queue_cached(rkid)?;
+        let inner = self.inner.get_mut();
+        inner.identity.insert((*rkid, deposit.id), None);
+        let len = u64::from(deposit.len);
+        queue.bytes = queue.bytes.saturating_sub(len);
+        inner.queues.insert(*rkid, queue);
+        inner.dirty_queues.insert(*rkid);
+        inner.occupancy.total_bytes -= len;
+        inner.occupancy.deposits -= 1;
+        Ok(Some(deposit))
+    }
+    fn put_departure(
+        &mut self,
+        rkid: &Rkid,
+        id: &DepositId,
+        record: &DepartureRecord,
+    ) -> StoreResult<()> {
+        let inner = self.inner.get_mut();
+        inner.departures.insert((*rkid, *id), Some(*record));
+        inner.dirty_departures.insert((*rkid, *id));
+        Ok(())
+    }
+    fn remove_departure(&mut self, rkid: &Rkid, id: &DepositId) -> StoreResult<()> {
+        let inner = self.inner.get_mut();
+        inner.departures.insert((*rkid, *id), None);
+        inner.dirty_departures.insert((*rkid, *id));
+        Ok(())
+    }
+    fn schedule(&mut self, at: Ms, due: &Due) -> StoreResult<()> {
+        let key = codec::due_key(at, due)?;
+        let inner = self.inner.get_mut();
+        if let Some(w) = &mut inner.due_window
+            && w.covers(&key)
+        {
+            w.entries.insert(key.clone(), (at, *due));
+        }
+        inner.due.insert(key, true);
+        Ok(())
+    }
+    fn unschedule(&mut self, at: Ms, due: &Due) -> StoreResult<()> {
+        let key = codec::due_key(at, due)?;
+        let inner = self.inner.get_mut();
+        if let Some(w) = &mut inner.due_window {
+            w.entries.remove(&key);
+        }
+        inner.due.insert(key, false);
+        Ok(())
+    }
+    fn add_elastic_bytes(&mut self, delta: i64) -> StoreResult<()> {
+        let o = &mut self.inner.get_mut().occupancy;
+        o.elastic_bytes = o.elastic_bytes.saturating_add_signed(delta);
+        Ok(())
+    }
+    fn put_declaration(&mut self, record: &DeclarationRecord) -> StoreResult<()> {
+        self.inner.get_mut().declaration = Some(record.clone());
+        Ok(())
+    }
+    fn prefetch(&mut self, keys: &[(Rkid, Option<DepositId>)]) -> StoreResult<()> {
+        // Only what the transaction has not read yet (its own state wins).
+        let inner = self.inner.get_mut();
+        let mut rkids: BTreeSet<Rkid> = BTreeSet::new();
+        let mut by_id: BTreeSet<(Rkid, DepositId)> = BTreeSet::new();
+        for (rkid, id) in keys {
+            if !inner.bindings.contains_key(rkid)
+                || !inner.tombstones.contains_key(rkid)
+                || !inner.queues.contains_key(rkid)
+            {
+                rkids.insert(*rkid);
+            }
+            if let Some(id) = id
+                && !inner.identity.contains_key(&(*rkid, *id))
+            {
+                by_id.insert((*rkid, *id));
+            }
+        }
+        if rkids.is_empty() && by_id.is_empty() {
+            return Ok(());
+        }
+        let rkid_bytes: Vec<Vec<u8>> = rkids.iter().map(|r| r.as_bytes().to_vec()).collect();
+        let id_rkids: Vec<Vec<u8>> = by_id.iter().map(|(r, _)| r.as_bytes().to_vec()).collect();
+        let ids: Vec<Vec<u8>> = by_id.iter().map(|(_, i)| i.0.to_vec()).collect();
+        let found = self
+            .run(move |c| async move { queries::prefetch(&c, rkid_bytes, id_rkids, ids).await })?;
+        let inner = self.inner.get_mut();
+        // Every key asked for gets an answer: absent rows are None.
+        for rkid in &rkids {
+            inner.bindings.entry(*rkid).or_insert(None);
+            inner.tombstones.entry(*rkid).or_insert(None);
+            inner.queues.entry(*rkid).or_default();
+        }
+        for key in &by_id {
+            inner.identity.entry(*key).or_insert(None);
+        }
+        for (rkid, b) in found.bindings {
+            inner.bindings.insert(rkid, Some(b));
+        }
+        for (rkid, t) in found.tombstones {
+            inner.tombstones.insert(rkid, Some(t));
+        }
+        for (rkid, (last_seq, bytes)) in found.queues {
+            inner.queues.insert(rkid, QueueRow { last_seq, bytes });
+        }
+        for (rkid, d) in found.deposits {
+            if !inner.removed.contains(&(rkid, d.seq)) {
+                inner.identity.insert((rkid, d.id), Some(d));
+            }
+        }
+        Ok(())
+    }
+    fn quarantine(
+        &mut self,
+        rkid: &Rkid,
+        deposit: &Deposit,
+        at: Ms,
+        reason: &str,
+    ) -> StoreResult<()> {
+        let inner = self.inner.get_mut();
+        inner
+            .quarantine
+            .push((*rkid, *deposit, at, reason.to_owned()));
+        inner.quarantined += 1;
+        Ok(())
+    }
+}
