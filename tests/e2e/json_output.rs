@@ -382,3 +382,75 @@ fn completions_name_every_subcommand_and_the_manual_renders() {
         );
     }
 }
+
+/// `demo --json`: a `demo` object, one `step` object per step with its
+/// exact fields, then `done`; `serve --json`: its four start-up lines as
+/// one `serving` object, and SIGTERM still stops it with exit 0.
+#[test]
+fn demo_and_serve_speak_json_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let demo = cli(dir, &["demo", "--json"]).expect(0);
+    let all = objects(&demo.stdout);
+    assert_eq!(all.len(), 16, "{}", demo.stdout);
+    assert_eq!(all[0]["event"], "demo");
+    for (i, step) in all[1..15].iter().enumerate() {
+        assert_eq!(
+            keys_of(step),
+            ["detail", "elapsedMs", "event", "name", "ok", "step"],
+            "{step:?}"
+        );
+        assert_eq!(step["step"], i as u64 + 1);
+        assert_eq!(step["ok"], true);
+        assert!(step["detail"].as_array().is_some_and(|d| !d.is_empty()));
+    }
+    assert_eq!(all[1]["name"], "load vectors");
+    assert_eq!(all[15]["event"], "done");
+    assert_eq!(all[15]["steps"], 14);
+
+    let mut serve = Command::new(BIN)
+        .args(["serve", "--json", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.join("data"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(serve.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let serving = only_object(&line, "serving");
+    assert_eq!(
+        keys_of(&serving),
+        [
+            "carrier",
+            "declarationIssuer",
+            "elapsedMs",
+            "event",
+            "fingerprint",
+            "listening"
+        ]
+    );
+    assert_eq!(serving["carrier"], CARRIER);
+    assert!(
+        serving["fingerprint"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256/")
+    );
+    assert!(
+        serving["declarationIssuer"]
+            .as_str()
+            .unwrap()
+            .starts_with("did:key:z6Mk")
+    );
+    let pid = serve.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert_eq!(serve.wait().unwrap().code(), Some(0));
+}

@@ -24,6 +24,7 @@
 
 use super::collect::{Collector, Concluded, Disposition};
 use super::keys::KeyFile;
+use super::output::{Output, n};
 use super::send::{Sealed, seal_value};
 use super::{Failure, exit};
 use crate::config::Config;
@@ -48,6 +49,10 @@ pub struct Args {
     /// this directory instead of the copy compiled in.
     #[arg(long, env = rltp_vectors::ENV)]
     vectors: Option<PathBuf>,
+    /// Print one JSON object per line (`demo`, then one `step` per step:
+    /// `step`, `name`, `ok`, `detail` lines or `reason`; then `done`).
+    #[arg(long)]
+    json: bool,
 }
 
 fn load(vectors: &SpecVectors, name: &str) -> Result<Value, String> {
@@ -94,26 +99,49 @@ pub fn documents(vectors: &SpecVectors) -> Result<[(String, Value); 2], String> 
 /// Prints numbered steps; stops the demo at the first deviation.
 struct Steps {
     number: usize,
+    out: Output,
 }
 
 impl Steps {
     fn record(&mut self, name: &str, result: Result<Vec<String>, String>) -> Result<(), Failure> {
         self.number += 1;
+        let step = self.number;
         match result {
             Ok(lines) => {
-                let mut lines = lines.into_iter();
-                let first = lines.next().unwrap_or_default();
-                println!("step {:>2}  {name:<26} ok  {first}", self.number);
-                for line in lines {
-                    println!("{:36}{line}", "");
-                }
+                let detail = Value::Array(lines.iter().map(|l| Value::from(l.as_str())).collect());
+                self.out.emit(
+                    "step",
+                    &[
+                        ("step", n(step as u64)),
+                        ("name", name.into()),
+                        ("ok", Value::Bool(true)),
+                        ("detail", detail),
+                    ],
+                    || {
+                        let mut lines = lines.iter();
+                        let first = lines.next().map_or("", String::as_str);
+                        let mut text = format!("step {step:>2}  {name:<26} ok  {first}");
+                        for line in lines {
+                            text.push_str(&format!("\n{:36}{line}", ""));
+                        }
+                        text
+                    },
+                );
                 Ok(())
             }
             Err(reason) => {
-                println!("step {:>2}  {name:<26} FAILED  {reason}", self.number);
+                self.out.emit(
+                    "step",
+                    &[
+                        ("step", n(step as u64)),
+                        ("name", name.into()),
+                        ("ok", Value::Bool(false)),
+                        ("reason", reason.as_str().into()),
+                    ],
+                    || format!("step {step:>2}  {name:<26} FAILED  {reason}"),
+                );
                 Err(Failure::refused(format!(
-                    "step {} ({name}) failed: {reason}",
-                    self.number
+                    "step {step} ({name}) failed: {reason}"
                 )))
             }
         }
@@ -169,8 +197,14 @@ async fn send(
 }
 
 async fn execute(args: &Args) -> Result<u8, Failure> {
-    let mut steps = Steps { number: 0 };
-    println!("rltp-carrier demo: one carrier on loopback, one sender, one recipient, one restart");
+    let mut steps = Steps {
+        number: 0,
+        out: Output::new("demo", args.json, tokio::time::Instant::now()),
+    };
+    const WHAT: &str = "one carrier on loopback, one sender, one recipient, one restart";
+    steps.out.emit("demo", &[("what", WHAT.into())], || {
+        format!("rltp-carrier demo: {WHAT}")
+    });
     let vectors = SpecVectors::explicit_or_env(args.vectors.clone());
     let loaded = documents(&vectors);
     let docs: Vec<(String, Value)> = loaded.clone().map(Vec::from).unwrap_or_default();
@@ -317,7 +351,7 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
         link,
         &inbox,
         false,
-        super::output::Output::quiet("demo"),
+        Output::quiet("demo"),
         Duration::from_secs(10),
     );
     let collected = collector.collect_all().await.map_err(|f| f.message);
@@ -420,7 +454,10 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
     )?;
     client.close().await;
     server.shutdown().await;
-    println!("demo: all {} steps ok", steps.number);
+    let total = steps.number;
+    steps.out.emit("done", &[("steps", n(total as u64))], || {
+        format!("demo: all {total} steps ok")
+    });
     Ok(exit::OK)
 }
 

@@ -60,8 +60,10 @@ pub struct Args {
     /// naming the field or file.
     #[arg(long)]
     check: bool,
-    /// With --check: print one JSON object (`config`, `checks`) instead of TOML.
-    #[arg(long, requires = "check")]
+    /// Print the four start-up lines as one JSON object (`listening`,
+    /// `fingerprint`, `carrier`, `declarationIssuer`); with --check, one
+    /// JSON object (`config`, `checks`) instead of TOML.
+    #[arg(long)]
     json: bool,
 }
 
@@ -153,12 +155,16 @@ async fn run_until_signal<S: rltp_storage::Store>(
     let mut usr2 = listen(SignalKind::user_defined2(), "SIGUSR2")?;
     let stop = crate::server::shutdown_signal();
     tokio::pin!(stop);
-    println!("listening {}", server.local_addr());
-    println!("fingerprint {}", server.fingerprint());
-    println!("carrier {}", server.carrier().as_str());
-    println!(
-        "declaration-issuer {}",
-        server.declaration_issuer().to_did_key()
+    let started = super::output::Output::new("serve", args.json, tokio::time::Instant::now());
+    started.record(
+        "serving",
+        &format!(
+            "listening {}\nfingerprint {}\ncarrier {}\ndeclaration-issuer {}\n",
+            server.local_addr(),
+            server.fingerprint(),
+            server.carrier().as_str(),
+            server.declaration_issuer().to_did_key()
+        ),
     );
     {
         let lame_duck_over = server.lame_duck_over();
