@@ -294,8 +294,8 @@ impl<S: Store> Driver<S> {
         let rkid = *authorized.rkid();
         let page = self
             .writer
-            .execute_hinted(Some((rkid, None)), move |txn, now, events| {
-                engine.collect(txn, &authorized, after, limit, now, events)
+            .execute_hinted(Some((rkid, None)), move |txn, now, _| {
+                engine.collect(txn, &authorized, after, limit, now)
             })?
             .map_err(SessionError::Refused)?;
         // The page's bytes, read and checked here, outside the writer.

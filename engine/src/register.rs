@@ -282,3 +282,36 @@ impl Engine {
         r5_state_table(self, txn, authorized, &held, now, events)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The state table spells its presenter-visible outcomes as the wire's
+    /// verdicts do, byte for byte: the verdict set (`rltp_wire::Verdict`)
+    /// is the one home of those spellings, and this holds the table's
+    /// cells to it.
+    #[test]
+    fn presenter_outcomes_are_spelled_as_their_verdicts() {
+        let all = [
+            Outcome::Registered,
+            Outcome::RegisteredIdempotent,
+            Outcome::Rebound,
+            Outcome::Served,
+            Outcome::NoSuchQueue,
+            Outcome::StaleGeneration,
+            Outcome::WindUpBegins,
+            Outcome::DischargedAndReleased,
+            Outcome::Evicted,
+            Outcome::CannotArise,
+        ];
+        let mut presented = 0;
+        for outcome in all {
+            if let Some(verdict) = presenter_verdict(outcome, 7) {
+                assert_eq!(outcome.as_str(), verdict.as_str(), "{outcome:?}");
+                presented += 1;
+            }
+        }
+        assert_eq!(presented, 6);
+    }
+}

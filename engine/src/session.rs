@@ -83,11 +83,9 @@ impl Engine {
         after: Option<u64>,
         limit: usize,
         now: Ms,
-        events: &mut Tally,
     ) -> StoreResult<Result<CollectPage, Verdict>> {
         let limit = limit.clamp(1, self.max_collect());
         let c = self.constants();
-        let _ = events;
         self.session(txn, authorized, Operation::Collect, |txn, rkid, binding| {
             let mut page = txn.deposits(rkid, after, limit.saturating_add(1))?;
             let more = page.len() > limit;

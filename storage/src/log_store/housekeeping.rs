@@ -207,25 +207,36 @@ pub(super) fn reclaim(inner: &Inner) {
     }
 }
 
-/// One compaction step (see [`LogStore::compact_step`]).
-pub(super) fn compact_step(inner: &Inner, max_scan: usize, store: &LogStore) -> StoreResult<usize> {
-    let mut w = store.begin_write()?;
-    let base = w.state.snapshot_base;
-    let active = w.state.active.id;
-    let percent = u64::from(inner.options.compact_below_percent);
-    let size = inner
+/// Whether sealed segment `id` (live-deposit figures `stat`) is for
+/// compaction: before the latest snapshot's segment `base`, not the
+/// `active` one, holding live deposits whose bytes are under
+/// `compact_below_percent` of a segment's room. The one home of that rule
+/// (compaction itself, and the backlog `Store::size` reports).
+pub(super) fn compactable(
+    inner: &Inner,
+    id: u64,
+    stat: &super::index::SegStat,
+    base: u64,
+    active: u64,
+) -> bool {
+    let room = inner
         .options
         .segment_bytes
         .saturating_sub(record::SEGMENT_HEADER);
+    let percent = u64::from(inner.options.compact_below_percent);
+    id < base && id != active && stat.live > 0 && stat.bytes * 100 < room * percent
+}
+
+/// One compaction step (see [`LogStore::compact_step`]).
+pub(super) fn compact_step(inner: &Inner, max_scan: usize, store: &LogStore) -> StoreResult<usize> {
+    let mut w = store.begin_write()?;
+    let (base, active) = (w.state.snapshot_base.0, w.state.active.id);
     let (to_move, cursor) = {
         let ix = inner.index_read();
         let sparse: std::collections::HashSet<u32> = ix
             .segs
             .iter()
-            .filter(|(id, s)| {
-                let id = u64::from(**id);
-                id < base.0 && id != active && s.live > 0 && s.bytes * 100 < size * percent
-            })
+            .filter(|(id, s)| compactable(inner, u64::from(**id), s, base, active))
             .map(|(id, _)| *id)
             .collect();
         if sparse.is_empty() {

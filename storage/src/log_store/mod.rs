@@ -1286,20 +1286,12 @@ impl Store for LogStore {
             let state = inner.gate();
             (state.snapshot_base.0, state.active.id)
         };
-        let size = inner
-            .options
-            .segment_bytes
-            .saturating_sub(record::SEGMENT_HEADER);
-        let percent = u64::from(inner.options.compact_below_percent);
         let ix = inner.index_read();
         let live_bytes = ix.segs.values().map(|s| s.bytes).sum();
         let compactable = ix
             .segs
             .iter()
-            .filter(|(id, s)| {
-                let id = u64::from(**id);
-                id < base && id != active && s.live > 0 && s.bytes * 100 < size * percent
-            })
+            .filter(|(id, s)| housekeeping::compactable(inner, u64::from(**id), s, base, active))
             .count() as u64;
         Ok(crate::StoreSize {
             disk_bytes: Some(log_bytes + snapshot_bytes + redb_bytes),
