@@ -28,6 +28,7 @@ mod redis;
 mod report;
 mod scaleout;
 mod stats;
+mod transport;
 
 use anyhow::{Context as _, bail};
 use carrier::{CarrierProc, Recipients};
@@ -115,6 +116,13 @@ struct Cli {
     /// writes its JSON to `--out` and its tables to `--markdown`.
     #[arg(long)]
     scale_out: bool,
+    /// Run only the transport study (issue 15): quinn's defaults, ACK
+    /// frequency, a larger MTU discovery bound and both, each on its own
+    /// carrier with the same settings on every harness connection, in
+    /// scenario 1's three cells against Redis, `--reps` rounds (quick 1,
+    /// full 3); writes its JSON to `--out` and its tables to `--markdown`.
+    #[arg(long, conflicts_with = "scale_out")]
+    transport_study: bool,
     /// Only check that FILE is a well-formed report, then exit.
     #[arg(long, value_name = "FILE")]
     check_report: Option<PathBuf>,
@@ -441,6 +449,30 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         .await?;
         std::fs::write(&cli.out, serde_json::to_string_pretty(&report)?)?;
         let tables = scaleout::markdown(&report);
+        if let Some(md) = &cli.markdown {
+            std::fs::write(md, &tables)?;
+        }
+        println!("{tables}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    if cli.transport_study {
+        let base = cli.work_dir.clone().unwrap_or_else(std::env::temp_dir);
+        let work = tempfile::Builder::new()
+            .prefix("carrier-bench-")
+            .tempdir_in(&base)?;
+        let report = transport::run(
+            &carrier_bin,
+            &locate_redis(&cli)?,
+            work.path(),
+            &cli.carrier_log,
+            plan.reps,
+            plan.warmup,
+            plan.measure,
+            plan.mode,
+        )
+        .await?;
+        std::fs::write(&cli.out, serde_json::to_string_pretty(&report)?)?;
+        let tables = transport::markdown(&report);
         if let Some(md) = &cli.markdown {
             std::fs::write(md, &tables)?;
         }

@@ -215,6 +215,7 @@ async fn cell(
             log_level,
             &extra,
             procs.first(),
+            rltp_client::transport::Tuning::default(),
         )
         .await?;
         procs.push(proc);

@@ -44,3 +44,23 @@ pub const FIRST_RESERVE: usize = 4_096;
 /// pipelined burst of ~1 KiB submissions is one read, not three per item,
 /// and what it holds ahead of the frame being parsed stays bounded.
 pub const READ_CHUNK: usize = 65_536;
+
+/// Defaults of `[transport]` ([`crate::transport::Tuning`], the carrier's `[transport]` and
+/// [`crate::ConnectOptions::transport`]): quinn's
+/// own, which every QUIC peer and path expects. Not yet measured against
+/// the alternatives (ACK frequency threshold 8, a loopback-sized MTU; the
+/// design study `perf-design.md` measured about 1 µs per request per side
+/// saved by both together on loopback): change a default only with a
+/// `carrier-bench` run that shows it.
+pub mod transport {
+    /// ACK frequency off (`0`): the peer's own policy.
+    pub const ACK_ELICITING_THRESHOLD: u32 = 0;
+    /// quinn's default max ACK delay, 25 ms (RFC 9000 §18.2).
+    pub const MAX_ACK_DELAY_MS: u64 = 25;
+    /// QUIC's minimum, which every path carries.
+    pub const INITIAL_MTU: u16 = 1_200;
+    /// Probe for more.
+    pub const MTU_DISCOVERY: bool = true;
+    /// quinn's default upper bound: 1 500-byte Ethernet less IPv6 and UDP headers.
+    pub const MTU_UPPER_BOUND: u16 = 1_452;
+}

@@ -58,6 +58,7 @@ mod recipient;
 pub mod retry;
 pub mod sender;
 pub mod tls;
+pub mod transport;
 
 pub use recipient::{CollectPage, Delivered, RecipientKeys, RegisterOutcome, Watch, WatchEvent};
 pub use retry::{
@@ -312,6 +313,10 @@ pub struct ConnectOptions {
     /// quiet (`PROTOCOL.md` §5: the carrier closes a connection idle for
     /// its `idle-timeout-ms`); `None` sends none.
     pub keep_alive: Option<Duration>,
+    /// QUIC per-packet settings of this client's endpoint (ACK frequency
+    /// asked of the carrier, the MTU); default
+    /// [`defaults::transport`].
+    pub transport: transport::Tuning,
 }
 
 impl ConnectOptions {
@@ -324,7 +329,14 @@ impl ConnectOptions {
             server_name: None,
             timeout: Duration::from_secs(30),
             keep_alive: Some(KEEP_ALIVE),
+            transport: transport::Tuning::default(),
         }
+    }
+
+    /// The same options with other QUIC per-packet settings.
+    pub fn with_transport(mut self, transport: transport::Tuning) -> ConnectOptions {
+        self.transport = transport;
+        self
     }
 
     /// The same options with another keep-alive interval (`None`: none).
@@ -385,6 +397,7 @@ impl Client {
             .map_err(|e| TlsError::Config(e.to_string()))?;
         let mut config = quinn::ClientConfig::new(Arc::new(crypto));
         let mut transport = quinn::TransportConfig::default();
+        options.transport.apply(&mut transport);
         transport
             .keep_alive_interval(options.keep_alive)
             .max_idle_timeout(Some(
