@@ -929,6 +929,12 @@ async fn scale(
 
     tokio::time::sleep(Duration::from_secs(3)).await;
     let rss_idle_kib = procfs::status_kib(carrier.pid(), "VmRSS").unwrap_or(0);
+    let memory = report::MemoryBreakdown {
+        rss_anon_kib: procfs::status_kib(carrier.pid(), "RssAnon").unwrap_or(0),
+        rss_file_kib: procfs::status_kib(carrier.pid(), "RssFile").unwrap_or(0),
+        index_bytes: index_bytes(bin, &carrier.data_dir),
+    };
+    eprintln!("[5] idle memory: {memory:?}");
     let (store_allocated_bytes, store_apparent_bytes) = procfs::dir_size(&carrier.store_dir());
     let at_scale = load::run(System::Ours(&carrier), &spec64, &base_targets).await?;
     eprintln!("[5] at scale: {:.0}/s", at_scale.ops_per_s);
@@ -986,6 +992,22 @@ async fn scale(
         restart_to_listening_s: restart.to_listening_s,
         restart_to_first_request_s: restart.to_first_request_s,
         empty_start_to_first_request_s: first_start.to_first_request_s,
+        memory: Some(memory),
+    })
+}
+
+/// The store's in-memory index estimate of a running carrier, bytes
+/// (`rltp-carrier admin store --json`, member `indexBytes`).
+fn index_bytes(bin: &Path, data_dir: &Path) -> Option<u64> {
+    let out = std::process::Command::new(bin)
+        .args(["admin", "store", "--json", "--data-dir"])
+        .arg(data_dir)
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout).lines().find_map(|line| {
+        let v: serde_json::Value = serde_json::from_str(line).ok()?;
+        let n = v.get("indexBytes")?;
+        n.as_u64().or_else(|| n.as_str()?.parse().ok())
     })
 }
 
