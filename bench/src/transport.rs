@@ -42,12 +42,16 @@ pub struct Candidate {
     pub tuning: Tuning,
 }
 
-/// The candidates: quinn's defaults, ACK frequency, a larger MTU
-/// discovery bound, and both.
+/// The candidates: quinn's defaults, ACK frequency at two thresholds, a
+/// larger MTU discovery bound, and ACK frequency with it.
 pub fn candidates() -> Vec<Candidate> {
     let quinn = Tuning::default();
     let ack = Tuning {
         ack_eliciting_threshold: 8,
+        ..quinn
+    };
+    let ack32 = Tuning {
+        ack_eliciting_threshold: 32,
         ..quinn
     };
     let mtu = Tuning {
@@ -65,6 +69,11 @@ pub fn candidates() -> Vec<Candidate> {
             "ack-8",
             "ACK frequency: the peer acknowledges every 9th ack-eliciting packet (max delay 25 ms)",
             ack,
+        ),
+        (
+            "ack-32",
+            "ACK frequency: every 33rd ack-eliciting packet (max delay 25 ms)",
+            ack32,
         ),
         (
             "mtu-64k",

@@ -386,6 +386,19 @@ impl<S: Store> Driver<S> {
         &self,
         items: Vec<(RkidText, Vec<u8>)>,
     ) -> Vec<(Result<SubmitVerdict, EngineError>, DepositId)> {
+        self.submit_burst(items).await
+    }
+
+    /// [`Driver::submit_burst_async`], with the burst screened and handed
+    /// to the writer **before this returns**: the future only waits for
+    /// the durable answers. A caller holding many bursts in order (a
+    /// `submit-stream`) awaits them one after another without a task of
+    /// its own per burst (one wake-up per answer instead of two).
+    pub fn submit_burst(
+        &self,
+        items: Vec<(RkidText, Vec<u8>)>,
+    ) -> impl Future<Output = Vec<(Result<SubmitVerdict, EngineError>, DepositId)>> + Send + 'static
+    {
         let submissions: Vec<_> = items
             .into_iter()
             .map(|(rkid, bytes)| self.engine.screen(&rkid, bytes))
@@ -403,14 +416,14 @@ impl<S: Store> Driver<S> {
                     .iter()
                     .map(|s| engine.submit(txn, s, now, events))
                     .collect::<StoreResult<Vec<_>>>()
-            })
-            .await
-            .unwrap_or(Err(CommitError::NotRun));
-        match verdicts {
-            Ok(verdicts) => verdicts.into_iter().map(Ok).zip(ids).collect(),
-            Err(e) => {
-                let e = EngineError::from(e);
-                ids.into_iter().map(|id| (Err(e.clone()), id)).collect()
+            });
+        async move {
+            match verdicts.await.unwrap_or(Err(CommitError::NotRun)) {
+                Ok(verdicts) => verdicts.into_iter().map(Ok).zip(ids).collect(),
+                Err(e) => {
+                    let e = EngineError::from(e);
+                    ids.into_iter().map(|id| (Err(e.clone()), id)).collect()
+                }
             }
         }
     }
