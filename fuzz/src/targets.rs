@@ -182,24 +182,27 @@ pub fn shape(data: &[u8]) {
         strict,
         "stream item header: fast and strict differ"
     );
-    let strict = response::split_error(data).and_then(|header| match header {
-        Ok(h) => response::SubmitAnswer::from_header(&h).map(Ok),
-        Err(error) => Ok(Err(error)),
-    });
     assert_eq!(
         response::SubmitAnswer::from_header_bytes(data),
-        strict,
+        strict_answer(data, response::SubmitAnswer::from_header),
         "submit answer: fast and strict differ"
     );
-    let strict = response::split_error(data).and_then(|header| match header {
-        Ok(h) => response::CollectFrame::from_header(&h).map(Ok),
-        Err(error) => Ok(Err(error)),
-    });
     assert_eq!(
         response::CollectFrame::from_header_bytes(data),
-        strict,
+        strict_answer(data, response::CollectFrame::from_header),
         "collect frame: fast and strict differ"
     );
+}
+
+/// An answer header by the strict path: `split_error`, then `read`.
+fn strict_answer<T>(
+    data: &[u8],
+    read: fn(&json::Object) -> Result<T, wire::FrameError>,
+) -> Result<Result<T, response::ErrorAnswer>, wire::FrameError> {
+    response::split_error(data).and_then(|header| match header {
+        Ok(h) => read(&h).map(Ok),
+        Err(error) => Ok(Err(error)),
+    })
 }
 
 /// §4.4 declarations: parse, verify, accept for the carrier role.

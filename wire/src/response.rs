@@ -238,15 +238,12 @@ impl SubmitAnswer {
     pub fn from_header_bytes(
         bytes: &[u8],
     ) -> Result<Result<SubmitAnswer, ErrorAnswer>, FrameError> {
-        if let Some(answer) = SubmitAnswer::guess(bytes)
-            && spelled(bytes, |out| answer.encode_frame_into(out))
-        {
-            return Ok(Ok(answer));
-        }
-        match split_error(bytes)? {
-            Ok(header) => SubmitAnswer::from_header(&header).map(Ok),
-            Err(error) => Ok(Err(error)),
-        }
+        fast_or_strict(
+            bytes,
+            SubmitAnswer::guess,
+            SubmitAnswer::encode_frame_into,
+            SubmitAnswer::from_header,
+        )
     }
 
     /// The answer `bytes` would be if they were spelled as the carrier
@@ -291,6 +288,26 @@ fn spelled(header: &[u8], encode: impl FnOnce(&mut Vec<u8>)) -> bool {
     let mut again = Vec::with_capacity(PREFIX_BYTES + header.len());
     encode(&mut again);
     again.get(PREFIX_BYTES..) == Some(header)
+}
+
+/// A fast reader: the candidate `guess` reads from `bytes` if `encode`
+/// spells it as exactly `bytes`, else the strict path ([`split_error`],
+/// then `strict`), so every answer and error is the strict path's.
+fn fast_or_strict<T>(
+    bytes: &[u8],
+    guess: impl FnOnce(&[u8]) -> Option<T>,
+    encode: impl FnOnce(&T, &mut Vec<u8>),
+    strict: impl FnOnce(&Object) -> Result<T, FrameError>,
+) -> Result<Result<T, ErrorAnswer>, FrameError> {
+    if let Some(candidate) = guess(bytes)
+        && spelled(bytes, |out| encode(&candidate, out))
+    {
+        return Ok(Ok(candidate));
+    }
+    match split_error(bytes)? {
+        Ok(header) => strict(&header).map(Ok),
+        Err(error) => Ok(Err(error)),
+    }
 }
 
 /// `status` answer (§5a.8, §6.1).
@@ -596,15 +613,12 @@ impl CollectFrame {
     pub fn from_header_bytes(
         bytes: &[u8],
     ) -> Result<Result<CollectFrame, ErrorAnswer>, FrameError> {
-        if let Some(frame) = CollectFrame::guess(bytes)
-            && spelled(bytes, |out| frame.encode_into(b"", out))
-        {
-            return Ok(Ok(frame));
-        }
-        match split_error(bytes)? {
-            Ok(header) => CollectFrame::from_header(&header).map(Ok),
-            Err(error) => Ok(Err(error)),
-        }
+        fast_or_strict(
+            bytes,
+            CollectFrame::guess,
+            |frame, out| frame.encode_into(b"", out),
+            CollectFrame::from_header,
+        )
     }
 
     /// The frame `bytes` would be if they were spelled as the carrier
@@ -614,10 +628,7 @@ impl CollectFrame {
         let text = std::str::from_utf8(bytes).ok()?;
         if let Some(rest) = text.strip_prefix("{\"deposit\":\"") {
             let (id, seq) = rest.split_once("\",\"seq\":")?;
-            let seq = match seq.strip_suffix('}')? {
-                "0" => 0,
-                seq => rltp_proofs::constants::parse_canonical_integer(seq).ok()?,
-            };
+            let seq = crate::fields::uint0(seq.strip_suffix('}')?).ok()?;
             let id = DepositId::parse(id).ok()?;
             return Some(CollectFrame::Deposit { id, seq });
         }
