@@ -664,8 +664,13 @@ async fn write_page(
     deposits: &[CollectedDeposit],
     end: Option<(Verdict, Option<bool>)>,
 ) -> bool {
-    let total: usize = deposits.iter().map(|d| d.bytes.len() + 128).sum();
-    let mut out = Vec::with_capacity(total.min(WRITE_CHUNK) + 128);
+    /// More than a deposit frame's prefix and header take (~92 bytes).
+    const FRAME_OVERHEAD: usize = 128;
+    let total: usize = deposits
+        .iter()
+        .map(|d| d.bytes.len() + FRAME_OVERHEAD)
+        .sum();
+    let mut out = Vec::with_capacity(total.min(WRITE_CHUNK) + FRAME_OVERHEAD);
     for d in deposits {
         response::encode_deposit_frame_into(&d.id, d.seq, &d.bytes, &mut out);
         if out.len() >= WRITE_CHUNK {
