@@ -119,6 +119,14 @@ pub const PIPELINE_DEPTH: usize = 256;
 /// (~88 KiB each) ≈ 5.5 MiB per push.
 pub const WATCH_PAGE: usize = 64;
 
+/// How many bytes of encoded frames the server gathers before it writes
+/// them (256 KiB): a collect page or a watch push is encoded into one
+/// buffer and written with one write while it stays under this, which a
+/// page of small envelopes does (256 deposits of ~1 KiB); a page of large
+/// ones (up to 256 × ~88 KiB ≈ 22 MiB) is written whenever the buffer
+/// reaches it, so the buffer never holds more than this plus one frame.
+pub const WRITE_CHUNK: usize = 256 * 1024;
+
 /// How far the wall clock may drift from the carrier's steady clock before
 /// the divergence is reported as a step (ms): 1 s. NTP slews at most
 /// 500 ppm, i.e. 0.5 ms per second, so only a step gets this far between

@@ -459,13 +459,14 @@ impl Client {
     }
 
     /// Opens a stream and writes one request frame (the send side stays
-    /// open only if `keep_open`).
+    /// open only if `keep_open`); the answers are read in large chunks
+    /// ([`net::FrameReader`]).
     async fn open(
         &self,
         request: &Request,
         body: &[u8],
         keep_open: bool,
-    ) -> Result<(quinn::SendStream, quinn::RecvStream), ClientError> {
+    ) -> Result<(quinn::SendStream, net::FrameReader), ClientError> {
         let (mut send, recv) = self.connection.open_bi().await?;
         match net::write_frame(&mut send, &request.to_header(), body).await {
             // The server decided without reading the rest (a `submit` above
@@ -476,24 +477,26 @@ impl Client {
         if !keep_open {
             let _ = send.finish();
         }
-        Ok((send, recv))
+        Ok((send, net::FrameReader::new(recv)))
     }
 
-    /// Reads one answer frame within the timeout; a closed stream error
-    /// becomes [`ClientError::Server`].
-    async fn answer(
-        &self,
-        recv: &mut quinn::RecvStream,
-        max_body: usize,
-    ) -> Result<(Object, Vec<u8>), ClientError> {
-        read_answer(recv, max_body, self.timeout).await
-    }
-
-    /// One request → one answer header (no body expected).
+    /// One request → one answer header (no body expected), read by the
+    /// strict reader.
     async fn call(&self, request: &Request, body: &[u8]) -> Result<Object, ClientError> {
+        self.call_with(request, body, strict_answer).await
+    }
+
+    /// One request → one answer header (no body expected), read from its
+    /// bytes by `read`.
+    async fn call_with<T>(
+        &self,
+        request: &Request,
+        body: &[u8],
+        read: impl FnOnce(&[u8]) -> Result<T, ClientError>,
+    ) -> Result<T, ClientError> {
         let (_send, mut recv) = self.open(request, body, false).await?;
-        let (header, _) = self.answer(&mut recv, 0).await?;
-        Ok(header)
+        let (answer, _) = read_answer(&mut recv, 0, self.timeout, read).await?;
+        Ok(answer)
     }
 
     /// `declaration` (§4.4): fetches the served declaration, then parses,
@@ -504,7 +507,8 @@ impl Client {
     /// [`ClientError::Declaration`] naming the failed step; transport errors.
     pub async fn declaration(&self) -> Result<FetchedDeclaration, ClientError> {
         let (_send, mut recv) = self.open(&Request::Declaration, b"", false).await?;
-        let (header, bytes) = self.answer(&mut recv, wire::MAX_BODY_BYTES).await?;
+        let (header, bytes) =
+            read_answer(&mut recv, wire::MAX_BODY_BYTES, self.timeout, strict_answer).await?;
         response::parse_declaration_header(&header)?;
         let declaration = accept_declaration(&bytes)?;
         Ok(FetchedDeclaration { bytes, declaration })
@@ -541,10 +545,11 @@ impl Client {
     pub async fn submit(&self, rkid: &Rkid, envelope: &[u8]) -> Result<SubmitAnswer, ClientError> {
         let size = u32::try_from(envelope.len())
             .map_err(|_| ClientError::violation("envelope longer than 4 GiB"))?;
-        let header = self
-            .call(&Request::Submit { rkid: *rkid, size }, envelope)
+        let answer = self
+            .call_with(&Request::Submit { rkid: *rkid, size }, envelope, |bytes| {
+                SubmitAnswer::from_header_bytes(bytes)?.map_err(ClientError::Server)
+            })
             .await?;
-        let answer = SubmitAnswer::from_header(&header)?;
         check_deposit(&answer, envelope)?;
         Ok(answer)
     }
@@ -558,7 +563,7 @@ impl Client {
         Ok(Submitter {
             writer: SubmitWriter { send },
             reader: SubmitReader {
-                recv: net::FrameReader::new(recv),
+                recv,
                 timeout: self.timeout,
             },
         })
@@ -683,38 +688,32 @@ async fn resolve(server: &str) -> Result<SocketAddr, ClientError> {
         .ok_or_else(|| ClientError::Resolve(server.to_owned()))
 }
 
-async fn read_answer(
-    recv: &mut quinn::RecvStream,
+/// Reads one answer frame within `timeout`: its header, from its bytes,
+/// by `read` (which turns a closed stream error into
+/// [`ClientError::Server`]), then its body of at most `max_body` bytes.
+async fn read_answer<T>(
+    recv: &mut net::FrameReader,
     max_body: usize,
     timeout: Duration,
-) -> Result<(Object, Vec<u8>), ClientError> {
-    let read = async {
-        let Some(prefix) = net::read_prefix(recv).await? else {
+    read: impl FnOnce(&[u8]) -> Result<T, ClientError>,
+) -> Result<(T, Vec<u8>), ClientError> {
+    let answer = async {
+        let Some(prefix) = recv.prefix().await? else {
             return Err(ClientError::violation("the stream ended without an answer"));
         };
-        let header = net::read_header(recv, prefix).await?;
-        if let Some(error) = error_answer(&header)? {
-            return Err(ClientError::Server(error));
-        }
-        let body = net::read_body(recv, prefix, max_body).await?;
+        let header = read(recv.header_bytes(prefix).await?)?;
+        let body = recv.body(prefix, max_body).await?;
         Ok((header, body))
     };
-    tokio::time::timeout(timeout, read)
+    tokio::time::timeout(timeout, answer)
         .await
         .map_err(|_| ClientError::Timeout(timeout))?
 }
 
-/// The closed error in `header`, if it is one.
-fn error_answer(header: &Object) -> Result<Option<ErrorAnswer>, ClientError> {
-    if header.get("error").is_none() {
-        return Ok(None);
-    }
-    let bytes = wire::encode_frame(header, b"");
-    let jcs = bytes.get(wire::PREFIX_BYTES..).unwrap_or_default();
-    match response::split_error(jcs)? {
-        Err(answer) => Ok(Some(answer)),
-        Ok(_) => Ok(None),
-    }
+/// An answer header by the strict reader; a closed stream error becomes
+/// [`ClientError::Server`].
+fn strict_answer(bytes: &[u8]) -> Result<Object, ClientError> {
+    response::split_error(bytes)?.map_err(ClientError::Server)
 }
 
 fn check_deposit(answer: &SubmitAnswer, envelope: &[u8]) -> Result<(), ClientError> {

@@ -28,6 +28,7 @@
 pub mod address_challenge;
 pub mod close;
 mod closed_set;
+mod direct;
 mod fields;
 pub mod frame;
 pub mod op;
