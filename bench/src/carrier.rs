@@ -94,8 +94,16 @@ impl CarrierProc {
         max_bindings: u64,
         log_level: &str,
     ) -> anyhow::Result<(CarrierProc, StartTiming)> {
-        CarrierProc::start_node(bin, dir, max_bindings, log_level, "", None, Tuning::default())
-            .await
+        CarrierProc::start_node(
+            bin,
+            dir,
+            max_bindings,
+            log_level,
+            "",
+            None,
+            Tuning::default(),
+        )
+        .await
     }
 
     /// [`CarrierProc::start`] with `transport` as the carrier's

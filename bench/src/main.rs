@@ -1004,11 +1004,13 @@ fn index_bytes(bin: &Path, data_dir: &Path) -> Option<u64> {
         .arg(data_dir)
         .output()
         .ok()?;
-    String::from_utf8_lossy(&out.stdout).lines().find_map(|line| {
-        let v: serde_json::Value = serde_json::from_str(line).ok()?;
-        let n = v.get("indexBytes")?;
-        n.as_u64().or_else(|| n.as_str()?.parse().ok())
-    })
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).ok()?;
+            let n = v.get("indexBytes")?;
+            n.as_u64().or_else(|| n.as_str()?.parse().ok())
+        })
 }
 
 /// `--profile`: one deposit cell with `perf record` (DWARF call graphs) on the carrier

@@ -64,7 +64,11 @@ pub fn candidates() -> Vec<Candidate> {
         ..quinn
     };
     [
-        ("quinn", "quinn's defaults (the shipped ones before this study)", quinn),
+        (
+            "quinn",
+            "quinn's defaults (the shipped ones before this study)",
+            quinn,
+        ),
         (
             "ack-8",
             "ACK frequency: the peer acknowledges every 9th ack-eliciting packet (max delay 25 ms)",

@@ -132,7 +132,10 @@ async fn transport_settings_reach_both_ends() {
             .await
             .unwrap();
         for _ in 0..3 {
-            assert_eq!(client.declaration().await.unwrap().declaration.revision(), 1);
+            assert_eq!(
+                client.declaration().await.unwrap().declaration.revision(),
+                1
+            );
         }
         let stats = client.connection().stats();
         assert!(
@@ -146,7 +149,11 @@ async fn transport_settings_reach_both_ends() {
             "{tuning:?}: {:?}",
             stats.frame_tx
         );
-        assert!(stats.path.current_mtu >= tuning.initial_mtu, "{:?}", stats.path);
+        assert!(
+            stats.path.current_mtu >= tuning.initial_mtu,
+            "{:?}",
+            stats.path
+        );
         client.close().await;
     }
 }

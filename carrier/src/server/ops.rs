@@ -23,6 +23,7 @@
 
 use super::metrics::Op;
 use super::{Ctx, current_declaration};
+use crate::driver::BurstAnswers;
 use rltp_client::net::{self, FrameReader, ReadError};
 use rltp_engine::{CollectedDeposit, SessionError, WatchPage};
 use rltp_proofs::multikey::{Rkid, RkidText};
@@ -402,19 +403,11 @@ async fn submit<S: Store>(
     answered(ctx, &rkid, verdict, id)
 }
 
-/// The items of a burst, decided as one writer job (in order), each
-/// answered as [`submit`] answers it.
-async fn submit_burst<S: Store>(
-    ctx: &Ctx<S>,
-    items: Vec<(RkidText, Vec<u8>)>,
-) -> Vec<Result<SubmitAnswer, ErrorAnswer>> {
+/// The items of a burst, handed to the writer as one job (in order)
+/// before this returns; its answers are read by [`Pending::encode`].
+fn submit_burst<S: Store>(ctx: &Ctx<S>, items: Vec<(RkidText, Vec<u8>)>) -> Pending {
     let rkids: Vec<Rkid> = items.iter().map(|(rkid, _)| *rkid.rkid()).collect();
-    let answers = ctx.engine.submit_burst_async(items).await;
-    rkids
-        .iter()
-        .zip(answers)
-        .map(|(rkid, (verdict, id))| answered(ctx, rkid, verdict, id))
-        .collect()
+    Pending::Burst(rkids, ctx.engine.submit_burst(items))
 }
 
 /// The answer to one decided submission: counted, logged, and watch
@@ -468,8 +461,8 @@ async fn submit_unread<S: Store>(
 }
 
 enum Pending {
-    /// A burst of whole items: one answer each, in order.
-    Burst(tokio::task::JoinHandle<Vec<Result<SubmitAnswer, ErrorAnswer>>>),
+    /// A burst of whole items (their queues): one answer each, in order.
+    Burst(Vec<Rkid>, BurstAnswers),
     Verdict(tokio::task::JoinHandle<Result<SubmitAnswer, ErrorAnswer>>),
     Error(ErrorAnswer),
 }
@@ -478,7 +471,7 @@ impl Pending {
     /// Whether its answers are ready (awaiting it will not wait).
     fn is_ready(&self) -> bool {
         match self {
-            Pending::Burst(handle) => handle.is_finished(),
+            Pending::Burst(_, answers) => answers.is_ready(),
             Pending::Verdict(handle) => handle.is_finished(),
             Pending::Error(_) => true,
         }
@@ -487,11 +480,13 @@ impl Pending {
     /// Appends its answer frames to `out`; `true` if the stream ends after
     /// them (an error answer), else the number of answers is added to
     /// `count`.
-    async fn encode(self, out: &mut Vec<u8>, count: &mut u64) -> bool {
+    async fn encode<S: Store>(self, ctx: &Ctx<S>, out: &mut Vec<u8>, count: &mut u64) -> bool {
         let answers = match self {
-            Pending::Burst(handle) => handle
-                .await
-                .unwrap_or_else(|_| vec![Err(unavailable("internal"))]),
+            Pending::Burst(rkids, answers) => rkids
+                .iter()
+                .zip(answers.answers().await)
+                .map(|(rkid, (verdict, id))| answered(ctx, rkid, verdict, id))
+                .collect(),
             Pending::Verdict(handle) => {
                 vec![
                     handle
@@ -566,10 +561,8 @@ async fn submit_stream<S: Store>(
                     })),
                 };
                 if !burst.is_empty() {
-                    let ctx = Arc::clone(ctx);
-                    let items = std::mem::take(&mut burst);
-                    let handle = tokio::spawn(async move { submit_burst(&ctx, items).await });
-                    if tx.send(Pending::Burst(handle)).await.is_err() {
+                    let pending = submit_burst(ctx, std::mem::take(&mut burst));
+                    if tx.send(pending).await.is_err() {
                         break 'read;
                     }
                 }
@@ -581,12 +574,8 @@ async fn submit_stream<S: Store>(
                     break 'read;
                 }
             }
-            if !burst.is_empty() {
-                let ctx = Arc::clone(ctx);
-                let handle = tokio::spawn(async move { submit_burst(&ctx, burst).await });
-                if tx.send(Pending::Burst(handle)).await.is_err() {
-                    break;
-                }
+            if !burst.is_empty() && tx.send(submit_burst(ctx, burst)).await.is_err() {
+                break;
             }
         }
         drop(tx);
@@ -604,11 +593,13 @@ async fn submit_stream<S: Store>(
                 },
             };
             out.clear();
-            let mut last = pending.encode(&mut out, &mut count).await;
+            let mut last = pending.encode(ctx, &mut out, &mut count).await;
             // Whatever else is answered already goes in the same write.
             while !last {
                 match rx.try_recv() {
-                    Ok(more) if more.is_ready() => last = more.encode(&mut out, &mut count).await,
+                    Ok(more) if more.is_ready() => {
+                        last = more.encode(ctx, &mut out, &mut count).await;
+                    }
                     Ok(more) => {
                         next = Some(more);
                         break;
