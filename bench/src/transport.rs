@@ -170,6 +170,7 @@ pub struct TransportReport {
 ///
 /// # Errors
 /// A carrier or Redis that cannot be started or driven.
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     bin: &Path,
     redis_bin: &Path,
