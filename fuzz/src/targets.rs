@@ -156,7 +156,8 @@ pub fn envelope(data: &[u8]) {
 
 /// The fast paths agree with the strict ones: s2 (`fast_shape` and
 /// `passes_shape` against `check_shape`) for two queues and two bounds,
-/// the stream-item header (`parse_stream_item_bytes` against
+/// the stream-item header (`parse_stream_item_bytes`, and through a
+/// stream's known `rkid` texts, against
 /// `parse_header` + `parse_stream_item`, errors included), and the
 /// client's answer readers (`SubmitAnswer::from_header_bytes`,
 /// `CollectFrame::from_header_bytes` against `split_error` + their
@@ -182,6 +183,15 @@ pub fn shape(data: &[u8]) {
         strict,
         "stream item header: fast and strict differ"
     );
+    // Read again through a stream's known texts: decoded, then found.
+    let mut known = rltp_proofs::multikey::RkidTexts::default();
+    for round in ["decoded", "known"] {
+        assert_eq!(
+            wire::parse_stream_item_bytes_with(data, &mut known),
+            strict,
+            "stream item header ({round} rkid text): fast and strict differ"
+        );
+    }
     assert_eq!(
         response::SubmitAnswer::from_header_bytes(data),
         strict_answer(data, response::SubmitAnswer::from_header),

@@ -26,7 +26,7 @@ use super::{Ctx, current_declaration};
 use crate::driver::BurstAnswers;
 use rltp_client::net::{self, FrameReader, ReadError};
 use rltp_engine::{CollectedDeposit, SessionError, WatchPage};
-use rltp_proofs::multikey::{Rkid, RkidText};
+use rltp_proofs::multikey::{Rkid, RkidText, RkidTexts};
 use rltp_storage::Store;
 use rltp_wire::response::{self, ChallengeAnswer, ErrorAnswer, ErrorCode, SubmitAnswer};
 use rltp_wire::verdict::{SubmitVerdict, Verdict};
@@ -524,6 +524,8 @@ async fn submit_stream<S: Store>(
     let bound = ctx.engine.envelope_bound();
     let reader = async {
         let mut shutdown = ctx.shutdown.clone();
+        // Each queue's `rkid` text is decoded once per stream.
+        let mut known = RkidTexts::default();
         'read: loop {
             // At shutdown no further item is read; those read are answered.
             // Each item (its prefix included) must arrive within the read
@@ -531,7 +533,7 @@ async fn submit_stream<S: Store>(
             // back (`PROTOCOL.md` §7).
             let item = tokio::select! {
                 _ = super::until_shutdown(&mut shutdown) => break,
-                item = tokio::time::timeout(deadline(ctx), read_item(recv, bound)) => item,
+                item = tokio::time::timeout(deadline(ctx), read_item(recv, bound, &mut known)) => item,
             };
             let mut burst = Vec::new();
             let mut item = Some(item);
@@ -542,7 +544,7 @@ async fn submit_stream<S: Store>(
                     Ok(Ok(Some(Item::Whole(rkid, body)))) => {
                         burst.push((rkid, body));
                         if burst.len() < PIPELINE_DEPTH && recv.frame_buffered() {
-                            item = Some(Ok(read_item(recv, bound).await));
+                            item = Some(Ok(read_item(recv, bound, &mut known).await));
                         }
                         continue;
                     }
@@ -632,11 +634,12 @@ enum Item {
 async fn read_item(
     recv: &mut FrameReader,
     envelope_bound: usize,
+    known: &mut RkidTexts,
 ) -> Result<Option<Item>, ReadError> {
     let Some(prefix) = recv.prefix().await? else {
         return Ok(None);
     };
-    let (rkid, size) = wire::parse_stream_item_bytes(recv.header_bytes(prefix).await?)?;
+    let (rkid, size) = wire::parse_stream_item_bytes_with(recv.header_bytes(prefix).await?, known)?;
     check_announced(size, prefix)?;
     if size as usize > envelope_bound {
         recv.skip(prefix).await?;
