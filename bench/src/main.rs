@@ -342,6 +342,26 @@ fn command_line(program: &Path, args: &[&str]) -> String {
         .unwrap_or_default()
 }
 
+/// A temp dir for one run's stores, in `--work-dir` or the system's.
+fn scratch(cli: &Cli) -> anyhow::Result<tempfile::TempDir> {
+    let base = cli.work_dir.clone().unwrap_or_else(std::env::temp_dir);
+    std::fs::create_dir_all(&base)?;
+    Ok(tempfile::Builder::new()
+        .prefix("carrier-bench-")
+        .tempdir_in(&base)?)
+}
+
+/// Writes a section run's report (`--out`) and tables (`--markdown`, and
+/// stdout).
+fn section(cli: &Cli, report: &impl serde::Serialize, tables: &str) -> anyhow::Result<ExitCode> {
+    std::fs::write(&cli.out, serde_json::to_string_pretty(report)?)?;
+    if let Some(md) = &cli.markdown {
+        std::fs::write(md, tables)?;
+    }
+    println!("{tables}");
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Runs one cell: `reps` pairs, ours then the peer.
 #[allow(clippy::too_many_arguments)]
 async fn cell(
@@ -433,10 +453,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if cli.scale_out {
-        let base = cli.work_dir.clone().unwrap_or_else(std::env::temp_dir);
-        let work = tempfile::Builder::new()
-            .prefix("carrier-bench-")
-            .tempdir_in(&base)?;
+        let work = scratch(&cli)?;
         let report = scaleout::run(
             &carrier_bin,
             work.path(),
@@ -447,19 +464,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             plan.mode,
         )
         .await?;
-        std::fs::write(&cli.out, serde_json::to_string_pretty(&report)?)?;
-        let tables = scaleout::markdown(&report);
-        if let Some(md) = &cli.markdown {
-            std::fs::write(md, &tables)?;
-        }
-        println!("{tables}");
-        return Ok(ExitCode::SUCCESS);
+        return section(&cli, &report, &scaleout::markdown(&report));
     }
     if cli.transport_study {
-        let base = cli.work_dir.clone().unwrap_or_else(std::env::temp_dir);
-        let work = tempfile::Builder::new()
-            .prefix("carrier-bench-")
-            .tempdir_in(&base)?;
+        let work = scratch(&cli)?;
         let report = transport::run(
             &carrier_bin,
             &locate_redis(&cli)?,
@@ -471,20 +479,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             plan.mode,
         )
         .await?;
-        std::fs::write(&cli.out, serde_json::to_string_pretty(&report)?)?;
-        let tables = transport::markdown(&report);
-        if let Some(md) = &cli.markdown {
-            std::fs::write(md, &tables)?;
-        }
-        println!("{tables}");
-        return Ok(ExitCode::SUCCESS);
+        return section(&cli, &report, &transport::markdown(&report));
     }
     if cli.only_scale {
         let (bindings, deposits) = plan.scale.context("no scale size")?;
-        let base = cli.work_dir.clone().unwrap_or_else(std::env::temp_dir);
-        let work = tempfile::Builder::new()
-            .prefix("carrier-bench-")
-            .tempdir_in(&base)?;
+        let work = scratch(&cli)?;
         let s = scale(
             &plan,
             &carrier_bin,
@@ -502,11 +501,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     } else {
         Some(locate_redis(&cli)?)
     };
-    let base = cli.work_dir.clone().unwrap_or_else(std::env::temp_dir);
-    std::fs::create_dir_all(&base)?;
-    let work = tempfile::Builder::new()
-        .prefix("carrier-bench-")
-        .tempdir_in(&base)?;
+    let work = scratch(&cli)?;
     let started = Instant::now();
     let started_unix_s = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -864,13 +859,7 @@ async fn scale(
         false,
     )
     .await?;
-    let base_targets = Targets::new(
-        rk_base
-            .iter()
-            .enumerate()
-            .map(|(i, r)| Queue::new(*r, i as u64))
-            .collect(),
-    );
+    let base_targets = Targets::of_rkids(&rk_base);
     let spec64 = plan.spec(64, plan.in_flight, 1024, false);
     let empty = load::run(System::Ours(&carrier), &spec64, &base_targets).await?;
     eprintln!(
@@ -895,14 +884,7 @@ async fn scale(
         reg_base
     };
     eprintln!("[5] registration {:.0}/s", register.per_s);
-    let all = Targets::new(
-        rk_base
-            .iter()
-            .chain(&rk_fill)
-            .enumerate()
-            .map(|(i, r)| Queue::new(*r, i as u64))
-            .collect(),
-    );
+    let all = Targets::of_rkids(rk_base.iter().chain(&rk_fill));
     drop((rk_base, rk_fill));
     // The empty-store measurement ran for its window, not to a count: drain
     // what it deposited, so the store then holds exactly `deposits`.
@@ -1017,10 +999,7 @@ fn index_bytes(bin: &Path, data_dir: &Path) -> Option<u64> {
 /// (FILE), then the same cell again with `perf trace -s` (FILE.syscalls,
 /// the time its threads spend in each system call).
 async fn profile(cli: &Cli, plan: &Plan, bin: &Path, out: &Path) -> anyhow::Result<()> {
-    let base = cli.work_dir.clone().unwrap_or_else(std::env::temp_dir);
-    let work = tempfile::Builder::new()
-        .prefix("carrier-bench-")
-        .tempdir_in(&base)?;
+    let work = scratch(cli)?;
     let queues = plan.few_queues as u64;
     let registering = cli.profile_op == "register";
     // Enough fresh recipients for two windows of registrations.
@@ -1029,13 +1008,7 @@ async fn profile(cli: &Cli, plan: &Plan, bin: &Path, out: &Path) -> anyhow::Resu
         CarrierProc::start(bin, work.path(), queues + 2 * fresh + 16, &cli.carrier_log).await?;
     let recipients = Recipients::fresh();
     let (_, rkids) = recipient::register(&carrier, recipients, 0, queues, 8, 64, false).await?;
-    let targets = Targets::new(
-        rkids
-            .iter()
-            .enumerate()
-            .map(|(i, r)| Queue::new(*r, i as u64))
-            .collect(),
-    );
+    let targets = Targets::of_rkids(&rkids);
     let spec = plan.spec(cli.profile_connections, plan.in_flight, 1024, false);
     let pid = carrier.pid().to_string();
     let secs = format!("{:.1}", spec.measure.as_secs_f64());

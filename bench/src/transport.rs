@@ -14,7 +14,7 @@
 //! admitted deposit is the figure least moved by other load on the cores.
 
 use crate::carrier::CarrierProc;
-use crate::load::{self, LoadSpec, Queue, System, Targets};
+use crate::load::{self, LoadSpec, System, Targets};
 use crate::recipient;
 use crate::redis::RedisProc;
 use crate::stats::median;
@@ -204,13 +204,7 @@ pub async fn run(
             false,
         )
         .await?;
-        let targets = Targets::new(
-            rkids
-                .iter()
-                .enumerate()
-                .map(|(i, r)| Queue::new(*r, i as u64))
-                .collect(),
-        );
+        let targets = Targets::of_rkids(&rkids);
         eprintln!("[transport] {} started: {:?}", c.name, c.tuning);
         carriers.push((proc, targets));
     }
