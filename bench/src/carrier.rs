@@ -9,6 +9,7 @@
 use anyhow::{Context as _, bail};
 use ed25519_dalek::SigningKey;
 use rltp_carrier::tls::ServerTrust;
+use rltp_client::transport::Tuning;
 use rltp_client::{Client, ConnectOptions, RecipientKeys};
 use rltp_proofs::encoding::sha256;
 use rltp_proofs::identity::CarrierId;
@@ -66,6 +67,9 @@ pub struct CarrierProc {
     config: PathBuf,
     log: PathBuf,
     log_level: String,
+    /// The QUIC per-packet settings of both ends: the carrier's
+    /// `[transport]` and every connection of the harness.
+    transport: Tuning,
 }
 
 /// How long a start took.
@@ -90,7 +94,32 @@ impl CarrierProc {
         max_bindings: u64,
         log_level: &str,
     ) -> anyhow::Result<(CarrierProc, StartTiming)> {
-        CarrierProc::start_node(bin, dir, max_bindings, log_level, "", None).await
+        CarrierProc::start_node(
+            bin,
+            dir,
+            max_bindings,
+            log_level,
+            "",
+            None,
+            Tuning::default(),
+        )
+        .await
+    }
+
+    /// [`CarrierProc::start`] with `transport` as the carrier's
+    /// `[transport]` and as the settings of every connection to it.
+    ///
+    /// # Errors
+    /// As [`CarrierProc::start`].
+    pub async fn start_tuned(
+        bin: &Path,
+        dir: &Path,
+        max_bindings: u64,
+        log_level: &str,
+        transport: Tuning,
+    ) -> anyhow::Result<(CarrierProc, StartTiming)> {
+        let section = format!("\n[transport]\n{}", toml::to_string(&transport)?);
+        CarrierProc::start_node(bin, dir, max_bindings, log_level, &section, None, transport).await
     }
 
     /// [`CarrierProc::start`] with `extra` TOML appended to the
@@ -107,6 +136,7 @@ impl CarrierProc {
         log_level: &str,
         extra: &str,
         key_of: Option<&CarrierProc>,
+        transport: Tuning,
     ) -> anyhow::Result<(CarrierProc, StartTiming)> {
         let data_dir = dir.join("carrier");
         let config = dir.join("carrier.toml");
@@ -128,6 +158,7 @@ impl CarrierProc {
             data_dir,
             dir.join("carrier.log"),
             log_level.to_owned(),
+            transport,
         )
         .await
     }
@@ -138,6 +169,7 @@ impl CarrierProc {
         data_dir: PathBuf,
         log: PathBuf,
         log_level: String,
+        transport: Tuning,
     ) -> anyhow::Result<(CarrierProc, StartTiming)> {
         let log_file = std::fs::OpenOptions::new()
             .create(true)
@@ -200,6 +232,7 @@ impl CarrierProc {
             config,
             log,
             log_level,
+            transport,
         };
         let client = proc.connect().await?;
         client
@@ -229,7 +262,8 @@ impl CarrierProc {
             .parse()
             .map_err(|e| anyhow::anyhow!("fingerprint {}: {e}", self.fingerprint))?;
         let options = ConnectOptions::new(self.addr.clone(), ServerTrust::Pin(pin))
-            .with_timeout(Duration::from_secs(60));
+            .with_timeout(Duration::from_secs(60))
+            .with_transport(self.transport);
         Ok(Client::connect(&options).await?)
     }
 
@@ -295,6 +329,7 @@ impl CarrierProc {
             data_dir: self.data_dir.clone(),
             log: self.log.clone(),
             level: self.log_level.clone(),
+            transport: self.transport,
         }
     }
 
@@ -334,11 +369,20 @@ struct Again {
     data_dir: PathBuf,
     log: PathBuf,
     level: String,
+    transport: Tuning,
 }
 
 impl Again {
     async fn spawn(self) -> anyhow::Result<(CarrierProc, StartTiming)> {
-        CarrierProc::spawn(self.bin, self.config, self.data_dir, self.log, self.level).await
+        CarrierProc::spawn(
+            self.bin,
+            self.config,
+            self.data_dir,
+            self.log,
+            self.level,
+            self.transport,
+        )
+        .await
     }
 }
 

@@ -72,6 +72,17 @@ impl Targets {
         }
     }
 
+    /// The queues of `rkids`, recipient numbers in order, counts at zero.
+    pub fn of_rkids<'a>(rkids: impl IntoIterator<Item = &'a Rkid>) -> Targets {
+        Targets::new(
+            rkids
+                .into_iter()
+                .enumerate()
+                .map(|(i, r)| Queue::new(*r, i as u64))
+                .collect(),
+        )
+    }
+
     /// The same queues with fresh counts (for the other system).
     pub fn fresh_counts(&self) -> Targets {
         Targets {

@@ -28,6 +28,7 @@ mod redis;
 mod report;
 mod scaleout;
 mod stats;
+mod transport;
 
 use anyhow::{Context as _, bail};
 use carrier::{CarrierProc, Recipients};
@@ -115,6 +116,13 @@ struct Cli {
     /// writes its JSON to `--out` and its tables to `--markdown`.
     #[arg(long)]
     scale_out: bool,
+    /// Run only the transport study (issue 15): quinn's defaults, ACK
+    /// frequency, a larger MTU discovery bound and both, each on its own
+    /// carrier with the same settings on every harness connection, in
+    /// scenario 1's three cells against Redis, `--reps` rounds (quick 1,
+    /// full 3); writes its JSON to `--out` and its tables to `--markdown`.
+    #[arg(long, conflicts_with = "scale_out")]
+    transport_study: bool,
     /// Only check that FILE is a well-formed report, then exit.
     #[arg(long, value_name = "FILE")]
     check_report: Option<PathBuf>,
@@ -334,6 +342,26 @@ fn command_line(program: &Path, args: &[&str]) -> String {
         .unwrap_or_default()
 }
 
+/// A temp dir for one run's stores, in `--work-dir` or the system's.
+fn scratch(cli: &Cli) -> anyhow::Result<tempfile::TempDir> {
+    let base = cli.work_dir.clone().unwrap_or_else(std::env::temp_dir);
+    std::fs::create_dir_all(&base)?;
+    Ok(tempfile::Builder::new()
+        .prefix("carrier-bench-")
+        .tempdir_in(&base)?)
+}
+
+/// Writes a section run's report (`--out`) and tables (`--markdown`, and
+/// stdout).
+fn section(cli: &Cli, report: &impl serde::Serialize, tables: &str) -> anyhow::Result<ExitCode> {
+    std::fs::write(&cli.out, serde_json::to_string_pretty(report)?)?;
+    if let Some(md) = &cli.markdown {
+        std::fs::write(md, tables)?;
+    }
+    println!("{tables}");
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Runs one cell: `reps` pairs, ours then the peer.
 #[allow(clippy::too_many_arguments)]
 async fn cell(
@@ -425,10 +453,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if cli.scale_out {
-        let base = cli.work_dir.clone().unwrap_or_else(std::env::temp_dir);
-        let work = tempfile::Builder::new()
-            .prefix("carrier-bench-")
-            .tempdir_in(&base)?;
+        let work = scratch(&cli)?;
         let report = scaleout::run(
             &carrier_bin,
             work.path(),
@@ -439,20 +464,26 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             plan.mode,
         )
         .await?;
-        std::fs::write(&cli.out, serde_json::to_string_pretty(&report)?)?;
-        let tables = scaleout::markdown(&report);
-        if let Some(md) = &cli.markdown {
-            std::fs::write(md, &tables)?;
-        }
-        println!("{tables}");
-        return Ok(ExitCode::SUCCESS);
+        return section(&cli, &report, &scaleout::markdown(&report));
+    }
+    if cli.transport_study {
+        let work = scratch(&cli)?;
+        let report = transport::run(
+            &carrier_bin,
+            &locate_redis(&cli)?,
+            work.path(),
+            &cli.carrier_log,
+            plan.reps,
+            plan.warmup,
+            plan.measure,
+            plan.mode,
+        )
+        .await?;
+        return section(&cli, &report, &transport::markdown(&report));
     }
     if cli.only_scale {
         let (bindings, deposits) = plan.scale.context("no scale size")?;
-        let base = cli.work_dir.clone().unwrap_or_else(std::env::temp_dir);
-        let work = tempfile::Builder::new()
-            .prefix("carrier-bench-")
-            .tempdir_in(&base)?;
+        let work = scratch(&cli)?;
         let s = scale(
             &plan,
             &carrier_bin,
@@ -470,11 +501,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     } else {
         Some(locate_redis(&cli)?)
     };
-    let base = cli.work_dir.clone().unwrap_or_else(std::env::temp_dir);
-    std::fs::create_dir_all(&base)?;
-    let work = tempfile::Builder::new()
-        .prefix("carrier-bench-")
-        .tempdir_in(&base)?;
+    let work = scratch(&cli)?;
     let started = Instant::now();
     let started_unix_s = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -832,13 +859,7 @@ async fn scale(
         false,
     )
     .await?;
-    let base_targets = Targets::new(
-        rk_base
-            .iter()
-            .enumerate()
-            .map(|(i, r)| Queue::new(*r, i as u64))
-            .collect(),
-    );
+    let base_targets = Targets::of_rkids(&rk_base);
     let spec64 = plan.spec(64, plan.in_flight, 1024, false);
     let empty = load::run(System::Ours(&carrier), &spec64, &base_targets).await?;
     eprintln!(
@@ -863,14 +884,7 @@ async fn scale(
         reg_base
     };
     eprintln!("[5] registration {:.0}/s", register.per_s);
-    let all = Targets::new(
-        rk_base
-            .iter()
-            .chain(&rk_fill)
-            .enumerate()
-            .map(|(i, r)| Queue::new(*r, i as u64))
-            .collect(),
-    );
+    let all = Targets::of_rkids(rk_base.iter().chain(&rk_fill));
     drop((rk_base, rk_fill));
     // The empty-store measurement ran for its window, not to a count: drain
     // what it deposited, so the store then holds exactly `deposits`.
@@ -897,6 +911,12 @@ async fn scale(
 
     tokio::time::sleep(Duration::from_secs(3)).await;
     let rss_idle_kib = procfs::status_kib(carrier.pid(), "VmRSS").unwrap_or(0);
+    let memory = report::MemoryBreakdown {
+        rss_anon_kib: procfs::status_kib(carrier.pid(), "RssAnon").unwrap_or(0),
+        rss_file_kib: procfs::status_kib(carrier.pid(), "RssFile").unwrap_or(0),
+        index_bytes: index_bytes(bin, &carrier.data_dir),
+    };
+    eprintln!("[5] idle memory: {memory:?}");
     let (store_allocated_bytes, store_apparent_bytes) = procfs::dir_size(&carrier.store_dir());
     let at_scale = load::run(System::Ours(&carrier), &spec64, &base_targets).await?;
     eprintln!("[5] at scale: {:.0}/s", at_scale.ops_per_s);
@@ -954,17 +974,32 @@ async fn scale(
         restart_to_listening_s: restart.to_listening_s,
         restart_to_first_request_s: restart.to_first_request_s,
         empty_start_to_first_request_s: first_start.to_first_request_s,
+        memory: Some(memory),
     })
+}
+
+/// The store's in-memory index estimate of a running carrier, bytes
+/// (`rltp-carrier admin store --json`, member `indexBytes`).
+fn index_bytes(bin: &Path, data_dir: &Path) -> Option<u64> {
+    let out = std::process::Command::new(bin)
+        .args(["admin", "store", "--json", "--data-dir"])
+        .arg(data_dir)
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).ok()?;
+            let n = v.get("indexBytes")?;
+            n.as_u64().or_else(|| n.as_str()?.parse().ok())
+        })
 }
 
 /// `--profile`: one deposit cell with `perf record` (DWARF call graphs) on the carrier
 /// (FILE), then the same cell again with `perf trace -s` (FILE.syscalls,
 /// the time its threads spend in each system call).
 async fn profile(cli: &Cli, plan: &Plan, bin: &Path, out: &Path) -> anyhow::Result<()> {
-    let base = cli.work_dir.clone().unwrap_or_else(std::env::temp_dir);
-    let work = tempfile::Builder::new()
-        .prefix("carrier-bench-")
-        .tempdir_in(&base)?;
+    let work = scratch(cli)?;
     let queues = plan.few_queues as u64;
     let registering = cli.profile_op == "register";
     // Enough fresh recipients for two windows of registrations.
@@ -973,13 +1008,7 @@ async fn profile(cli: &Cli, plan: &Plan, bin: &Path, out: &Path) -> anyhow::Resu
         CarrierProc::start(bin, work.path(), queues + 2 * fresh + 16, &cli.carrier_log).await?;
     let recipients = Recipients::fresh();
     let (_, rkids) = recipient::register(&carrier, recipients, 0, queues, 8, 64, false).await?;
-    let targets = Targets::new(
-        rkids
-            .iter()
-            .enumerate()
-            .map(|(i, r)| Queue::new(*r, i as u64))
-            .collect(),
-    );
+    let targets = Targets::of_rkids(&rkids);
     let spec = plan.spec(cli.profile_connections, plan.in_flight, 1024, false);
     let pid = carrier.pid().to_string();
     let secs = format!("{:.1}", spec.measure.as_secs_f64());

@@ -259,6 +259,25 @@ pub struct ScaleResult {
     pub kill_restart_to_first_request_s: Option<f64>,
     /// First start on an empty data dir: spawn → first answered request.
     pub empty_start_to_first_request_s: f64,
+    /// What the idle resident set after the fill is made of (absent in
+    /// reports made before it was measured).
+    #[serde(default)]
+    pub memory: Option<MemoryBreakdown>,
+}
+
+/// The idle resident set at scale, by kind (`/proc/<pid>/status`) and the
+/// store's own estimate of its in-memory index (`admin store`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryBreakdown {
+    /// Anonymous memory (the heap: the index, buffers, allocator slack,
+    /// thread stacks), KiB.
+    pub rss_anon_kib: u64,
+    /// File-backed pages (the binary and its libraries, mapped files), KiB.
+    pub rss_file_kib: u64,
+    /// The log store's in-memory index (queues, deposits, departures, due
+    /// entries and their hash tables), bytes, as `admin store` reports it.
+    pub index_bytes: Option<u64>,
 }
 
 /// One target of the issue.
@@ -605,7 +624,7 @@ impl Report {
             let mib = |kib: u64| kib as f64 / 1024.0;
             let _ = writeln!(
                 s,
-                "| | value |\n|---|---|\n| bindings registered | {} ({}/s, p99 {:.1} ms) |\n| deposits held | {} (fill {}/s over all bindings) |\n| RSS idle after the fill | {:.1} MiB |\n| RSS under load (64 senders) | {:.1} MiB |\n| RSS idle after a restart | {:.1} MiB |\n| store on disk (allocated / apparent) | {:.0} / {:.0} MiB |\n| restart: spawn → listening | {:.3} s |\n| restart: spawn → first served request | **{:.3} s** |\n| restart after SIGKILL under load: spawn → listening / first served request | {} / **{}** |\n| empty store: spawn → first served request | {:.3} s |\n| deposit throughput, empty store (same {} queues, 64 × 4) | {}/s |\n| deposit throughput at scale (same queues) | {}/s |\n| at scale ÷ empty | **{:.2}** |",
+                "| | value |\n|---|---|\n| bindings registered | {} ({}/s, p99 {:.1} ms) |\n| deposits held | {} (fill {}/s over all bindings) |\n| RSS idle after the fill | {:.1} MiB |\n| RSS under load (64 senders) | {:.1} MiB |\n| RSS idle after a restart | {:.1} MiB |\n| store on disk (allocated / apparent) | {:.0} / {:.0} MiB |\n| restart: spawn → listening | {:.3} s |\n| restart: spawn → first served request | **{:.3} s** |\n| restart after SIGKILL under load: spawn → listening / first served request | {} / **{}** |\n| empty store: spawn → first served request | {:.3} s |\n| deposit throughput, empty store (same {} queues, 64 × 4) | {}/s |\n| deposit throughput at scale (same queues) | {}/s |\n| at scale ÷ empty | **{:.2}** |{}",
                 f0(sc.bindings as f64),
                 f0(sc.register.per_s),
                 sc.register.round_trip_ms.p99,
@@ -626,7 +645,16 @@ impl Report {
                 f0(sc.empty.queues as f64),
                 f0(sc.empty.ops_per_s),
                 f0(sc.at_scale.ops_per_s),
-                sc.throughput_vs_empty
+                sc.throughput_vs_empty,
+                sc.memory.as_ref().map_or_else(String::new, |m| format!(
+                    "\n| idle RSS by kind: anonymous / file-backed | {:.1} / {:.1} MiB |\n| of it, the store's in-memory index (`admin store`) | {} |",
+                    mib(m.rss_anon_kib),
+                    mib(m.rss_file_kib),
+                    m.index_bytes.map_or_else(
+                        || "—".to_owned(),
+                        |b| format!("{:.1} MiB", b as f64 / 1048576.0)
+                    )
+                ))
             );
         }
         let _ = writeln!(s, "\n### 6. Envelope sizes\n");

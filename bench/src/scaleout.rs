@@ -29,7 +29,7 @@
 //! Everything shares the 2 cores: the nodes, PostgreSQL and this harness.
 
 use crate::carrier::CarrierProc;
-use crate::load::{self, LoadSpec, Queue, System, Targets};
+use crate::load::{self, LoadSpec, System, Targets};
 use crate::recipient;
 use anyhow::{Context as _, bail};
 use serde::{Deserialize, Serialize};
@@ -215,6 +215,7 @@ async fn cell(
             log_level,
             &extra,
             procs.first(),
+            rltp_client::transport::Tuning::default(),
         )
         .await?;
         procs.push(proc);
@@ -229,13 +230,7 @@ async fn cell(
         false,
     )
     .await?;
-    let targets = Targets::new(
-        rkids
-            .iter()
-            .enumerate()
-            .map(|(i, r)| Queue::new(*r, i as u64))
-            .collect(),
-    );
+    let targets = Targets::of_rkids(&rkids);
     let before = batches(&ports)?;
     let result = load::run(System::Nodes(&procs), spec, &targets).await?;
     let after = batches(&ports)?;

@@ -37,8 +37,8 @@
 //! queue = { per-second = 2000, burst = 10000 }
 //! shared-submission = { per-second = 50000, burst = 100000 }
 //!
-//! [transport]                           # QUIC per-packet costs (defaults: quinn's)
-//! ack-eliciting-threshold = 0           # 0: off; n: ask the peer to ACK every n+1 packets
+//! [transport]                           # QUIC per-packet costs (measured: BENCHMARKS.md)
+//! ack-eliciting-threshold = 8           # 0: off; n: ask the peer to ACK every n+1 packets
 //! max-ack-delay-ms = 25                 # [1, 16383], with a threshold above 0
 //! initial-mtu = 1200                    # [1200, 65527]
 //! mtu-discovery = true
@@ -206,65 +206,10 @@ pub struct LimitsConfig {
 }
 
 /// QUIC transport settings of the carrier's endpoint (`[transport]`):
-/// per-packet costs, never admission inputs. Defaults
-/// ([`crate::defaults::transport`]) are quinn's (see that module).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
-pub struct TransportConfig {
-    /// QUIC ACK frequency (draft-ietf-quic-ack-frequency, quinn's
-    /// `AckFrequencyConfig`): ask the peer to acknowledge only after this
-    /// many ack-eliciting packets beyond the first (`0`: off, the peer's
-    /// own policy, an ACK every other packet). A peer without the
-    /// extension ignores it.
-    pub ack_eliciting_threshold: u32,
-    /// With `ack-eliciting-threshold` above 0: the longest the peer may
-    /// delay an ACK, ms.
-    pub max_ack_delay_ms: u64,
-    /// The UDP payload size QUIC starts with, bytes (`[1200, 65527]`); a
-    /// path that does not carry it loses the handshake, so raise it only
-    /// where every path does (loopback, a jumbo-frame LAN).
-    pub initial_mtu: u16,
-    /// Whether QUIC probes for a larger MTU (DPLPMTUD, RFC 8899) up to
-    /// `mtu-upper-bound`.
-    pub mtu_discovery: bool,
-    /// The largest UDP payload MTU discovery tries, bytes (`[1200, 65527]`,
-    /// at least `initial-mtu`).
-    pub mtu_upper_bound: u16,
-}
-
-impl Default for TransportConfig {
-    /// [`crate::defaults::transport`].
-    fn default() -> TransportConfig {
-        use crate::defaults::transport;
-        TransportConfig {
-            ack_eliciting_threshold: transport::ACK_ELICITING_THRESHOLD,
-            max_ack_delay_ms: transport::MAX_ACK_DELAY_MS,
-            initial_mtu: transport::INITIAL_MTU,
-            mtu_discovery: transport::MTU_DISCOVERY,
-            mtu_upper_bound: transport::MTU_UPPER_BOUND,
-        }
-    }
-}
-
-impl TransportConfig {
-    /// Applies these settings to a quinn transport configuration.
-    pub fn apply(&self, transport: &mut quinn::TransportConfig) {
-        transport.initial_mtu(self.initial_mtu);
-        transport.mtu_discovery_config(self.mtu_discovery.then(|| {
-            let mut mtu = quinn::MtuDiscoveryConfig::default();
-            mtu.upper_bound(self.mtu_upper_bound);
-            mtu
-        }));
-        transport.ack_frequency_config((self.ack_eliciting_threshold > 0).then(|| {
-            let mut ack = quinn::AckFrequencyConfig::default();
-            ack.ack_eliciting_threshold(quinn::VarInt::from_u32(self.ack_eliciting_threshold))
-                .max_ack_delay(Some(std::time::Duration::from_millis(
-                    self.max_ack_delay_ms,
-                )));
-            ack
-        }));
-    }
-}
+/// per-packet costs, never admission inputs. The type, its defaults
+/// ([`crate::defaults::transport`]) and its domains are the client
+/// library's, so that both ends spell and check them alike.
+pub type TransportConfig = rltp_client::transport::Tuning;
 
 impl Default for LimitsConfig {
     /// [`crate::defaults::limits`].
@@ -894,32 +839,8 @@ fn validate_store(store: &StoreConfig) -> Result<(), ConfigError> {
 }
 
 fn validate_transport(t: &TransportConfig) -> Result<(), ConfigError> {
-    // QUIC's minimum datagram size (RFC 9000 §14) and the largest UDP payload.
-    const MTU: std::ops::RangeInclusive<u16> = 1_200..=65_527;
-    for (name, value) in [
-        ("transport.initial-mtu", t.initial_mtu),
-        ("transport.mtu-upper-bound", t.mtu_upper_bound),
-    ] {
-        if !MTU.contains(&value) {
-            return Err(field_error(
-                name,
-                format!("{value} is outside [1200, 65527]"),
-            ));
-        }
-    }
-    if t.mtu_upper_bound < t.initial_mtu {
-        return Err(field_error(
-            "transport.mtu-upper-bound",
-            "must be at least initial-mtu",
-        ));
-    }
-    if !(1..=16_383).contains(&t.max_ack_delay_ms) {
-        return Err(field_error(
-            "transport.max-ack-delay-ms",
-            format!("{} is outside [1, 16383]", t.max_ack_delay_ms),
-        ));
-    }
-    Ok(())
+    t.check()
+        .map_err(|(key, why)| field_error(&format!("transport.{key}"), why))
 }
 
 fn validate_limits(l: &LimitsConfig) -> Result<(), ConfigError> {

@@ -119,6 +119,14 @@ pub const PIPELINE_DEPTH: usize = 256;
 /// (~88 KiB each) ≈ 5.5 MiB per push.
 pub const WATCH_PAGE: usize = 64;
 
+/// How many bytes of encoded frames the server gathers before it writes
+/// them (256 KiB): a collect page or a watch push is encoded into one
+/// buffer and written with one write while it stays under this, which a
+/// page of small envelopes does (256 deposits of ~1 KiB); a page of large
+/// ones (up to 256 × ~88 KiB ≈ 22 MiB) is written whenever the buffer
+/// reaches it, so the buffer never holds more than this plus one frame.
+pub const WRITE_CHUNK: usize = 256 * 1024;
+
 /// How far the wall clock may drift from the carrier's steady clock before
 /// the divergence is reported as a step (ms): 1 s. NTP slews at most
 /// 500 ppm, i.e. 0.5 ms per second, so only a step gets this far between
@@ -208,21 +216,6 @@ pub mod horizons {
 /// request, long enough to ride out a carrier restart.
 pub const GIVE_UP_AFTER: Duration = Duration::from_secs(60);
 
-/// Defaults of `[transport]` ([`crate::config::TransportConfig`]): quinn's
-/// own, which every QUIC peer and path expects. Not yet measured against
-/// the alternatives (ACK frequency threshold 8, a loopback-sized MTU; the
-/// design study `perf-design.md` measured about 1 µs per request per side
-/// saved by both together on loopback): change a default only with a
-/// `carrier-bench` run that shows it.
-pub mod transport {
-    /// ACK frequency off (`0`): the peer's own policy.
-    pub const ACK_ELICITING_THRESHOLD: u32 = 0;
-    /// quinn's default max ACK delay, 25 ms (RFC 9000 §18.2).
-    pub const MAX_ACK_DELAY_MS: u64 = 25;
-    /// QUIC's minimum, which every path carries.
-    pub const INITIAL_MTU: u16 = 1_200;
-    /// Probe for more.
-    pub const MTU_DISCOVERY: bool = true;
-    /// quinn's default upper bound: 1 500-byte Ethernet less IPv6 and UDP headers.
-    pub const MTU_UPPER_BOUND: u16 = 1_452;
-}
+/// Defaults of `[transport]`: the client library's, one home for both
+/// ends ([`rltp_client::defaults::transport`]).
+pub use rltp_client::defaults::transport;

@@ -386,6 +386,16 @@ impl<S: Store> Driver<S> {
         &self,
         items: Vec<(RkidText, Vec<u8>)>,
     ) -> Vec<(Result<SubmitVerdict, EngineError>, DepositId)> {
+        self.submit_burst(items).answers().await
+    }
+
+    /// [`Driver::submit_burst_async`], with the burst screened and handed
+    /// to the writer **before this returns**: what is left is waiting for
+    /// the durable answers ([`BurstAnswers`]). A caller holding many
+    /// bursts in order (a `submit-stream`) awaits them one after another
+    /// without a task of its own per burst (one wake-up per answer instead
+    /// of two).
+    pub fn submit_burst(&self, items: Vec<(RkidText, Vec<u8>)>) -> BurstAnswers {
         let submissions: Vec<_> = items
             .into_iter()
             .map(|(rkid, bytes)| self.engine.screen(&rkid, bytes))
@@ -403,16 +413,8 @@ impl<S: Store> Driver<S> {
                     .iter()
                     .map(|s| engine.submit(txn, s, now, events))
                     .collect::<StoreResult<Vec<_>>>()
-            })
-            .await
-            .unwrap_or(Err(CommitError::NotRun));
-        match verdicts {
-            Ok(verdicts) => verdicts.into_iter().map(Ok).zip(ids).collect(),
-            Err(e) => {
-                let e = EngineError::from(e);
-                ids.into_iter().map(|id| (Err(e.clone()), id)).collect()
-            }
-        }
+            });
+        BurstAnswers { verdicts, ids }
     }
 
     /// §5a.5 for a submission announcing more than
@@ -554,5 +556,35 @@ fn denied_registration(denied: SessionError) -> Result<Verdict, EngineError> {
     match denied {
         SessionError::Unavailable(e) => Err(EngineError::Unavailable(e)),
         denied => Ok(denied.verdict().unwrap_or(Verdict::Malformed)),
+    }
+}
+
+/// The answers of a burst handed to the writer ([`Driver::submit_burst`]):
+/// one `(verdict, id)` per submission, in order, once durable.
+#[derive(Debug)]
+pub struct BurstAnswers {
+    verdicts: tokio::sync::oneshot::Receiver<Result<Vec<SubmitVerdict>, CommitError>>,
+    ids: Vec<DepositId>,
+}
+
+impl BurstAnswers {
+    /// Whether the answers are decided (awaiting them will not wait).
+    pub fn is_ready(&self) -> bool {
+        !self.verdicts.is_empty()
+    }
+
+    /// Waits for the answers: each submission's verdict and deposit id;
+    /// a store failure (or a writer that is gone) refuses all of them.
+    pub async fn answers(self) -> Vec<(Result<SubmitVerdict, EngineError>, DepositId)> {
+        match self.verdicts.await.unwrap_or(Err(CommitError::NotRun)) {
+            Ok(verdicts) => verdicts.into_iter().map(Ok).zip(self.ids).collect(),
+            Err(e) => {
+                let e = EngineError::from(e);
+                self.ids
+                    .into_iter()
+                    .map(|id| (Err(e.clone()), id))
+                    .collect()
+            }
+        }
     }
 }

@@ -136,6 +136,30 @@ fn seeds() -> BTreeMap<&'static str, Vec<(String, Vec<u8>)>> {
         "item-spaced",
         item.replacen(':', ": ", 1).into_bytes(),
     );
+    // ... and the collect frames as the carrier writes them (headers only).
+    let collect_frames: [(&str, Object); 3] = [
+        (
+            "collect-deposit",
+            response::deposit_header(&DepositId::of(&envelope), 41),
+        ),
+        (
+            "collect-end",
+            response::collect_end_header(Verdict::Served, Some(false)),
+        ),
+        (
+            "collect-stale",
+            response::collect_end_header(Verdict::StaleGeneration { held: 3 }, None),
+        ),
+    ];
+    for (name, header) in collect_frames {
+        let frame = wire::encode_frame(&header, b"");
+        put(
+            &mut out,
+            "shape",
+            name,
+            frame[wire::PREFIX_BYTES..].to_vec(),
+        );
+    }
 
     // declaration: a carrier declaration signed like the server signs one
     // (the g1 constants), the W3C eddsa-jcs-2022 vector, the signed ack.

@@ -58,6 +58,7 @@ mod recipient;
 pub mod retry;
 pub mod sender;
 pub mod tls;
+pub mod transport;
 
 pub use recipient::{CollectPage, Delivered, RecipientKeys, RegisterOutcome, Watch, WatchEvent};
 pub use retry::{
@@ -312,6 +313,10 @@ pub struct ConnectOptions {
     /// quiet (`PROTOCOL.md` §5: the carrier closes a connection idle for
     /// its `idle-timeout-ms`); `None` sends none.
     pub keep_alive: Option<Duration>,
+    /// QUIC per-packet settings of this client's endpoint (ACK frequency
+    /// asked of the carrier, the MTU); default
+    /// [`defaults::transport`].
+    pub transport: transport::Tuning,
 }
 
 impl ConnectOptions {
@@ -324,7 +329,14 @@ impl ConnectOptions {
             server_name: None,
             timeout: Duration::from_secs(30),
             keep_alive: Some(KEEP_ALIVE),
+            transport: transport::Tuning::default(),
         }
+    }
+
+    /// The same options with other QUIC per-packet settings.
+    pub fn with_transport(mut self, transport: transport::Tuning) -> ConnectOptions {
+        self.transport = transport;
+        self
     }
 
     /// The same options with another keep-alive interval (`None`: none).
@@ -385,6 +397,7 @@ impl Client {
             .map_err(|e| TlsError::Config(e.to_string()))?;
         let mut config = quinn::ClientConfig::new(Arc::new(crypto));
         let mut transport = quinn::TransportConfig::default();
+        options.transport.apply(&mut transport);
         transport
             .keep_alive_interval(options.keep_alive)
             .max_idle_timeout(Some(
@@ -446,13 +459,14 @@ impl Client {
     }
 
     /// Opens a stream and writes one request frame (the send side stays
-    /// open only if `keep_open`).
+    /// open only if `keep_open`); the answers are read in large chunks
+    /// ([`net::FrameReader`]).
     async fn open(
         &self,
         request: &Request,
         body: &[u8],
         keep_open: bool,
-    ) -> Result<(quinn::SendStream, quinn::RecvStream), ClientError> {
+    ) -> Result<(quinn::SendStream, net::FrameReader), ClientError> {
         let (mut send, recv) = self.connection.open_bi().await?;
         match net::write_frame(&mut send, &request.to_header(), body).await {
             // The server decided without reading the rest (a `submit` above
@@ -463,24 +477,26 @@ impl Client {
         if !keep_open {
             let _ = send.finish();
         }
-        Ok((send, recv))
+        Ok((send, net::FrameReader::new(recv)))
     }
 
-    /// Reads one answer frame within the timeout; a closed stream error
-    /// becomes [`ClientError::Server`].
-    async fn answer(
-        &self,
-        recv: &mut quinn::RecvStream,
-        max_body: usize,
-    ) -> Result<(Object, Vec<u8>), ClientError> {
-        read_answer(recv, max_body, self.timeout).await
-    }
-
-    /// One request → one answer header (no body expected).
+    /// One request → one answer header (no body expected), read by the
+    /// strict reader.
     async fn call(&self, request: &Request, body: &[u8]) -> Result<Object, ClientError> {
+        self.call_with(request, body, strict_answer).await
+    }
+
+    /// One request → one answer header (no body expected), read from its
+    /// bytes by `read`.
+    async fn call_with<T>(
+        &self,
+        request: &Request,
+        body: &[u8],
+        read: impl FnOnce(&[u8]) -> Result<T, ClientError>,
+    ) -> Result<T, ClientError> {
         let (_send, mut recv) = self.open(request, body, false).await?;
-        let (header, _) = self.answer(&mut recv, 0).await?;
-        Ok(header)
+        let (answer, _) = read_answer(&mut recv, 0, self.timeout, read).await?;
+        Ok(answer)
     }
 
     /// `declaration` (§4.4): fetches the served declaration, then parses,
@@ -491,7 +507,8 @@ impl Client {
     /// [`ClientError::Declaration`] naming the failed step; transport errors.
     pub async fn declaration(&self) -> Result<FetchedDeclaration, ClientError> {
         let (_send, mut recv) = self.open(&Request::Declaration, b"", false).await?;
-        let (header, bytes) = self.answer(&mut recv, wire::MAX_BODY_BYTES).await?;
+        let (header, bytes) =
+            read_answer(&mut recv, wire::MAX_BODY_BYTES, self.timeout, strict_answer).await?;
         response::parse_declaration_header(&header)?;
         let declaration = accept_declaration(&bytes)?;
         Ok(FetchedDeclaration { bytes, declaration })
@@ -528,10 +545,11 @@ impl Client {
     pub async fn submit(&self, rkid: &Rkid, envelope: &[u8]) -> Result<SubmitAnswer, ClientError> {
         let size = u32::try_from(envelope.len())
             .map_err(|_| ClientError::violation("envelope longer than 4 GiB"))?;
-        let header = self
-            .call(&Request::Submit { rkid: *rkid, size }, envelope)
+        let answer = self
+            .call_with(&Request::Submit { rkid: *rkid, size }, envelope, |bytes| {
+                SubmitAnswer::from_header_bytes(bytes)?.map_err(ClientError::Server)
+            })
             .await?;
-        let answer = SubmitAnswer::from_header(&header)?;
         check_deposit(&answer, envelope)?;
         Ok(answer)
     }
@@ -545,7 +563,7 @@ impl Client {
         Ok(Submitter {
             writer: SubmitWriter { send },
             reader: SubmitReader {
-                recv: net::FrameReader::new(recv),
+                recv,
                 timeout: self.timeout,
             },
         })
@@ -670,38 +688,32 @@ async fn resolve(server: &str) -> Result<SocketAddr, ClientError> {
         .ok_or_else(|| ClientError::Resolve(server.to_owned()))
 }
 
-async fn read_answer(
-    recv: &mut quinn::RecvStream,
+/// Reads one answer frame within `timeout`: its header, from its bytes,
+/// by `read` (which turns a closed stream error into
+/// [`ClientError::Server`]), then its body of at most `max_body` bytes.
+async fn read_answer<T>(
+    recv: &mut net::FrameReader,
     max_body: usize,
     timeout: Duration,
-) -> Result<(Object, Vec<u8>), ClientError> {
-    let read = async {
-        let Some(prefix) = net::read_prefix(recv).await? else {
+    read: impl FnOnce(&[u8]) -> Result<T, ClientError>,
+) -> Result<(T, Vec<u8>), ClientError> {
+    let answer = async {
+        let Some(prefix) = recv.prefix().await? else {
             return Err(ClientError::violation("the stream ended without an answer"));
         };
-        let header = net::read_header(recv, prefix).await?;
-        if let Some(error) = error_answer(&header)? {
-            return Err(ClientError::Server(error));
-        }
-        let body = net::read_body(recv, prefix, max_body).await?;
+        let header = read(recv.header_bytes(prefix).await?)?;
+        let body = recv.body(prefix, max_body).await?;
         Ok((header, body))
     };
-    tokio::time::timeout(timeout, read)
+    tokio::time::timeout(timeout, answer)
         .await
         .map_err(|_| ClientError::Timeout(timeout))?
 }
 
-/// The closed error in `header`, if it is one.
-fn error_answer(header: &Object) -> Result<Option<ErrorAnswer>, ClientError> {
-    if header.get("error").is_none() {
-        return Ok(None);
-    }
-    let bytes = wire::encode_frame(header, b"");
-    let jcs = bytes.get(wire::PREFIX_BYTES..).unwrap_or_default();
-    match response::split_error(jcs)? {
-        Err(answer) => Ok(Some(answer)),
-        Ok(_) => Ok(None),
-    }
+/// An answer header by the strict reader; a closed stream error becomes
+/// [`ClientError::Server`].
+fn strict_answer(bytes: &[u8]) -> Result<Object, ClientError> {
+    response::split_error(bytes)?.map_err(ClientError::Server)
 }
 
 fn check_deposit(answer: &SubmitAnswer, envelope: &[u8]) -> Result<(), ClientError> {

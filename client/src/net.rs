@@ -10,12 +10,20 @@
 //!
 //! Deadlines are the caller's (`tokio::time::timeout` around a step).
 //!
-//! A stream that carries many frames (a `submit-stream`, its answers, a
-//! watch session) is read through a [`FrameReader`]: one quinn read takes
-//! up to [`crate::defaults::READ_CHUNK`] bytes of whatever has
-//! arrived, and frames are parsed from that buffer in the same order and
-//! with the same checks as above (a prefix is checked before the bytes it
-//! announces are waited for; nothing is buffered beyond one chunk ahead).
+//! Every stream both sides open is read through a [`FrameReader`]: the
+//! server's requests and `submit-stream` items, and the client's answers
+//! (a single answer, a collect page, a watch session, the answers of a
+//! `submit-stream`). One quinn read takes up to
+//! [`crate::defaults::READ_CHUNK`] bytes of whatever has arrived, and
+//! frames are parsed from that buffer in the same order and with the same
+//! checks as above (a prefix is checked before the bytes it announces are
+//! waited for; nothing is buffered beyond one chunk ahead). The frames a
+//! client meets many of are read from their header bytes by the wire
+//! codec's fast readers (`SubmitAnswer::from_header_bytes`,
+//! `CollectFrame::from_header_bytes`: the carrier's spelling without a
+//! JSON tree, anything else by the strict reader). The free functions
+//! ([`read_prefix`], [`read_frame`], …) read one frame straight off a
+//! stream, for raw conformance probes.
 
 use rltp_proofs::json::Object;
 use rltp_wire::{self as wire, FrameError, PREFIX_BYTES};

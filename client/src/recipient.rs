@@ -2,7 +2,7 @@
 //! (once or as a watch session) and conclude, each authorized by a fresh
 //! proof of possession over a fresh challenge.
 
-use super::{Client, ClientError, ProofError, read_answer};
+use super::{Client, ClientError, ProofError, read_answer, strict_answer};
 use crate::net;
 use ed25519_dalek::SigningKey;
 use rltp_proofs::DepositId;
@@ -193,7 +193,8 @@ pub enum WatchEvent {
 #[derive(Debug)]
 pub struct Watch {
     send: quinn::SendStream,
-    recv: quinn::RecvStream,
+    /// Read in large chunks: a push of many deposits takes few reads.
+    recv: net::FrameReader,
 }
 
 impl Watch {
@@ -235,7 +236,7 @@ impl Watch {
 
     /// Ends the session from this side.
     pub fn stop(mut self) {
-        let _ = self.recv.stop(quinn::VarInt::from_u32(
+        let _ = self.recv.stream().stop(quinn::VarInt::from_u32(
             rltp_wire::CloseCode::NoError.code(),
         ));
         let _ = self.send.finish();
@@ -247,17 +248,19 @@ enum Frame {
     End { verdict: Verdict, more: bool },
 }
 
-async fn read_collect_frame(recv: &mut quinn::RecvStream) -> Result<Option<Frame>, ClientError> {
-    let Some(prefix) = net::read_prefix(recv).await? else {
+/// Reads the next frame of a collect stream (§5a.7): the header from its
+/// bytes by [`CollectFrame::from_header_bytes`] (the carrier's spelling
+/// without a JSON tree, anything else by the strict reader), then the
+/// body under the frame's bound, checked against the deposit id.
+async fn read_collect_frame(recv: &mut net::FrameReader) -> Result<Option<Frame>, ClientError> {
+    let Some(prefix) = recv.prefix().await? else {
         return Ok(None);
     };
-    let header = net::read_header(recv, prefix).await?;
-    if let Some(error) = super::error_answer(&header)? {
-        return Err(ClientError::Server(error));
-    }
-    match CollectFrame::from_header(&header)? {
+    let frame = CollectFrame::from_header_bytes(recv.header_bytes(prefix).await?)?
+        .map_err(ClientError::Server)?;
+    match frame {
         CollectFrame::Deposit { id, seq } => {
-            let envelope = net::read_body(recv, prefix, MAX_ENVELOPE_BYTES).await?;
+            let envelope = recv.body(prefix, MAX_ENVELOPE_BYTES).await?;
             if DepositId::of(&envelope) != id {
                 return Err(ClientError::violation(format!(
                     "deposit {} does not match its bytes",
@@ -267,7 +270,7 @@ async fn read_collect_frame(recv: &mut quinn::RecvStream) -> Result<Option<Frame
             Ok(Some(Frame::Deposit(Delivered { id, seq, envelope })))
         }
         CollectFrame::End { verdict, more } => {
-            net::read_body(recv, prefix, 0).await?;
+            recv.body(prefix, 0).await?;
             Ok(Some(Frame::End {
                 verdict,
                 more: more.unwrap_or(false),
@@ -493,7 +496,7 @@ impl Client {
             deposits: deposits.to_vec(),
         };
         let (_send, mut recv) = self.open(&request, proof, false).await?;
-        let (header, _) = read_answer(&mut recv, 0, self.timeout).await?;
+        let (header, _) = read_answer(&mut recv, 0, self.timeout, strict_answer).await?;
         Ok(response::parse_conclude_header(&header)?)
     }
 }

@@ -18,7 +18,7 @@
 //! | `proof` | `proof::parse` (r1) under two carrier identifiers, then `verify` | — |
 //! | `envelope` | `envelope::check_shape` (s2) for the `seal.json` queue, then `seal::open` with its key | the envelope's JCS passes s2 again, to the same value |
 //! | `declaration` | `parse_declaration` → `verify_declaration` → `accept_carrier_declaration` | — |
-//! | `shape` | s2's fast scan (`envelope::fast_shape`, `passes_shape`) beside the strict `check_shape`, for the `seal.json` queue and another, under the bound and one byte below the input's length; the stream-item header's fast reader (`parse_stream_item_bytes`) and the submit answer's (`SubmitAnswer::from_header_bytes`) beside the strict ones | the fast and the strict paths give the same answer on every input |
+//! | `shape` | s2's fast scan (`envelope::fast_shape`, `passes_shape`) beside the strict `check_shape`, for the `seal.json` queue and another, under the bound and one byte below the input's length; the stream-item header's fast reader (`parse_stream_item_bytes`), the submit answer's (`SubmitAnswer::from_header_bytes`) and the collect frame's (`CollectFrame::from_header_bytes`) beside the strict ones | the fast and the strict paths give the same answer on every input |
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
@@ -156,8 +156,13 @@ pub fn envelope(data: &[u8]) {
 
 /// The fast paths agree with the strict ones: s2 (`fast_shape` and
 /// `passes_shape` against `check_shape`) for two queues and two bounds,
-/// and the stream-item header (`parse_stream_item_bytes` against
-/// `parse_header` + `parse_stream_item`, errors included).
+/// the stream-item header (`parse_stream_item_bytes`, and through a
+/// stream's known `rkid` texts, against
+/// `parse_header` + `parse_stream_item`, errors included), and the
+/// client's answer readers (`SubmitAnswer::from_header_bytes`,
+/// `CollectFrame::from_header_bytes` against `split_error` + their
+/// `from_header`: the same accept or reject, the same value, the same
+/// error).
 pub fn shape(data: &[u8]) {
     let seal = Rkid::parse(SEAL_RKID).expect("static rkid");
     for queue in [seal, Rkid::from_bytes([7; 32])] {
@@ -178,15 +183,36 @@ pub fn shape(data: &[u8]) {
         strict,
         "stream item header: fast and strict differ"
     );
-    let strict = response::split_error(data).and_then(|header| match header {
-        Ok(h) => response::SubmitAnswer::from_header(&h).map(Ok),
-        Err(error) => Ok(Err(error)),
-    });
+    // Read again through a stream's known texts: decoded, then found.
+    let mut known = rltp_proofs::multikey::RkidTexts::default();
+    for round in ["decoded", "known"] {
+        assert_eq!(
+            wire::parse_stream_item_bytes_with(data, &mut known),
+            strict,
+            "stream item header ({round} rkid text): fast and strict differ"
+        );
+    }
     assert_eq!(
         response::SubmitAnswer::from_header_bytes(data),
-        strict,
+        strict_answer(data, response::SubmitAnswer::from_header),
         "submit answer: fast and strict differ"
     );
+    assert_eq!(
+        response::CollectFrame::from_header_bytes(data),
+        strict_answer(data, response::CollectFrame::from_header),
+        "collect frame: fast and strict differ"
+    );
+}
+
+/// An answer header by the strict path: `split_error`, then `read`.
+fn strict_answer<T>(
+    data: &[u8],
+    read: fn(&json::Object) -> Result<T, wire::FrameError>,
+) -> Result<Result<T, response::ErrorAnswer>, wire::FrameError> {
+    response::split_error(data).and_then(|header| match header {
+        Ok(h) => read(&h).map(Ok),
+        Err(error) => Ok(Err(error)),
+    })
 }
 
 /// §4.4 declarations: parse, verify, accept for the carrier role.

@@ -131,6 +131,57 @@ impl RkidText {
     }
 }
 
+/// `rkid` texts already decoded, by their bytes: a stream that names the
+/// same queues again and again decodes each text once, and a byte
+/// comparison decides the rest (a text that decoded once always decodes
+/// to the same `rkid`; only texts that decoded are kept). Direct-mapped,
+/// [`RkidTexts::SLOTS`] slots of 80 bytes, made on first use: a miss
+/// replaces its slot, so what a peer can make it hold is bounded.
+#[derive(Debug, Default)]
+pub struct RkidTexts {
+    slots: Vec<Option<RkidText>>,
+}
+
+impl RkidTexts {
+    /// Slots: 128 (10 KiB), more than the queues one sender usually
+    /// names, less than a stream's read buffer.
+    pub const SLOTS: usize = 128;
+
+    /// As [`RkidText::parse`] of `text`, from the slot when it holds
+    /// exactly these bytes.
+    ///
+    /// # Errors
+    /// As [`RkidText::parse`]; text that is not UTF-8 as
+    /// [`EncodingError::Length`] of its bytes (base58btc is ASCII).
+    pub fn parse(&mut self, text: &[u8]) -> Result<RkidText, EncodingError> {
+        // The characters after the fixed `z6LS` prefix are base58 of key
+        // bytes: spread enough to pick a slot.
+        let slot = text.get(4..12).map_or(0, |b| {
+            b.iter()
+                .fold(0usize, |h, &c| h.wrapping_mul(31) ^ usize::from(c))
+        }) % Self::SLOTS;
+        if let Some(Some(known)) = self.slots.get(slot)
+            && known.text.as_slice() == text
+        {
+            return Ok(*known);
+        }
+        let parsed =
+            RkidText::parse(
+                std::str::from_utf8(text).map_err(|_| EncodingError::Length {
+                    expected: RKID_CHARS,
+                    actual: text.len(),
+                })?,
+            )?;
+        if self.slots.is_empty() {
+            self.slots = vec![None; Self::SLOTS];
+        }
+        if let Some(entry) = self.slots.get_mut(slot) {
+            *entry = Some(parsed);
+        }
+        Ok(parsed)
+    }
+}
+
 impl fmt::Debug for RkidText {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -217,6 +268,44 @@ impl fmt::Debug for DidKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every lookup answers what one decoding would, hits and misses,
+    /// texts sharing a slot, and text that does not decode (never kept).
+    #[test]
+    fn known_rkid_texts_answer_as_decoding_does() {
+        let mut known = RkidTexts::default();
+        let texts: Vec<String> = (0..=255u8)
+            .map(|i| Rkid::from_bytes([i; 32]).to_multikey())
+            .collect();
+        for _ in 0..3 {
+            for text in &texts {
+                let got = known.parse(text.as_bytes()).unwrap();
+                assert_eq!(got, RkidText::parse(text).unwrap());
+                assert_eq!(got.as_str(), text);
+            }
+        }
+        // A text one character off the first: the same slot, a different
+        // (or no) key.
+        let mut other = texts[0].clone().into_bytes();
+        other[40] = if other[40] == b'2' { b'3' } else { b'2' };
+        let other = String::from_utf8(other).unwrap();
+        assert_eq!(
+            known.parse(other.as_bytes()).ok(),
+            RkidText::parse(&other).ok()
+        );
+        for bad in [
+            "",
+            "z6LS",
+            "z6LSnot-base58-at-all-0OIl-xxxxxxxxxxxxxxxxxxxxxx",
+        ] {
+            assert_eq!(
+                known.parse(bad.as_bytes()).map_err(|e| e.to_string()),
+                RkidText::parse(bad).map_err(|e| e.to_string()),
+                "{bad:?}"
+            );
+        }
+        assert!(known.parse(&[0xff; RKID_CHARS]).is_err());
+    }
 
     #[test]
     fn round_trip_shipped_identifiers() {

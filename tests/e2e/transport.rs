@@ -105,3 +105,59 @@ async fn a_ping_keeps_an_idle_connection_and_none_loses_it() {
     );
     pinging.close().await;
 }
+
+/// `[transport]` and [`ConnectOptions::transport`] reach quinn on each
+/// end, independently: a carrier with an ACK frequency threshold asks its
+/// client for fewer ACKs (the client receives ACK_FREQUENCY frames), a
+/// client with one asks the carrier (it sends them), and the client's
+/// MTU starts where it was told. A client with ACK frequency off sends
+/// none; the defaults have it on (`rltp_client::defaults::transport`).
+#[tokio::test]
+async fn transport_settings_reach_both_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = document(
+        dir.path(),
+        "carrier.toml",
+        "[transport]\nack-eliciting-threshold = 8\nmtu-upper-bound = 65527\n",
+    );
+    let carrier = Carrier::start(&dir.path().join("data"), Some(&config));
+    let tuned = rltp_client::transport::Tuning {
+        ack_eliciting_threshold: 8,
+        initial_mtu: 1_400,
+        mtu_upper_bound: 65_527,
+        ..Default::default()
+    };
+    let off = rltp_client::transport::Tuning {
+        ack_eliciting_threshold: 0,
+        ..Default::default()
+    };
+    for (tuning, sends) in [(tuned, true), (Default::default(), true), (off, false)] {
+        let client = Client::connect(&options(&carrier).with_transport(tuning))
+            .await
+            .unwrap();
+        for _ in 0..3 {
+            assert_eq!(
+                client.declaration().await.unwrap().declaration.revision(),
+                1
+            );
+        }
+        let stats = client.connection().stats();
+        assert!(
+            stats.frame_rx.ack_frequency >= 1,
+            "the carrier asks for fewer ACKs: {:?}",
+            stats.frame_rx
+        );
+        assert_eq!(
+            stats.frame_tx.ack_frequency >= 1,
+            sends,
+            "{tuning:?}: {:?}",
+            stats.frame_tx
+        );
+        assert!(
+            stats.path.current_mtu >= tuning.initial_mtu,
+            "{:?}",
+            stats.path
+        );
+        client.close().await;
+    }
+}

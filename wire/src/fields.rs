@@ -7,6 +7,15 @@ use rltp_proofs::DepositId;
 use rltp_proofs::json::{Object, Value};
 use rltp_proofs::multikey::Rkid;
 
+/// The lexeme rule of [`Fields::opt_uint0`]: `0`, or a canonical decimal
+/// integer in `[1, 2^53 − 1]`.
+pub(crate) fn uint0(lexeme: &str) -> Result<u64, rltp_proofs::constants::ConstantError> {
+    match lexeme {
+        "0" => Ok(0),
+        _ => rltp_proofs::constants::parse_canonical_integer(lexeme),
+    }
+}
+
 /// A header's members, read strictly.
 pub(crate) struct Fields<'a>(pub(crate) &'a Object);
 
@@ -44,8 +53,7 @@ impl Fields<'_> {
     pub(crate) fn opt_uint0(&self, name: &str) -> Result<Option<u64>, FrameError> {
         match self.0.get(name) {
             None => Ok(None),
-            Some(Value::Number(n)) if n.lexeme() == "0" => Ok(Some(0)),
-            Some(Value::Number(n)) => rltp_proofs::constants::parse_canonical_integer(n.lexeme())
+            Some(Value::Number(n)) => uint0(n.lexeme())
                 .map(Some)
                 .map_err(|e| FrameError::Header(format!("{name}: {e}"))),
             Some(other) => Err(FrameError::Header(format!(

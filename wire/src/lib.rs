@@ -28,6 +28,7 @@
 pub mod address_challenge;
 pub mod close;
 mod closed_set;
+mod direct;
 mod fields;
 pub mod frame;
 pub mod op;
@@ -43,6 +44,6 @@ pub use frame::{
 pub use op::Op;
 pub use request::{
     Request, encode_stream_item_into, parse_stream_item, parse_stream_item_bytes,
-    stream_item_header,
+    parse_stream_item_bytes_with, stream_item_header,
 };
 pub use verdict::{DepositStatus, SubmitVerdict, Verdict};

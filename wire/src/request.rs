@@ -6,7 +6,7 @@ use crate::frame::{FrameError, MAX_COLLECT_LIMIT, MAX_CONCLUDE_IDS};
 use crate::op::Op;
 use rltp_proofs::DepositId;
 use rltp_proofs::json::{Number, Object, Value};
-use rltp_proofs::multikey::{RKID_CHARS, Rkid, RkidText};
+use rltp_proofs::multikey::{RKID_CHARS, Rkid, RkidText, RkidTexts};
 use rltp_proofs::proof::Purpose;
 use std::fmt;
 
@@ -237,14 +237,27 @@ pub fn parse_stream_item(header: &Object) -> Result<(RkidText, u32), FrameError>
 /// # Errors
 /// As [`parse_header`](crate::parse_header) and [`parse_stream_item`].
 pub fn parse_stream_item_bytes(bytes: &[u8]) -> Result<(RkidText, u32), FrameError> {
-    if let Some(item) = stream_item_fast(bytes) {
+    parse_stream_item_bytes_with(bytes, &mut RkidTexts::default())
+}
+
+/// [`parse_stream_item_bytes`], the `rkid` text looked up in `known`
+/// first (a stream's items name the same queues again and again: each
+/// text is decoded once per stream).
+///
+/// # Errors
+/// As [`parse_stream_item_bytes`].
+pub fn parse_stream_item_bytes_with(
+    bytes: &[u8],
+    known: &mut RkidTexts,
+) -> Result<(RkidText, u32), FrameError> {
+    if let Some(item) = stream_item_fast(bytes, known) {
         return Ok(item);
     }
     parse_stream_item(&crate::frame::parse_header(bytes)?)
 }
 
 /// The JCS spelling of a stream item header, or `None`.
-fn stream_item_fast(bytes: &[u8]) -> Option<(RkidText, u32)> {
+fn stream_item_fast(bytes: &[u8], known: &mut RkidTexts) -> Option<(RkidText, u32)> {
     let rest = bytes.strip_prefix(b"{\"rkid\":\"")?;
     let (text, rest) = rest.split_at_checked(RKID_CHARS)?;
     let digits = rest.strip_prefix(b"\",\"size\":")?.strip_suffix(b"}")?;
@@ -261,7 +274,7 @@ fn stream_item_fast(bytes: &[u8]) -> Option<(RkidText, u32)> {
         .fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
     let size = u32::try_from(size).ok()?;
     // Base58 text has no `"` or `\\`; anything else the strict path judges.
-    let rkid = RkidText::parse(std::str::from_utf8(text).ok()?).ok()?;
+    let rkid = known.parse(text).ok()?;
     Some((rkid, size))
 }
 

@@ -3,10 +3,19 @@
 //! with `from_header`. Every reader is strict: a closed member set, exact
 //! verdict spellings, `retriable` equal to what the verdict implies.
 //! Every set of spellings is one table ([`crate::verdict`], [`ErrorCode`]).
+//!
+//! The carrier writes its answers with the `encode_*_into` encoders: the
+//! JCS bytes of the matching `*_header` (the reference, and the fallback
+//! for an integer above 2^53), written directly without a JSON tree or a
+//! JCS pass (`crate::direct`). The client reads the frames it meets many
+//! of ([`SubmitAnswer`], [`CollectFrame`]) with `from_header_bytes`: the
+//! carrier's spelling is recognised by re-encoding a candidate and
+//! comparing bytes, anything else goes through the strict reader.
 
 use crate::closed_set::closed_set;
+use crate::direct::{self, Flat};
 use crate::fields::Fields;
-use crate::frame::{FrameError, parse_header};
+use crate::frame::{FrameError, PREFIX_BYTES, encode_frame, parse_header};
 use crate::verdict::{DepositStatus, SubmitVerdict, Verdict};
 use rltp_proofs::DepositId;
 use rltp_proofs::encoding::{b64url_decode_array, b64url_encode};
@@ -87,13 +96,34 @@ impl ErrorAnswer {
     pub fn to_header(&self) -> Object {
         let mut h = Object::new();
         h.insert("error", self.code.as_str());
+        h.insert("detail", self.wire_detail().into_owned());
+        h
+    }
+
+    /// `detail` as sent: capped at [`MAX_DETAIL_BYTES`], ending `…` when cut.
+    fn wire_detail(&self) -> std::borrow::Cow<'_, str> {
         let capped = cap_detail(&self.detail);
         if capped.len() < self.detail.len() {
-            h.insert("detail", format!("{capped}…"));
+            format!("{capped}…").into()
         } else {
-            h.insert("detail", self.detail.as_str());
+            self.detail.as_str().into()
         }
-        h
+    }
+
+    /// Appends this answer as a whole frame to `out`: the bytes of
+    /// [`encode_frame`] of [`ErrorAnswer::to_header`], written directly
+    /// (`detail` escaped as RFC 8785 §3.2.2.2 escapes it).
+    pub fn encode_frame_into(&self, out: &mut Vec<u8>) {
+        let detail = self.wire_detail();
+        direct::frame_into(
+            out,
+            &mut [
+                ("detail", Some(Flat::Str(&detail))),
+                ("error", Some(Flat::Str(self.code.as_str()))),
+            ],
+            b"",
+            || self.to_header(),
+        );
     }
 
     /// The answer to a malformed frame.
@@ -178,31 +208,22 @@ impl SubmitAnswer {
     }
 
     /// Appends this answer as a whole frame (prefix, header, no body) to
-    /// `out`: the bytes of [`encode_frame`](crate::encode_frame) of
-    /// [`SubmitAnswer::to_header`], written directly, without a JSON tree
-    /// or a JCS pass. The members are closed ASCII spellings with nothing
-    /// to escape, in JCS order (`deposit`, `retriable`, `verdict`);
+    /// `out`: the bytes of [`encode_frame`] of [`SubmitAnswer::to_header`],
+    /// written directly, without a JSON tree or a JCS pass;
     /// `tests::direct_answer_frames_are_the_jcs_frames` keeps the bytes
     /// equal for every verdict.
     pub fn encode_frame_into(&self, out: &mut Vec<u8>) {
-        let start = out.len();
-        out.extend_from_slice(&[0; crate::PREFIX_BYTES]);
-        out.push(b'{');
-        if let Some(d) = &self.deposit {
-            out.extend_from_slice(b"\"deposit\":\"");
-            out.extend_from_slice(d.to_multibase().as_bytes());
-            out.extend_from_slice(b"\",");
-        }
-        out.extend_from_slice(match self.verdict.retriable() {
-            true => b"\"retriable\":true,\"verdict\":\"",
-            false => b"\"retriable\":false,\"verdict\":\"",
-        });
-        out.extend_from_slice(self.verdict.as_str().as_bytes());
-        out.extend_from_slice(b"\"}");
-        let header_len = (out.len() - start - crate::PREFIX_BYTES) as u32;
-        if let Some(prefix) = out.get_mut(start..start + 4) {
-            prefix.copy_from_slice(&header_len.to_be_bytes());
-        }
+        let deposit = self.deposit.as_ref().map(DepositId::to_multibase);
+        direct::frame_into(
+            out,
+            &mut [
+                ("deposit", deposit.as_deref().map(Flat::Str)),
+                ("retriable", Some(Flat::Bool(self.verdict.retriable()))),
+                ("verdict", Some(Flat::Str(self.verdict.as_str()))),
+            ],
+            b"",
+            || self.to_header(),
+        );
     }
 
     /// Reads an answer header from its bytes: a closed error answer, or
@@ -217,17 +238,12 @@ impl SubmitAnswer {
     pub fn from_header_bytes(
         bytes: &[u8],
     ) -> Result<Result<SubmitAnswer, ErrorAnswer>, FrameError> {
-        if let Some(answer) = SubmitAnswer::guess(bytes) {
-            let mut again = Vec::with_capacity(crate::PREFIX_BYTES + bytes.len());
-            answer.encode_frame_into(&mut again);
-            if again.get(crate::PREFIX_BYTES..) == Some(bytes) {
-                return Ok(Ok(answer));
-            }
-        }
-        match split_error(bytes)? {
-            Ok(header) => SubmitAnswer::from_header(&header).map(Ok),
-            Err(error) => Ok(Err(error)),
-        }
+        fast_or_strict(
+            bytes,
+            SubmitAnswer::guess,
+            SubmitAnswer::encode_frame_into,
+            SubmitAnswer::from_header,
+        )
     }
 
     /// The answer `bytes` would be if they were spelled as the carrier
@@ -266,11 +282,50 @@ impl SubmitAnswer {
     }
 }
 
+/// Whether `header` is exactly the header of the frame `encode` writes
+/// (the check of a fast reader's candidate).
+fn spelled(header: &[u8], encode: impl FnOnce(&mut Vec<u8>)) -> bool {
+    let mut again = Vec::with_capacity(PREFIX_BYTES + header.len());
+    encode(&mut again);
+    again.get(PREFIX_BYTES..) == Some(header)
+}
+
+/// A fast reader: the candidate `guess` reads from `bytes` if `encode`
+/// spells it as exactly `bytes`, else the strict path ([`split_error`],
+/// then `strict`), so every answer and error is the strict path's.
+fn fast_or_strict<T>(
+    bytes: &[u8],
+    guess: impl FnOnce(&[u8]) -> Option<T>,
+    encode: impl FnOnce(&T, &mut Vec<u8>),
+    strict: impl FnOnce(&Object) -> Result<T, FrameError>,
+) -> Result<Result<T, ErrorAnswer>, FrameError> {
+    if let Some(candidate) = guess(bytes)
+        && spelled(bytes, |out| encode(&candidate, out))
+    {
+        return Ok(Ok(candidate));
+    }
+    match split_error(bytes)? {
+        Ok(header) => strict(&header).map(Ok),
+        Err(error) => Ok(Err(error)),
+    }
+}
+
 /// `status` answer (§5a.8, §6.1).
 pub fn status_header(status: DepositStatus) -> Object {
     let mut h = Object::new();
     h.insert("status", status.as_str());
     h
+}
+
+/// Appends the `status` answer frame to `out`: the bytes of
+/// [`encode_frame`] of [`status_header`], written directly.
+pub fn encode_status_into(status: DepositStatus, out: &mut Vec<u8>) {
+    direct::frame_into(
+        out,
+        &mut [("status", Some(Flat::Str(status.as_str())))],
+        b"",
+        || status_header(status),
+    );
 }
 
 /// Reads a `status` answer.
@@ -323,6 +378,17 @@ impl ChallengeAnswer {
         }
     }
 
+    /// Appends this answer as a whole frame to `out`: the bytes of
+    /// [`encode_frame`] of [`ChallengeAnswer::to_header`]; a refusal is
+    /// written directly ([`encode_verdict_into`]), an issued challenge
+    /// (which nests the sealed envelope) by the JCS path.
+    pub fn encode_frame_into(&self, out: &mut Vec<u8>) {
+        match self {
+            ChallengeAnswer::Refused(verdict) => encode_verdict_into(*verdict, out),
+            ChallengeAnswer::Issued { .. } => out.extend(encode_frame(&self.to_header(), b"")),
+        }
+    }
+
     /// Reads the header of a challenge requested for `rkid`; a sealed
     /// address challenge must be a §5 envelope to that `rkid`.
     ///
@@ -372,6 +438,41 @@ pub fn verdict_header(verdict: Verdict) -> Object {
     h
 }
 
+/// Appends the frame of a §5a.3 verdict header ([`verdict_header`]) with
+/// one optional extra member `extra` and `body` to `out`, directly;
+/// `reference` is the header it equals.
+fn verdict_frame_into(
+    out: &mut Vec<u8>,
+    verdict: Verdict,
+    extra: (&'static str, Option<Flat<'_>>),
+    body: &[u8],
+    reference: impl FnOnce() -> Object,
+) {
+    let generation = match verdict {
+        Verdict::StaleGeneration { held } => Some(Flat::Uint(held)),
+        _ => None,
+    };
+    direct::frame_into(
+        out,
+        &mut [
+            ("verdict", Some(Flat::Str(verdict.as_str()))),
+            ("retriable", Some(Flat::Bool(verdict.retriable()))),
+            ("generation", generation),
+            extra,
+        ],
+        body,
+        reference,
+    );
+}
+
+/// Appends the frame of [`verdict_header`] (the `register` answer) to
+/// `out`: its [`encode_frame`] bytes, written directly.
+pub fn encode_verdict_into(verdict: Verdict, out: &mut Vec<u8>) {
+    verdict_frame_into(out, verdict, ("more", None), b"", || {
+        verdict_header(verdict)
+    });
+}
+
 /// Reads a §5a.3 verdict header with the extra members `extra` allowed;
 /// returns the verdict and the header for the caller to read the extras.
 ///
@@ -410,6 +511,23 @@ pub fn deposit_header(id: &DepositId, seq: u64) -> Object {
     h
 }
 
+/// Appends one collected deposit's frame (`{"deposit", "seq"}` + the
+/// envelope) to `out`: the bytes of [`encode_frame`] of
+/// [`deposit_header`] and `envelope`, written directly (a `seq` above
+/// 2^53, which never arises, by the JCS path).
+pub fn encode_deposit_frame_into(id: &DepositId, seq: u64, envelope: &[u8], out: &mut Vec<u8>) {
+    let multibase = id.to_multibase();
+    direct::frame_into(
+        out,
+        &mut [
+            ("deposit", Some(Flat::Str(&multibase))),
+            ("seq", Some(Flat::Uint(seq))),
+        ],
+        envelope,
+        || deposit_header(id, seq),
+    );
+}
+
 /// What a frame on a collect stream is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CollectFrame {
@@ -439,6 +557,14 @@ pub fn collect_end_header(verdict: Verdict, more: Option<bool>) -> Object {
     h
 }
 
+/// Appends the frame of [`collect_end_header`] to `out`: its
+/// [`encode_frame`] bytes, written directly.
+pub fn encode_collect_end_into(verdict: Verdict, more: Option<bool>, out: &mut Vec<u8>) {
+    verdict_frame_into(out, verdict, ("more", more.map(Flat::Bool)), b"", || {
+        collect_end_header(verdict, more)
+    });
+}
+
 impl CollectFrame {
     /// Reads a collect-stream frame header.
     ///
@@ -464,6 +590,61 @@ impl CollectFrame {
         }
         Ok(CollectFrame::End { verdict, more })
     }
+
+    /// Appends this frame's header, with `envelope` for a deposit (empty
+    /// for an end), as the carrier writes it.
+    fn encode_into(&self, envelope: &[u8], out: &mut Vec<u8>) {
+        match *self {
+            CollectFrame::Deposit { id, seq } => encode_deposit_frame_into(&id, seq, envelope, out),
+            CollectFrame::End { verdict, more } => encode_collect_end_into(verdict, more, out),
+        }
+    }
+
+    /// Reads a collect-stream frame header from its bytes: a closed error
+    /// answer, or a frame as [`CollectFrame::from_header`] reads it. The
+    /// spelling the carrier writes ([`encode_deposit_frame_into`],
+    /// [`encode_collect_end_into`]) is recognised by re-encoding a
+    /// candidate and comparing bytes (no JSON tree); anything else goes
+    /// through the strict reader, so every frame and error is the strict
+    /// path's (the `shape` fuzz target holds the two to the same answer).
+    ///
+    /// # Errors
+    /// As [`split_error`] and [`CollectFrame::from_header`].
+    pub fn from_header_bytes(
+        bytes: &[u8],
+    ) -> Result<Result<CollectFrame, ErrorAnswer>, FrameError> {
+        fast_or_strict(
+            bytes,
+            CollectFrame::guess,
+            |frame, out| frame.encode_into(b"", out),
+            CollectFrame::from_header,
+        )
+    }
+
+    /// The frame `bytes` would be if they were spelled as the carrier
+    /// writes them (checked by the caller); integers only in the strict
+    /// reader's range.
+    fn guess(bytes: &[u8]) -> Option<CollectFrame> {
+        let text = std::str::from_utf8(bytes).ok()?;
+        if let Some(rest) = text.strip_prefix("{\"deposit\":\"") {
+            let (id, seq) = rest.split_once("\",\"seq\":")?;
+            let seq = crate::fields::uint0(seq.strip_suffix('}')?).ok()?;
+            let id = DepositId::parse(id).ok()?;
+            return Some(CollectFrame::Deposit { id, seq });
+        }
+        let (head, verdict) = text.rsplit_once("\"verdict\":\"")?;
+        let verdict = match Verdict::from_wire(verdict.strip_suffix("\"}")?)? {
+            Verdict::StaleGeneration { .. } => {
+                let (held, _) = head.strip_prefix("{\"generation\":")?.split_once(',')?;
+                Verdict::StaleGeneration {
+                    held: rltp_proofs::constants::parse_canonical_integer(held).ok()?,
+                }
+            }
+            verdict => verdict,
+        };
+        let more = (verdict == Verdict::Served).then(|| head.starts_with("{\"more\":true"));
+        Some(CollectFrame::End { verdict, more })
+    }
 }
 
 /// `conclude` answer: `{"verdict", "retriable", "concluded"?}` where
@@ -474,6 +655,18 @@ pub fn conclude_header(verdict: Verdict, concluded: Option<u64>) -> Object {
         h.insert("concluded", Number::from_u64(n));
     }
     h
+}
+
+/// Appends the frame of [`conclude_header`] to `out`: its
+/// [`encode_frame`] bytes, written directly.
+pub fn encode_conclude_into(verdict: Verdict, concluded: Option<u64>, out: &mut Vec<u8>) {
+    verdict_frame_into(
+        out,
+        verdict,
+        ("concluded", concluded.map(Flat::Uint)),
+        b"",
+        || conclude_header(verdict, concluded),
+    );
 }
 
 /// Reads a `conclude` answer.
@@ -526,7 +719,7 @@ mod tests {
             assert_eq!(answer.deposit.is_some(), verdict.held());
             // Read back by the fast reader, and by the strict one after a
             // respelling.
-            let header = &direct[4 + crate::PREFIX_BYTES..];
+            let header = &direct[4 + PREFIX_BYTES..];
             assert_eq!(SubmitAnswer::from_header_bytes(header), Ok(Ok(answer)));
             let spaced = String::from_utf8_lossy(header).replacen(':', ": ", 1);
             assert_eq!(
@@ -540,7 +733,7 @@ mod tests {
         };
         let frame = encode_frame(&error.to_header(), b"");
         assert_eq!(
-            SubmitAnswer::from_header_bytes(&frame[crate::PREFIX_BYTES..]),
+            SubmitAnswer::from_header_bytes(&frame[PREFIX_BYTES..]),
             Ok(Err(error))
         );
         // A held verdict without its deposit is refused, fast path or not.
@@ -567,6 +760,196 @@ mod tests {
                 b""
             )
         );
+    }
+
+    /// Every verdict §5a.3 can answer, the stale generation at the edges
+    /// of the direct writer's range.
+    fn every_verdict() -> Vec<Verdict> {
+        let mut all: Vec<Verdict> = Verdict::ALL
+            .into_iter()
+            .filter(|v| !matches!(v, Verdict::StaleGeneration { .. }))
+            .collect();
+        for held in [1, 7, (1 << 53) - 1, 1 << 53, (1 << 53) + 1, u64::MAX] {
+            all.push(Verdict::StaleGeneration { held });
+        }
+        all
+    }
+
+    /// The integers the direct writer meets: both ends of its exact range
+    /// and past it.
+    const EDGES: [u64; 8] = [0, 1, 9, 10, (1 << 53) - 1, 1 << 53, (1 << 53) + 1, u64::MAX];
+
+    /// `encode` appends to what `out` holds, and its bytes are `expected`.
+    fn same(encode: impl FnOnce(&mut Vec<u8>), expected: Vec<u8>, what: &str) {
+        let mut direct = b"kept".to_vec();
+        encode(&mut direct);
+        let mut want = b"kept".to_vec();
+        want.extend(expected);
+        assert_eq!(
+            String::from_utf8_lossy(&direct),
+            String::from_utf8_lossy(&want),
+            "{what}"
+        );
+    }
+
+    #[test]
+    fn every_direct_encoder_writes_the_jcs_frame() {
+        let id = DepositId::of(b"an envelope");
+        for status in DepositStatus::ALL {
+            same(
+                |out| encode_status_into(status, out),
+                encode_frame(&status_header(status), b""),
+                status.as_str(),
+            );
+        }
+        for verdict in every_verdict() {
+            let what = format!("{verdict:?}");
+            same(
+                |out| encode_verdict_into(verdict, out),
+                encode_frame(&verdict_header(verdict), b""),
+                &what,
+            );
+            same(
+                |out| ChallengeAnswer::Refused(verdict).encode_frame_into(out),
+                encode_frame(&ChallengeAnswer::Refused(verdict).to_header(), b""),
+                &what,
+            );
+            for more in [None, Some(false), Some(true)] {
+                same(
+                    |out| encode_collect_end_into(verdict, more, out),
+                    encode_frame(&collect_end_header(verdict, more), b""),
+                    &format!("{what} {more:?}"),
+                );
+            }
+            for concluded in [None].into_iter().chain(EDGES.map(Some)) {
+                same(
+                    |out| encode_conclude_into(verdict, concluded, out),
+                    encode_frame(&conclude_header(verdict, concluded), b""),
+                    &format!("{what} {concluded:?}"),
+                );
+            }
+        }
+        for seq in EDGES {
+            for envelope in [&b""[..], b"{\"sealed\":1}", &[0xff; 300]] {
+                same(
+                    |out| encode_deposit_frame_into(&id, seq, envelope, out),
+                    encode_frame(&deposit_header(&id, seq), envelope),
+                    &format!("deposit {seq}"),
+                );
+            }
+        }
+        let issued = ChallengeAnswer::Issued {
+            principal_challenge: [3; 32],
+            address_challenge: None,
+            expires_at: 1_700_000_000_000,
+        };
+        same(
+            |out| issued.encode_frame_into(out),
+            encode_frame(&issued.to_header(), b""),
+            "issued",
+        );
+        // Error answers: every code, details with everything JSON escapes,
+        // and one cut at MAX_DETAIL_BYTES.
+        let details = [
+            String::new(),
+            "truncated frame".into(),
+            "quote \" backslash \\ slash /".into(),
+            (0u8..0x20).map(char::from).collect(),
+            "\u{7f} \u{80} \u{2028} \u{2029} é € 😀 \u{feff}".into(),
+            format!("size: {}", "9".repeat(5_000)),
+            "\n".repeat(300),
+            "é".repeat(200),
+        ];
+        for code in ErrorCode::ALL {
+            for detail in &details {
+                let answer = ErrorAnswer {
+                    code,
+                    detail: detail.clone(),
+                };
+                same(
+                    |out| answer.encode_frame_into(out),
+                    encode_frame(&answer.to_header(), b""),
+                    &format!("{code} {detail:?}"),
+                );
+            }
+        }
+    }
+
+    /// The collect frames the carrier writes are read by the fast path to
+    /// the strict reader's value; a respelling goes to the strict reader
+    /// and reads the same; a frame the strict reader refuses is refused.
+    #[test]
+    fn collect_frames_read_from_bytes_are_the_strict_readers() {
+        fn strict(bytes: &[u8]) -> Result<Result<CollectFrame, ErrorAnswer>, FrameError> {
+            match split_error(bytes)? {
+                Ok(header) => CollectFrame::from_header(&header).map(Ok),
+                Err(error) => Ok(Err(error)),
+            }
+        }
+        let id = DepositId::of(b"an envelope");
+        let mut frames: Vec<Vec<u8>> = Vec::new();
+        for seq in EDGES {
+            let mut out = Vec::new();
+            encode_deposit_frame_into(&id, seq, b"", &mut out);
+            frames.push(out);
+        }
+        for verdict in every_verdict() {
+            for more in [None, Some(false), Some(true)] {
+                let mut out = Vec::new();
+                encode_collect_end_into(verdict, more, &mut out);
+                frames.push(out);
+            }
+        }
+        let mut error = Vec::new();
+        ErrorAnswer {
+            code: ErrorCode::Unavailable,
+            detail: "carrier storage unavailable \"x\"".into(),
+        }
+        .encode_frame_into(&mut error);
+        frames.push(error);
+        let mut accepted = 0;
+        for frame in &frames {
+            let header = &frame[PREFIX_BYTES..];
+            let fast = CollectFrame::from_header_bytes(header);
+            assert_eq!(fast, strict(header), "{}", String::from_utf8_lossy(header));
+            let spaced = String::from_utf8_lossy(header).replacen(':', ": ", 1);
+            assert_eq!(CollectFrame::from_header_bytes(spaced.as_bytes()), fast);
+            // What the strict reader accepts, the fast path recognised.
+            if let Ok(Ok(value)) = fast {
+                let guessed = CollectFrame::guess(header);
+                assert_eq!(guessed, Some(value.clone()));
+                assert!(spelled(header, |out| value.encode_into(b"", out)));
+                accepted += 1;
+            }
+        }
+        // Refused by both, though spelled as the carrier would spell them:
+        // 3 seqs beyond 2^53 − 1; served without `more` (1); the 8 other
+        // verdicts with `more` (16); the stale generation with `more` for
+        // 3 good generations (6) and in all 3 forms for 3 bad ones (9);
+        // and the error answer, read as one.
+        assert_eq!(frames.len() - accepted, 3 + 1 + 16 + 6 + 9 + 1);
+        assert!(matches!(
+            CollectFrame::from_header_bytes(&frames[frames.len() - 1][PREFIX_BYTES..]),
+            Ok(Err(ErrorAnswer {
+                code: ErrorCode::Unavailable,
+                ..
+            }))
+        ));
+        assert_eq!(
+            CollectFrame::from_header_bytes(&frames[1][PREFIX_BYTES..]),
+            Ok(Ok(CollectFrame::Deposit { id, seq: 1 }))
+        );
+        for refused in [
+            &br#"{"more":true,"retriable":false,"verdict":"refused(malformed)"}"#[..],
+            br#"{"retriable":false,"verdict":"served"}"#,
+            br#"{"deposit":"x","seq":1}"#,
+            br#"{"deposit":"uEiA","seq":01}"#,
+            br#"{"generation":0,"retriable":false,"verdict":"refused(stale-generation)"}"#,
+            br#"{"retriable":true,"verdict":"served","more":true}"#,
+        ] {
+            assert!(CollectFrame::from_header_bytes(refused).is_err());
+            assert!(strict(refused).is_err());
+        }
     }
 
     #[test]

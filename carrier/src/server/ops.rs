@@ -10,13 +10,23 @@
 //! group commit without blocking. The items of a `submit-stream` that
 //! arrived together (a burst: every whole item in the buffer) go to the
 //! writer as one job, and their answers are written with one write.
+//!
+//! Every answer is encoded by `rltp_wire::response`'s direct encoders
+//! (`encode_*_into`: the JCS bytes of the `*_header` functions, `PROTOCOL.md`
+//! §6, without a JSON tree or a JCS pass) — `submit`, `submit-stream`,
+//! `status`, `register`, a challenge refusal, `conclude`, the closed errors,
+//! and every frame of `collect` and of a watch session; only the
+//! `declaration` answer and an issued challenge (nested documents) take
+//! the JCS path. A collect page (its deposit frames and its trailer) and
+//! a watch push are encoded into one buffer and written with one write per
+//! [`WRITE_CHUNK`] (a page is bounded by its limit × the envelope bound).
 
 use super::metrics::Op;
 use super::{Ctx, current_declaration};
+use crate::driver::BurstAnswers;
 use rltp_client::net::{self, FrameReader, ReadError};
 use rltp_engine::{CollectedDeposit, SessionError, WatchPage};
-use rltp_proofs::json::Object;
-use rltp_proofs::multikey::{Rkid, RkidText};
+use rltp_proofs::multikey::{Rkid, RkidText, RkidTexts};
 use rltp_storage::Store;
 use rltp_wire::response::{self, ChallengeAnswer, ErrorAnswer, ErrorCode, SubmitAnswer};
 use rltp_wire::verdict::{SubmitVerdict, Verdict};
@@ -26,7 +36,7 @@ use std::time::Duration;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::task::JoinSet;
 
-use crate::defaults::{PIPELINE_DEPTH, WATCH_PAGE};
+use crate::defaults::{PIPELINE_DEPTH, WATCH_PAGE, WRITE_CHUNK};
 
 /// Serves one connection until it closes or the server shuts down.
 pub(super) async fn connection<S: Store>(
@@ -97,11 +107,8 @@ async fn stream_task<S: Store>(
             let _ = send.finish();
         }
         Ok(Ok(Read::Unread { rkid, size })) => {
-            let header = match submit_unread(&ctx, rkid, size).await {
-                Ok(answer) => answer.to_header(),
-                Err(error) => error.to_header(),
-            };
-            let _ = net::write_frame(&mut send, &header, b"").await;
+            let answer = submit_unread(&ctx, rkid, size).await;
+            write(&mut send, |out| encode_submit(&answer, out)).await;
             // The body is never read: the sender stops sending it.
             let _ = recv.stream().stop(quinn::VarInt::from_u32(
                 rltp_wire::CloseCode::NoError.code(),
@@ -186,7 +193,7 @@ fn second_proof() -> ErrorAnswer {
 /// Answers with a closed error, finishes the stream, and asks the peer to
 /// stop sending (the rest of its frame is never read).
 async fn refuse(send: &mut quinn::SendStream, recv: &mut FrameReader, answer: &ErrorAnswer) {
-    let _ = net::write_frame(send, &answer.to_header(), b"").await;
+    write(send, |out| answer.encode_frame_into(out)).await;
     let _ = recv.stream().stop(quinn::VarInt::from_u32(
         rltp_wire::CloseCode::NoError.code(),
     ));
@@ -201,8 +208,19 @@ async fn finish(send: &mut quinn::SendStream) {
     }
 }
 
-async fn write(send: &mut quinn::SendStream, header: &Object, body: &[u8]) -> bool {
-    net::write_frame(send, header, body).await.is_ok()
+/// Writes the frames `encode` appends to a buffer, with one write.
+async fn write(send: &mut quinn::SendStream, encode: impl FnOnce(&mut Vec<u8>)) -> bool {
+    let mut out = Vec::new();
+    encode(&mut out);
+    send.write_all(&out).await.is_ok()
+}
+
+/// Appends the frame of a submission's answer.
+fn encode_submit(answer: &Result<SubmitAnswer, ErrorAnswer>, out: &mut Vec<u8>) {
+    match answer {
+        Ok(answer) => answer.encode_frame_into(out),
+        Err(error) => error.encode_frame_into(out),
+    }
 }
 
 fn unavailable(detail: impl std::fmt::Display) -> ErrorAnswer {
@@ -261,16 +279,13 @@ async fn dispatch<S: Store>(
     match request {
         Request::Declaration => {
             let document = current_declaration(ctx);
-            write(send, &response::declaration_header(), &document).await;
+            let _ = net::write_frame(send, &response::declaration_header(), &document).await;
             count(ctx, Op::Declaration, "ok");
             tracing::debug!(op, "served");
         }
         Request::Submit { rkid, .. } => {
-            let header = match submit(ctx, rkid, body).await {
-                Ok(answer) => answer.to_header(),
-                Err(e) => e.to_header(),
-            };
-            write(send, &header, b"").await;
+            let answer = submit(ctx, rkid, body).await;
+            write(send, |out| encode_submit(&answer, out)).await;
         }
         Request::SubmitStream => submit_stream(ctx, send, recv).await,
         Request::Status { rkid, deposit } => {
@@ -279,15 +294,15 @@ async fn dispatch<S: Store>(
                 Some(Ok(status)) => {
                     count(ctx, Op::Status, status.as_str());
                     tracing::info!(op, %status, "status");
-                    write(send, &response::status_header(status), b"").await;
+                    write(send, |out| response::encode_status_into(status, out)).await;
                 }
                 Some(Err(e)) => {
                     count_unavailable(ctx, Op::Status);
-                    write(send, &unavailable(&e).to_header(), b"").await;
+                    write(send, |out| unavailable(&e).encode_frame_into(out)).await;
                 }
                 None => {
                     count_unavailable(ctx, Op::Status);
-                    write(send, &unavailable("internal").to_header(), b"").await;
+                    write(send, |out| unavailable("internal").encode_frame_into(out)).await;
                 }
             }
         }
@@ -312,11 +327,11 @@ async fn dispatch<S: Store>(
                     };
                     count(ctx, Op::Challenge, verdict);
                     tracing::debug!(op, %purpose, verdict, "challenge");
-                    write(send, &answer.to_header(), b"").await;
+                    write(send, |out| answer.encode_frame_into(out)).await;
                 }
                 Err(e) => {
                     count_unavailable(ctx, Op::Challenge);
-                    write(send, &e.to_header(), b"").await;
+                    write(send, |out| e.encode_frame_into(out)).await;
                 }
             }
         }
@@ -327,7 +342,7 @@ async fn dispatch<S: Store>(
                 Err(e) => {
                     count_unavailable(ctx, Op::Register);
                     tracing::warn!(op, error = %e, "register answered unavailable");
-                    write(send, &unavailable(e).to_header(), b"").await;
+                    write(send, |out| unavailable(e).encode_frame_into(out)).await;
                     return;
                 }
             };
@@ -336,7 +351,7 @@ async fn dispatch<S: Store>(
             let verifications = ctx.engine.counters().verifications;
             count(ctx, Op::Register, verdict.as_str());
             tracing::info!(op, %verdict, verifications, "register");
-            write(send, &response::verdict_header(verdict), b"").await;
+            write(send, |out| response::encode_verdict_into(verdict, out)).await;
         }
         Request::Collect {
             after,
@@ -347,27 +362,31 @@ async fn dispatch<S: Store>(
         }
         Request::Conclude { deposits } => {
             let engine = ctx.engine.clone();
-            let header = match blocking(move || engine.conclude(&body, &deposits)).await {
+            let answer = match blocking(move || engine.conclude(&body, &deposits)).await {
                 Some(Ok(done)) => {
                     count(ctx, Op::Conclude, Verdict::Served.as_str());
                     tracing::info!(op, verdict = "served", removed = done.removed, "conclude");
-                    response::conclude_header(Verdict::Served, Some(done.removed as u64))
+                    Ok((Verdict::Served, Some(done.removed as u64)))
                 }
                 Some(Err(SessionError::Refused(v))) => {
                     count(ctx, Op::Conclude, v.as_str());
                     tracing::info!(op, verdict = %v, "conclude");
-                    response::conclude_header(v, None)
+                    Ok((v, None))
                 }
                 Some(Err(e)) => {
                     count_unavailable(ctx, Op::Conclude);
-                    unavailable(e).to_header()
+                    Err(unavailable(e))
                 }
                 None => {
                     count_unavailable(ctx, Op::Conclude);
-                    unavailable("internal").to_header()
+                    Err(unavailable("internal"))
                 }
             };
-            write(send, &header, b"").await;
+            write(send, |out| match answer {
+                Ok((verdict, concluded)) => response::encode_conclude_into(verdict, concluded, out),
+                Err(e) => e.encode_frame_into(out),
+            })
+            .await;
         }
     }
 }
@@ -384,19 +403,11 @@ async fn submit<S: Store>(
     answered(ctx, &rkid, verdict, id)
 }
 
-/// The items of a burst, decided as one writer job (in order), each
-/// answered as [`submit`] answers it.
-async fn submit_burst<S: Store>(
-    ctx: &Ctx<S>,
-    items: Vec<(RkidText, Vec<u8>)>,
-) -> Vec<Result<SubmitAnswer, ErrorAnswer>> {
+/// The items of a burst, handed to the writer as one job (in order)
+/// before this returns; its answers are read by [`Pending::encode`].
+fn submit_burst<S: Store>(ctx: &Ctx<S>, items: Vec<(RkidText, Vec<u8>)>) -> Pending {
     let rkids: Vec<Rkid> = items.iter().map(|(rkid, _)| *rkid.rkid()).collect();
-    let answers = ctx.engine.submit_burst_async(items).await;
-    rkids
-        .iter()
-        .zip(answers)
-        .map(|(rkid, (verdict, id))| answered(ctx, rkid, verdict, id))
-        .collect()
+    Pending::Burst(rkids, ctx.engine.submit_burst(items))
 }
 
 /// The answer to one decided submission: counted, logged, and watch
@@ -450,8 +461,8 @@ async fn submit_unread<S: Store>(
 }
 
 enum Pending {
-    /// A burst of whole items: one answer each, in order.
-    Burst(tokio::task::JoinHandle<Vec<Result<SubmitAnswer, ErrorAnswer>>>),
+    /// A burst of whole items (their queues): one answer each, in order.
+    Burst(Vec<Rkid>, BurstAnswers),
     Verdict(tokio::task::JoinHandle<Result<SubmitAnswer, ErrorAnswer>>),
     Error(ErrorAnswer),
 }
@@ -460,7 +471,7 @@ impl Pending {
     /// Whether its answers are ready (awaiting it will not wait).
     fn is_ready(&self) -> bool {
         match self {
-            Pending::Burst(handle) => handle.is_finished(),
+            Pending::Burst(_, answers) => answers.is_ready(),
             Pending::Verdict(handle) => handle.is_finished(),
             Pending::Error(_) => true,
         }
@@ -469,11 +480,13 @@ impl Pending {
     /// Appends its answer frames to `out`; `true` if the stream ends after
     /// them (an error answer), else the number of answers is added to
     /// `count`.
-    async fn encode(self, out: &mut Vec<u8>, count: &mut u64) -> bool {
+    async fn encode<S: Store>(self, ctx: &Ctx<S>, out: &mut Vec<u8>, count: &mut u64) -> bool {
         let answers = match self {
-            Pending::Burst(handle) => handle
-                .await
-                .unwrap_or_else(|_| vec![Err(unavailable("internal"))]),
+            Pending::Burst(rkids, answers) => rkids
+                .iter()
+                .zip(answers.answers().await)
+                .map(|(rkid, (verdict, id))| answered(ctx, rkid, verdict, id))
+                .collect(),
             Pending::Verdict(handle) => {
                 vec![
                     handle
@@ -484,16 +497,11 @@ impl Pending {
             Pending::Error(e) => vec![Err(e)],
         };
         for answer in answers {
-            match answer {
-                Ok(answer) => {
-                    answer.encode_frame_into(out);
-                    *count += 1;
-                }
-                Err(e) => {
-                    out.extend(wire::encode_frame(&e.to_header(), b""));
-                    return true;
-                }
+            encode_submit(&answer, out);
+            if answer.is_err() {
+                return true;
             }
+            *count += 1;
         }
         false
     }
@@ -516,6 +524,8 @@ async fn submit_stream<S: Store>(
     let bound = ctx.engine.envelope_bound();
     let reader = async {
         let mut shutdown = ctx.shutdown.clone();
+        // Each queue's `rkid` text is decoded once per stream.
+        let mut known = RkidTexts::default();
         'read: loop {
             // At shutdown no further item is read; those read are answered.
             // Each item (its prefix included) must arrive within the read
@@ -523,7 +533,7 @@ async fn submit_stream<S: Store>(
             // back (`PROTOCOL.md` §7).
             let item = tokio::select! {
                 _ = super::until_shutdown(&mut shutdown) => break,
-                item = tokio::time::timeout(deadline(ctx), read_item(recv, bound)) => item,
+                item = tokio::time::timeout(deadline(ctx), read_item(recv, bound, &mut known)) => item,
             };
             let mut burst = Vec::new();
             let mut item = Some(item);
@@ -534,7 +544,7 @@ async fn submit_stream<S: Store>(
                     Ok(Ok(Some(Item::Whole(rkid, body)))) => {
                         burst.push((rkid, body));
                         if burst.len() < PIPELINE_DEPTH && recv.frame_buffered() {
-                            item = Some(Ok(read_item(recv, bound).await));
+                            item = Some(Ok(read_item(recv, bound, &mut known).await));
                         }
                         continue;
                     }
@@ -553,10 +563,8 @@ async fn submit_stream<S: Store>(
                     })),
                 };
                 if !burst.is_empty() {
-                    let ctx = Arc::clone(ctx);
-                    let items = std::mem::take(&mut burst);
-                    let handle = tokio::spawn(async move { submit_burst(&ctx, items).await });
-                    if tx.send(Pending::Burst(handle)).await.is_err() {
+                    let pending = submit_burst(ctx, std::mem::take(&mut burst));
+                    if tx.send(pending).await.is_err() {
                         break 'read;
                     }
                 }
@@ -568,12 +576,8 @@ async fn submit_stream<S: Store>(
                     break 'read;
                 }
             }
-            if !burst.is_empty() {
-                let ctx = Arc::clone(ctx);
-                let handle = tokio::spawn(async move { submit_burst(&ctx, burst).await });
-                if tx.send(Pending::Burst(handle)).await.is_err() {
-                    break;
-                }
+            if !burst.is_empty() && tx.send(submit_burst(ctx, burst)).await.is_err() {
+                break;
             }
         }
         drop(tx);
@@ -591,11 +595,13 @@ async fn submit_stream<S: Store>(
                 },
             };
             out.clear();
-            let mut last = pending.encode(&mut out, &mut count).await;
+            let mut last = pending.encode(ctx, &mut out, &mut count).await;
             // Whatever else is answered already goes in the same write.
             while !last {
                 match rx.try_recv() {
-                    Ok(more) if more.is_ready() => last = more.encode(&mut out, &mut count).await,
+                    Ok(more) if more.is_ready() => {
+                        last = more.encode(ctx, &mut out, &mut count).await;
+                    }
                     Ok(more) => {
                         next = Some(more);
                         break;
@@ -628,11 +634,12 @@ enum Item {
 async fn read_item(
     recv: &mut FrameReader,
     envelope_bound: usize,
+    known: &mut RkidTexts,
 ) -> Result<Option<Item>, ReadError> {
     let Some(prefix) = recv.prefix().await? else {
         return Ok(None);
     };
-    let (rkid, size) = wire::parse_stream_item_bytes(recv.header_bytes(prefix).await?)?;
+    let (rkid, size) = wire::parse_stream_item_bytes_with(recv.header_bytes(prefix).await?, known)?;
     check_announced(size, prefix)?;
     if size as usize > envelope_bound {
         recv.skip(prefix).await?;
@@ -642,13 +649,35 @@ async fn read_item(
     Ok(Some(Item::Whole(rkid, body)))
 }
 
-async fn write_deposits(send: &mut quinn::SendStream, deposits: &[CollectedDeposit]) -> bool {
+/// Writes `deposits` as deposit frames, then the trailer `end` (a collect
+/// page's: `{"verdict", "retriable", "more"?}`, §5a.7), encoded into one
+/// buffer that is written whenever it reaches [`WRITE_CHUNK`] and at the
+/// end: one write for a page of small envelopes.
+async fn write_page(
+    send: &mut quinn::SendStream,
+    deposits: &[CollectedDeposit],
+    end: Option<(Verdict, Option<bool>)>,
+) -> bool {
+    /// More than a deposit frame's prefix and header take (~92 bytes).
+    const FRAME_OVERHEAD: usize = 128;
+    let total: usize = deposits
+        .iter()
+        .map(|d| d.bytes.len() + FRAME_OVERHEAD)
+        .sum();
+    let mut out = Vec::with_capacity(total.min(WRITE_CHUNK) + FRAME_OVERHEAD);
     for d in deposits {
-        if !write(send, &response::deposit_header(&d.id, d.seq), &d.bytes).await {
-            return false;
+        response::encode_deposit_frame_into(&d.id, d.seq, &d.bytes, &mut out);
+        if out.len() >= WRITE_CHUNK {
+            if send.write_all(&out).await.is_err() {
+                return false;
+            }
+            out.clear();
         }
     }
-    true
+    if let Some((verdict, more)) = end {
+        response::encode_collect_end_into(verdict, more, &mut out);
+    }
+    out.is_empty() || send.write_all(&out).await.is_ok()
 }
 
 /// `collect` (§5a.7, §5a.8): the page, then the trailer; with `watch`,
@@ -672,17 +701,17 @@ async fn collect<S: Store>(
         Some(Err(SessionError::Refused(v))) => {
             count(ctx, Op::Collect, v.as_str());
             tracing::info!(op = "collect", verdict = %v, "collect");
-            write(send, &response::collect_end_header(v, None), b"").await;
+            write_page(send, &[], Some((v, None))).await;
             return;
         }
         Some(Err(e)) => {
             count_unavailable(ctx, Op::Collect);
-            write(send, &unavailable(e).to_header(), b"").await;
+            write(send, |out| unavailable(e).encode_frame_into(out)).await;
             return;
         }
         None => {
             count_unavailable(ctx, Op::Collect);
-            write(send, &unavailable("internal").to_header(), b"").await;
+            write(send, |out| unavailable("internal").encode_frame_into(out)).await;
             return;
         }
     };
@@ -695,16 +724,8 @@ async fn collect<S: Store>(
         watch,
         "collect"
     );
-    if !write_deposits(send, &collected.deposits).await {
-        return;
-    }
-    if !write(
-        send,
-        &response::collect_end_header(Verdict::Served, Some(collected.more)),
-        b"",
-    )
-    .await
-    {
+    let end = Some((Verdict::Served, Some(collected.more)));
+    if !write_page(send, &collected.deposits, end).await {
         return;
     }
     if !watch {
@@ -754,7 +775,7 @@ async fn watch_session<S: Store>(
         let read = blocking(move || engine.watch_page(&rkid, &principal, after, page)).await;
         match read {
             Some(Ok(WatchPage::Deposits { deposits, .. })) => {
-                if !write_deposits(send, &deposits).await {
+                if !write_page(send, &deposits, None).await {
                     return;
                 }
                 if let Some(last) = deposits.last() {
@@ -765,20 +786,15 @@ async fn watch_session<S: Store>(
                 }
             }
             Some(Ok(WatchPage::Gone)) => {
-                write(
-                    send,
-                    &response::collect_end_header(Verdict::NoSuchQueue, None),
-                    b"",
-                )
-                .await;
+                write_page(send, &[], Some((Verdict::NoSuchQueue, None))).await;
                 return;
             }
             Some(Err(e)) => {
-                write(send, &unavailable(e).to_header(), b"").await;
+                write(send, |out| unavailable(e).encode_frame_into(out)).await;
                 return;
             }
             None => {
-                write(send, &unavailable("internal").to_header(), b"").await;
+                write(send, |out| unavailable("internal").encode_frame_into(out)).await;
                 return;
             }
         }
