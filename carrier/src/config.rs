@@ -37,8 +37,8 @@
 //! queue = { per-second = 2000, burst = 10000 }
 //! shared-submission = { per-second = 50000, burst = 100000 }
 //!
-//! [transport]                           # QUIC per-packet costs (measured: BENCHMARKS.md)
-//! ack-eliciting-threshold = 8           # 0: off; n: ask the peer to ACK every n+1 packets
+//! [transport]                           # QUIC per-packet costs (quinn's; BENCHMARKS.md)
+//! ack-eliciting-threshold = 0           # 0: off; n: ask the peer to ACK every n+1 packets
 //! max-ack-delay-ms = 25                 # [1, 16383], with a threshold above 0
 //! initial-mtu = 1200                    # [1200, 65527]
 //! mtu-discovery = true

@@ -645,7 +645,15 @@ impl<S: Store> Server<S> {
         let _ = self.shutdown.send(true);
         let mut complete = true;
         if let Some(task) = self.task.take() {
-            complete &= bounded("the QUIC service", task, deadline).await;
+            // The service's own steps each end at the deadline (what is
+            // left aborted and said so); this bound is the backstop for a
+            // service that does not stop there.
+            complete &= bounded(
+                "the QUIC service",
+                task,
+                deadline + crate::defaults::DRAIN_BACKSTOP,
+            )
+            .await;
         }
         complete &= !self.ctx.abandoned.load(std::sync::atomic::Ordering::SeqCst);
         let _ = self.stopped.send(true);
