@@ -444,13 +444,6 @@ fn demo_and_serve_speak_json_too() {
             .unwrap()
             .starts_with("did:key:z6Mk")
     );
-    let pid = serve.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    send_signal(serve.id(), "TERM");
     assert_eq!(serve.wait().unwrap().code(), Some(0));
 }

@@ -154,14 +154,7 @@ impl Running {
 
     /// SIGINT, then the exit code (bounded wait).
     pub fn interrupt(self) -> Option<i32> {
-        let pid = self.child.id().to_string();
-        assert!(
-            Command::new("kill")
-                .args(["-INT", &pid])
-                .status()
-                .unwrap()
-                .success()
-        );
+        send_signal(self.child.id(), "INT");
         self.wait()
     }
 

@@ -107,14 +107,7 @@ fn the_tarball_runs_from_the_units_paths() {
     let lines = lines_of(child.stdout.take().unwrap());
     let first = lines.recv_timeout(PROCESS_DEADLINE).unwrap();
     assert!(first.starts_with("listening 127.0.0.1:"), "{first}");
-    let pid = child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    send_signal(child.id(), "TERM");
     let deadline = Instant::now() + PROCESS_DEADLINE;
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {

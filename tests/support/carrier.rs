@@ -39,6 +39,15 @@ pub fn knob<T: std::str::FromStr>(name: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
+/// Sends the signal `name` (`TERM`, `INT`, `HUP`, …) to process `pid`.
+pub fn send_signal(pid: u32, name: &str) {
+    let sent = Command::new("kill")
+        .args([format!("-{name}"), pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success(), "kill -{name} {pid}");
+}
+
 /// The lines of a child's `stdout`, as they come (read on a thread).
 pub fn lines_of(stdout: std::process::ChildStdout) -> mpsc::Receiver<String> {
     let (tx, rx) = mpsc::channel();
@@ -331,12 +340,7 @@ impl Carrier {
 
     /// Sends the signal `name` (`HUP`, `USR2`, …) to the process.
     pub fn signal(&self, name: &str) {
-        let pid = self.pid().to_string();
-        let sent = Command::new("kill")
-            .args([&format!("-{name}"), &pid])
-            .status()
-            .unwrap();
-        assert!(sent.success(), "kill -{name} {pid}");
+        send_signal(self.pid(), name);
     }
 
     /// Waits (bounded) for the process to exit by itself.
@@ -346,9 +350,7 @@ impl Carrier {
 
     /// SIGTERM, then waits: a graceful drain.
     pub fn terminate(mut self) -> ExitStatus {
-        let pid = self.child.as_ref().unwrap().id().to_string();
-        let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        assert!(sent.success());
+        send_signal(self.child.as_ref().unwrap().id(), "TERM");
         self.wait()
     }
 

@@ -83,52 +83,18 @@ pub(crate) fn frame_into(
     }
 }
 
-/// A JSON string as RFC 8785 §3.2.2.2 spells it.
+/// A JSON string as RFC 8785 §3.2.2.2 spells it: serde_json's escaping
+/// is that rule (`"`, `\` and the C0 controls escaped, `\b \t \n \f \r`
+/// short and the rest `\u00xx` lowercase, everything else as its UTF-8),
+/// which the tests below hold to the JCS path.
 fn push_str(out: &mut Vec<u8>, text: &str) {
-    out.push(b'"');
-    let bytes = text.as_bytes();
-    let mut plain = 0;
-    for (i, &byte) in bytes.iter().enumerate() {
-        let short: &[u8] = match byte {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            0x08 => b"\\b",
-            0x09 => b"\\t",
-            0x0a => b"\\n",
-            0x0c => b"\\f",
-            0x0d => b"\\r",
-            0x00..0x20 => b"",
-            _ => continue,
-        };
-        out.extend_from_slice(bytes.get(plain..i).unwrap_or_default());
-        plain = i + 1;
-        if short.is_empty() {
-            const HEX: &[u8; 16] = b"0123456789abcdef";
-            out.extend_from_slice(b"\\u00");
-            out.push(HEX[usize::from(byte >> 4)]);
-            out.push(HEX[usize::from(byte & 0xf)]);
-        } else {
-            out.extend_from_slice(short);
-        }
-    }
-    out.extend_from_slice(bytes.get(plain..).unwrap_or_default());
-    out.push(b'"');
+    // Writing into a Vec cannot fail.
+    let _ = serde_json::to_writer(out, text);
 }
 
-/// Decimal digits of `n`.
+/// Decimal digits of `n` (serde_json's integer writer).
 fn push_uint(out: &mut Vec<u8>, n: u64) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    let mut n = n;
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(digits.get(i..).unwrap_or_default());
+    let _ = serde_json::to_writer(out, &n);
 }
 
 #[cfg(test)]
