@@ -328,8 +328,16 @@ async fn memory_stays_bounded_under_1000_idle_connections() {
     let connected_in = started.elapsed();
     // Every connection is live: the carrier still serves on the last one.
     declaration_within(conns.last().unwrap(), Duration::from_secs(5)).await;
+    // A client's handshake completes before the carrier has read the
+    // client's last handshake flight: wait (bounded) until the carrier
+    // counts every connection, then measure.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut open_with = open();
+    while open_with < n as i64 + 1 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        open_with = open();
+    }
     let rss_with = carrier.rss_kib();
-    let open_with = open();
     // Closed a few at a time: a burst of 1 000 CONNECTION_CLOSE datagrams
     // would overflow the loopback socket buffer, and a carrier that never
     // hears a close keeps the connection until its idle timeout.
