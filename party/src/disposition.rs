@@ -74,7 +74,7 @@ impl fmt::Display for FailReason {
 
 /// §6.2: a receiver's disposition of one envelope. Every value is
 /// **terminal** (§5a.8: conclude it); what is transient never becomes a
-/// disposition (see [`crate::pipeline::Transient`]).
+/// disposition (see [`crate::pipeline::Pending`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Disposition {
     /// Stage 9 committed the effect (`unique`).

@@ -105,7 +105,7 @@ mod tests {
                 .is_none()
         );
         assert!(!table.is_busy(&[LockKey::Digest("e".into())]));
-        assert!(table.is_busy(&[c.clone()]));
+        assert!(table.is_busy(std::slice::from_ref(&c)));
         drop(first);
         assert!(!table.is_busy(&[d.clone(), c.clone()]));
         assert!(table.try_acquire(vec![d, c]).is_some());

@@ -52,7 +52,7 @@ pub struct Outcome {
     /// The acknowledgement to transmit: the fresh one of a `unique`, or the
     /// **stored** one of a `duplicate-known` (byte-identical, §4.2); `None`
     /// for failures and for terminal documents.
-    pub ack: Option<StoredAck>,
+    pub ack: Option<Box<StoredAck>>,
     /// For an accepted acknowledgement: what it did to the sender status
     /// (§6.1; [`Transition::LateDelivered`] MUST be surfaced).
     pub transition: Option<Transition>,
@@ -77,7 +77,7 @@ impl Outcome {
             stage: Stage::DIGEST,
             disposition: Disposition::DuplicateKnown,
             digest: Some(entry.digest),
-            ack: entry.ack,
+            ack: entry.ack.map(Box::new),
             transition: None,
             detail: String::new(),
         }
@@ -117,7 +117,7 @@ pub enum Step<'a> {
     /// Try again later, from stage 4.
     Pending(Pending),
     /// This evaluation holds its lock set: run [`Critical::commit`].
-    Critical(Critical<'a>),
+    Critical(Box<Critical<'a>>),
 }
 
 /// The receiver: its key ring, store, lock table, type registry and the
@@ -278,17 +278,17 @@ impl<'a, S: PartyStore + ?Sized, H: BundleHandler + ?Sized> Receiver<'a, S, H> {
             Err(step) => return step,
         };
         let mut set = vec![LockKey::Digest(ready.document.digest().to_owned())];
-        if let Prepared::Bundle { .. } = ready.prepared {
-            if let Some(challenge) = bound_challenge(&ready.profiled) {
-                set.push(LockKey::RecordKey(challenge.to_owned()));
-            }
+        if let Prepared::Bundle { .. } = ready.prepared
+            && let Some(challenge) = bound_challenge(&ready.profiled)
+        {
+            set.push(LockKey::RecordKey(challenge.to_owned()));
         }
         match self.locks.try_acquire(set.clone()) {
-            Some(guard) => Step::Critical(Critical {
+            Some(guard) => Step::Critical(Box::new(Critical {
                 run: self,
                 ready,
                 guard,
-            }),
+            })),
             None => Step::Pending(Pending::Reenter(set)),
         }
     }
@@ -516,7 +516,7 @@ impl<S: PartyStore + ?Sized, H: BundleHandler + ?Sized> Stage9 for Receiver<'_, 
                 stage: Stage::EFFECT,
                 disposition: Disposition::Unique,
                 digest: Some(digest.to_owned()),
-                ack,
+                ack: ack.map(Box::new),
                 transition,
                 detail: String::new(),
             },

@@ -231,12 +231,12 @@ impl PartyStore for MemStore {
             return Ok(Committed::AlreadyCompleted(held.clone()));
         }
         let mut transition = None;
-        if let Effect::SenderStatus { acked } = &commit.effect {
-            if let Some(sent) = inner.sent.get_mut(acked) {
-                let (status, t) = sent.status.on_valid_ack();
-                sent.status = status;
-                transition = Some(t);
-            }
+        if let Effect::SenderStatus { acked } = &commit.effect
+            && let Some(sent) = inner.sent.get_mut(acked)
+        {
+            let (status, t) = sent.status.on_valid_ack();
+            sent.status = status;
+            transition = Some(t);
         }
         let digest = commit.entry.digest.clone();
         inner.effects.push((digest.clone(), commit.effect));

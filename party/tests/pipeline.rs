@@ -64,7 +64,10 @@ fn a_document_reaches_delivered_and_its_ack_is_terminal() {
         registry: &registry,
         bundles: &NoEncounterState,
     };
-    let (at_a, at_b) = (at(&a_keys, &a_store, &a_locks), at(&b_keys, &b_store, &b_locks));
+    let (at_a, at_b) = (
+        at(&a_keys, &a_store, &a_locks),
+        at(&b_keys, &b_store, &b_locks),
+    );
 
     // A sends D: sealed to B's card key, recorded in A's sent-register.
     let d = credential_delivery(&a, &b, "00000000-0000-4000-8000-0000000000d0");
@@ -84,7 +87,12 @@ fn a_document_reaches_delivered_and_its_ack_is_terminal() {
     // A's collect: the ack moves D to delivered, and earns no ack itself.
     let back = rltp_proofs::seal::seal(&ack.document, &ack.seal_to.unwrap(), &mut rng).unwrap();
     let at_a_outcome = at_a.receive(&back.to_bytes(), NOW + 1, &mut rng).unwrap();
-    assert_eq!(at_a_outcome.disposition, Disposition::Unique, "{}", at_a_outcome.detail);
+    assert_eq!(
+        at_a_outcome.disposition,
+        Disposition::Unique,
+        "{}",
+        at_a_outcome.detail
+    );
     assert_eq!(at_a_outcome.ack, None);
     assert_eq!(
         at_a_outcome.transition.map(|t| t.as_str()),
@@ -139,7 +147,10 @@ fn a_store_fault_is_transient_caches_nothing_and_the_retry_is_evaluated_in_full(
     let pending = receiver.receive(envelope.as_bytes(), NOW, &mut FixedRng::new(&[1; 16]));
     assert!(matches!(pending, Err(Pending::Store(_))));
     assert_eq!(two.store.completed_len(), 0);
-    assert!(!two.locks.is_busy(&[LockKey::Digest(common::digest(&delivery_to_b().0))]));
+    assert!(
+        !two.locks
+            .is_busy(&[LockKey::Digest(common::digest(&delivery_to_b().0))])
+    );
     let outcome = receiver
         .receive(envelope.as_bytes(), NOW, &mut FixedRng::new(&[1; 16]))
         .unwrap();
@@ -165,23 +176,35 @@ fn after_key_retention_a_redelivery_is_fresh_and_earns_a_fresh_ack() {
     let just_before = NOW + retention.ms() - 1;
     assert_eq!(two.store.expire(just_before, retention), Ok(0));
     let dup = receiver
-        .receive(envelope.as_bytes(), just_before, &mut FixedRng::new(&[2; 16]))
+        .receive(
+            envelope.as_bytes(),
+            just_before,
+            &mut FixedRng::new(&[2; 16]),
+        )
         .unwrap();
     assert_eq!(dup.disposition, Disposition::DuplicateKnown);
     assert_eq!(dup.ack, first.ack, "within the bound: the stored ack");
     assert_eq!(two.store.expire(NOW + retention.ms(), retention), Ok(1));
     let fresh = receiver
-        .receive(envelope.as_bytes(), NOW + retention.ms(), &mut FixedRng::new(&[2; 16]))
+        .receive(
+            envelope.as_bytes(),
+            NOW + retention.ms(),
+            &mut FixedRng::new(&[2; 16]),
+        )
         .unwrap();
     assert_eq!(fresh.disposition, Disposition::Unique);
-    assert_ne!(fresh.ack, first.ack, "after the bound: a freshly generated ack");
+    assert_ne!(
+        fresh.ack, first.ack,
+        "after the bound: a freshly generated ack"
+    );
 }
 
 #[test]
 fn forged_acks_fail_for_the_reason_their_name_gives() {
     let scenario: common::Scenario = serde_json::from_str(
         &std::fs::read_to_string(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../vectors/party/sender-acks.json"),
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../vectors/party/sender-acks.json"),
         )
         .unwrap(),
     )
@@ -200,7 +223,11 @@ fn forged_acks_fail_for_the_reason_their_name_gives() {
         })
         .collect();
     let detail = |name: &str| reasons.iter().find(|(n, _)| n == name).unwrap().1.clone();
-    assert!(detail("forgery-unsigned").contains("proof"), "{}", detail("forgery-unsigned"));
+    assert!(
+        detail("forgery-unsigned").contains("proof"),
+        "{}",
+        detail("forgery-unsigned")
+    );
     assert!(detail("forgery-foreign-signed").contains("not by its issuer"));
     assert!(detail("forgery-wrong-thread").contains("threadId"));
     assert!(detail("forgery-ref-never-sent").contains("ref names no document"));
@@ -219,7 +246,11 @@ struct OpensLate {
 }
 
 impl rltp_party::bundle::BundleHandler for OpensLate {
-    fn pre_lock(&self, b: &rltp_party::bundle::Bundle<'_>, now: u64) -> rltp_party::bundle::PreLock {
+    fn pre_lock(
+        &self,
+        b: &rltp_party::bundle::Bundle<'_>,
+        now: u64,
+    ) -> rltp_party::bundle::PreLock {
         let verdict = self.inner.pre_lock(b, now);
         let mut calls = self.calls.lock().unwrap();
         *calls += 1;
@@ -228,18 +259,33 @@ impl rltp_party::bundle::BundleHandler for OpensLate {
         }
         verdict
     }
-    fn in_lock(&self, b: &rltp_party::bundle::Bundle<'_>, skipped: bool, now: u64) -> rltp_party::bundle::InLock {
+    fn in_lock(
+        &self,
+        b: &rltp_party::bundle::Bundle<'_>,
+        skipped: bool,
+        now: u64,
+    ) -> rltp_party::bundle::InLock {
         self.inner.in_lock(b, skipped, now)
     }
 }
 
 fn bundle_to_b() -> String {
     let (a, b) = (context(A), context(B));
-    let binding = enactment_binding(ENCOUNTER_SCAN, "aSentChallengeOfA_000000000000000000000000AA", CH).unwrap();
+    let binding = enactment_binding(
+        ENCOUNTER_SCAN,
+        "aSentChallengeOfA_000000000000000000000000AA",
+        CH,
+    )
+    .unwrap();
     let mut payload = Object::new();
     payload.insert(
         "card",
-        common::sent_card(&a, &b.anchor(), "aSentChallengeOfA_000000000000000000000000AA", CH),
+        common::sent_card(
+            &a,
+            &b.anchor(),
+            "aSentChallengeOfA_000000000000000000000000AA",
+            CH,
+        ),
     );
     payload.insert("credential", credential(&a, &b.anchor(), CH, &binding));
     let d = document(
@@ -276,7 +322,10 @@ fn a_skipped_bundle_whose_state_moved_re_enters_at_stage_4_and_then_commits() {
     };
     let moved = critical.commit(NOW, &mut FixedRng::new(&[4; 16]));
     assert!(matches!(moved, Err(Pending::Reenter(ref keys)) if keys.len() == 2));
-    assert!(two.store.effects().is_empty(), "nothing committed before re-entry");
+    assert!(
+        two.store.effects().is_empty(),
+        "nothing committed before re-entry"
+    );
     let Step::Critical(critical) = receiver.evaluate(&arrival, NOW) else {
         panic!("re-entry at stage 4 reaches stage 9 again");
     };
@@ -299,12 +348,18 @@ fn the_record_key_is_the_optical_paths_lock_too() {
         bundles: &handler,
     };
     let envelope = bundle_to_b();
-    let optical = two.locks.try_acquire(vec![LockKey::RecordKey(CH.to_owned())]).unwrap();
+    let optical = two
+        .locks
+        .try_acquire(vec![LockKey::RecordKey(CH.to_owned())])
+        .unwrap();
     let arrival = receiver.open(envelope.as_bytes()).unwrap();
     let Step::Pending(Pending::Reenter(set)) = receiver.evaluate(&arrival, NOW) else {
         panic!("the bundle waits for the record key, holding nothing");
     };
-    assert!(!two.locks.is_busy(&[set[0].clone()]), "the digest is not held while waiting");
+    assert!(
+        !two.locks.is_busy(&[set[0].clone()]),
+        "the digest is not held while waiting"
+    );
     drop(optical);
     let outcome = receiver
         .receive(envelope.as_bytes(), NOW, &mut FixedRng::new(&[5; 16]))

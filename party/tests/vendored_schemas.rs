@@ -34,7 +34,11 @@ fn every_vendored_schema_matches_its_manifest_line_and_the_tree() {
     assert_eq!(manifest, compiled);
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../vectors/spec/schemas");
     for (name, text) in VENDORED_SCHEMAS {
-        assert_eq!(std::fs::read_to_string(dir.join(name)).unwrap(), text, "{name}");
+        assert_eq!(
+            std::fs::read_to_string(dir.join(name)).unwrap(),
+            text,
+            "{name}"
+        );
     }
     assert_eq!(schemas().unwrap().ids().count(), VENDORED_SCHEMAS.len());
 }
@@ -43,7 +47,10 @@ fn every_vendored_schema_matches_its_manifest_line_and_the_tree() {
 fn the_vendored_schemas_equal_the_shared_ones_where_they_exist() {
     let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/schemas");
     if !shared.is_dir() {
-        println!("{} is absent: only the manifest check applies", shared.display());
+        println!(
+            "{} is absent: only the manifest check applies",
+            shared.display()
+        );
         return;
     }
     let mut names: Vec<String> = std::fs::read_dir(&shared)
@@ -57,6 +64,9 @@ fn the_vendored_schemas_equal_the_shared_ones_where_they_exist() {
     assert_eq!(names, vendored);
     for (name, text) in VENDORED_SCHEMAS {
         let held = std::fs::read_to_string(shared.join(name)).unwrap();
-        assert!(held == text, "vectors/spec/schemas/{name} differs from the shared copy: re-vendor it");
+        assert!(
+            held == text,
+            "vectors/spec/schemas/{name} differs from the shared copy: re-vendor it"
+        );
     }
 }
