@@ -408,7 +408,9 @@ fn sent(document: &Object, class: &str, status: &str) -> SentSpec {
     }
 }
 
-fn sender_acks() -> Scenario {
+/// Sender A with D1 (accepted) and D2 (given up) in its register, and the
+/// acknowledgements that arrive for them, forged and valid.
+fn sender_ack_steps() -> (PartySpec, Vec<StepSpec>) {
     let (a, b, m) = (context(A), context(B), context(MALLORY));
     let d1 = delivery(0x21, &a, &a, &uuid(0x61));
     let d2 = bundle(0x22, CH_OPEN);
@@ -500,6 +502,11 @@ fn sender_acks() -> Scenario {
             to_a(&k2, 9),
         ),
     ];
+    (a_spec, steps)
+}
+
+fn sender_acks() -> Scenario {
+    let (a_spec, steps) = sender_ack_steps();
     let s = scenario(
         "Delivery §4.2 / §6.1 at sender A: the signature-class forgery matrix (every failure discards the ack and leaves the status), the valid, redelivered and late acknowledgement",
         vec![
