@@ -16,6 +16,8 @@
 //! | [`deposit`] | the shared vocabulary: [`DepositId`] (a deposit's content address) and [`Ms`] (instants) | §5a.5 s3, §5a.8 |
 //! | [`declaration`] | `registry-declaration/0.1` with `eddsa-jcs-2022`, the generic revision rule | §3, §4.4 |
 //! | [`identity`] | Identity §7a: carrier identifier `C` validation and `carrierSeed(C, N)` | Identity §7a.2, §7a.4 |
+//! | [`context`] | Identity §5.1–§5.2: the `pair/<digest>` label, `edSeed`/`xSeed`, pair anchor and `rkid` | Identity §5.1, §5.2, §6.1 |
+//! | [`ack_mac`] | the designated-verifier acknowledgement MAC and its ack key | §4.2, §4.4 |
 //!
 //! What this crate does **not** do: no I/O, no async, no clock reads, no
 //! global state. Randomness enters only through caller-supplied RNGs or
@@ -25,7 +27,9 @@
 //! closed error; verification is a separate call; admission decisions
 //! live in the carrier engine, not here.
 
+pub mod ack_mac;
 pub mod constants;
+pub mod context;
 pub mod declaration;
 pub mod deposit;
 pub mod encoding;

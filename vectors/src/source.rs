@@ -21,7 +21,7 @@ use std::path::PathBuf;
 pub const ENV: &str = "RLTP_SPEC_VECTORS";
 
 /// The vendored files, by name, as compiled in.
-pub const VENDORED: [(&str, &[u8]); 4] = [
+pub const VENDORED: [(&str, &[u8]); 5] = [
     (
         "carrier-proof.json",
         include_bytes!("../spec/carrier-proof.json"),
@@ -29,6 +29,10 @@ pub const VENDORED: [(&str, &[u8]); 4] = [
     (
         "delivery-ack.json",
         include_bytes!("../spec/delivery-ack.json"),
+    ),
+    (
+        "encounter-cards.json",
+        include_bytes!("../spec/encounter-cards.json"),
     ),
     (
         "identity-derivation.json",
