@@ -17,7 +17,7 @@ use rltp_storage::backup;
 use rltp_storage::log_store::{LogOptions, LogStore};
 use rltp_storage::mem::MemStore;
 use rltp_storage::redb_store::{RedbOptions, RedbStore};
-use rltp_storage::{Challenge, DepositId, Ms, ReadTxn, Store, StoreResult, WriteTxn};
+use rltp_storage::{DepositId, Ms, ReadTxn, Store, StoreResult, WriteTxn};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -43,17 +43,8 @@ impl<S: Store> Store for Counting<S> {
         self.commits.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
-    fn issue_challenge(&self, challenge: Challenge) -> StoreResult<()> {
-        self.inner.issue_challenge(challenge)
-    }
-    fn take_challenge(&self, key: &[u8; 32]) -> StoreResult<Option<Challenge>> {
-        self.inner.take_challenge(key)
-    }
-    fn purge_challenges(&self, now: Ms) -> StoreResult<usize> {
-        self.inner.purge_challenges(now)
-    }
-    fn challenge_count(&self) -> usize {
-        self.inner.challenge_count()
+    fn challenges(&self) -> &rltp_storage::ChallengeTable {
+        self.inner.challenges()
     }
 }
 

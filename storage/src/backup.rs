@@ -51,9 +51,8 @@
 
 use crate::fs::StoreFile;
 use crate::log_store::{LogStore, is_store_file};
-use crate::redb_store::{
-    Importer, IntegrityReport, RedbStore, StoreId, parse_segment_file_name, segment_file_name,
-};
+use crate::redb_store::{Importer, RedbStore, parse_segment_file_name, segment_file_name};
+use crate::store_id::{IntegrityReport, StoreId};
 use crate::{Ms, Occupancy, ReadTxn, StoreError, StoreResult};
 use sha2::{Digest as _, Sha256};
 use std::fs::OpenOptions;

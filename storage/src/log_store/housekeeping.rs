@@ -12,8 +12,8 @@
 //! crash is finished at the next open (`recovery.rs`, step 5).
 
 use super::{Inner, LogStore, record, snapshot};
+use crate::failure::{corrupt, lock};
 use crate::fs::{Open, StoreFile};
-use crate::redb_store::{corrupt, lock};
 use crate::{Store as _, StoreError, StoreResult};
 use rltp_proofs::multikey::Rkid;
 use std::sync::Arc;
@@ -178,7 +178,7 @@ pub(super) fn reclaim(inner: &Inner) {
     // before the segment goes — else a power cut would bring the deposit
     // back (its removal lost) with its bytes deleted. One `fdatasync`
     // here makes everything visible (so everything counted) durable.
-    inner.sync_visible();
+    inner.log.sync_visible();
     let mut removed = 0;
     for id in drained {
         lock(&inner.files).remove(&id);

@@ -792,8 +792,7 @@ impl Index {
         let q = self.queues.get_mut(qid);
         q.bytes = bytes;
         q.next_seq = q.next_seq.max(deposit.seq);
-        self.occupancy.total_bytes += u64::from(deposit.len);
-        self.occupancy.deposits += 1;
+        self.occupancy.deposit_added(deposit.len);
         self.set_finger(qid, slot);
         if flagged {
             self.due_push(deposit.give_up_at, mkref(GIVE_UP, slot));
@@ -1192,14 +1191,11 @@ impl Index {
         self.link(qid, slot);
         self.hash_dep(slot);
         self.seg_adjust(seg, deposit.len, true);
-        let len = u64::from(deposit.len);
         self.queue_update(qid, |q| {
             q.bytes = bytes;
             q.next_seq = q.next_seq.max(deposit.seq);
         });
-        let o = self.occupancy_mut();
-        o.total_bytes += len;
-        o.deposits += 1;
+        self.occupancy_mut().deposit_added(deposit.len);
         self.undo_push(Undo::DepAdded(slot));
         self.set_finger(qid, slot);
         Ok(slot)
@@ -1217,11 +1213,8 @@ impl Index {
         let hash = self.hash_qid(d.qid, &d.id);
         self.by_id.remove(hash, slot);
         self.seg_adjust(d.seg, d.len(), false);
-        let len = u64::from(d.len());
         self.queue_update(d.qid, |q| q.bytes = q.bytes.saturating_sub(d.len()));
-        let o = self.occupancy_mut();
-        o.total_bytes = o.total_bytes.saturating_sub(len);
-        o.deposits = o.deposits.saturating_sub(1);
+        self.occupancy_mut().deposit_removed(d.len());
         self.deps.get_mut(slot).len &= !LIVE;
         self.deferred.push((K_DEP, slot));
         self.undo_push(Undo::DepRemoved(slot));

@@ -13,9 +13,9 @@
 use super::index::Index;
 use super::recovery::{self, Apply};
 use super::{Inner, record};
-use crate::redb_store::{
-    self as rs, BINDINGS, EVICTION, IntegrityReport, TOMBSTONES, Tables as _, corrupt, engine,
-};
+use crate::failure::{corrupt, engine};
+use crate::schema::{self as rs, BINDINGS, EVICTION, TOMBSTONES, Tables as _};
+use crate::store_id::IntegrityReport;
 use crate::{StoreError, StoreResult};
 use redb::ReadableDatabase;
 use rltp_proofs::multikey::Rkid;

@@ -23,13 +23,15 @@
 //!    takes a snapshot soon after.
 
 use super::record::{self, SEGMENT_HEADER, SegmentHeader, tag};
-use super::{FORMAT, LogOptions, META_COUNTS, META_LEGACY};
+use super::{FORMAT, LogOptions};
+use crate::failure::{corrupt, engine};
 use crate::fs::{Open, StoreFile, StoreFs};
-use crate::redb_store::{
+use crate::redb_store::{RedbOptions, RedbStore};
+use crate::schema::{
     self as rs, DEPARTURES, DEPOSITS, DUE, IDENTITY, META, META_ACTIVE, META_APPLIED, META_FORMAT,
-    META_NEXT_SEGMENT, META_OCCUPANCY, QUARANTINE, QUEUES, RedbOptions, RedbStore, SEGMENT_GC,
-    SEGMENTS, corrupt, engine,
+    META_NEXT_SEGMENT, META_OCCUPANCY, QUARANTINE, QUEUES, SEGMENT_GC, SEGMENTS,
 };
+use crate::schema::{META_COUNTS, META_LEGACY};
 use crate::{ReadTxn as _, StoreResult};
 use redb::Durability;
 use std::collections::HashMap;
@@ -133,7 +135,7 @@ pub(super) fn upgrade(dir: &Path, options: &LogOptions) -> StoreResult<()> {
     // The switch: one durable transaction.
     let db = rs::open_db(
         fs,
-        &dir.join(crate::redb_store::INDEX_FILE),
+        &dir.join(crate::store_id::INDEX_FILE),
         options.cache_bytes,
     )?;
     let mut txn = rs::begin(&db, true)?;

@@ -49,33 +49,32 @@ mod snapshot;
 
 use self::index::{DepImage, Index};
 use self::record::{RECORD_HEADER, tag};
+use crate::failure::{corrupt, engine, lock};
 use crate::fs::{StoreFile, StoreFs};
-use crate::redb_store::{
-    self as rs, BINDINGS, EVICTION, META, META_DECLARATION, META_SEQ_FLOOR, StoreId, TOMBSTONES,
-    Tables as _, corrupt, engine, lock, query,
+use crate::log_sync::LogSync;
+use crate::schema::{
+    self as rs, BINDINGS, EVICTION, META, META_COUNTS, META_DECLARATION, META_SEQ_FLOOR,
+    TOMBSTONES, Tables as _, query,
 };
 use crate::segment::ActiveSegment;
+use crate::store_id::StoreId;
 use crate::{
-    Binding, Challenge, DeclarationRecord, DeferredBytes, DepartureRecord, Deposit, DepositId, Due,
-    Ms, Occupancy, PendingSync, ReadTxn, Store, StoreError, StoreResult, Tombstone, WriteTxn,
+    Binding, ChallengeTable, DeclarationRecord, DeferredBytes, DepartureRecord, Deposit, DepositId,
+    Due, Ms, Occupancy, PendingSync, ReadTxn, SeqFloor, Store, StoreError, StoreResult, Tombstone,
+    WriteTxn,
 };
 use redb::{Database, Durability, ReadTransaction, ReadableDatabase, WriteTransaction};
 use rltp_proofs::multikey::Rkid;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 pub use self::integrity::LogIntegrity;
-pub use crate::redb_store::IntegrityReport;
-
 /// The `meta` format of a log store (1 and 2 are the redb store's, which
 /// opening upgrades: `migrate.rs`).
-pub const FORMAT: u32 = 3;
-/// `meta` key: held bindings and tombstones (2 × u64).
-const META_COUNTS: &[u8] = b"counts";
-/// `meta` key: the redb store's `segments/` still to delete after an upgrade.
-const META_LEGACY: &[u8] = b"legacy_segments";
+pub use crate::schema::LOG_FORMAT as FORMAT;
+pub use crate::store_id::IntegrityReport;
 
 /// Tuning of a [`LogStore`].
 #[derive(Debug, Clone)]
@@ -183,11 +182,11 @@ pub(crate) struct Inner {
     /// Live snapshots by version.
     readers: Mutex<BTreeMap<u64, usize>>,
     files: Mutex<HashMap<u64, Arc<dyn StoreFile>>>,
-    durable: Mutex<(u64, u64)>,
-    visible: Mutex<PendingSync>,
+    /// How far the log is durable (deferred commits, [`Store::sync`]).
+    log: LogSync,
     store_id: StoreId,
-    seq_floor: AtomicU64,
-    challenges: crate::challenges::ChallengeTable,
+    seq_floor: SeqFloor,
+    challenges: ChallengeTable,
     house: Mutex<House>,
     house_wake: Condvar,
     opened: Mutex<OpenReport>,
@@ -287,7 +286,7 @@ impl LogStore {
 
     /// Every queue's next `seq` is above this (0 unless a restore raised it).
     pub fn seq_floor(&self) -> u64 {
-        self.inner.seq_floor.load(Ordering::SeqCst)
+        self.inner.seq_floor.get()
     }
 
     /// What the last open did.
@@ -317,11 +316,11 @@ impl LogStore {
     /// [`StoreError`] as for a commit.
     pub fn raise_seq_floor(&self, floor: u64) -> StoreResult<()> {
         let mut w = self.inner.begin()?;
-        let floor = floor.max(self.seq_floor());
+        let floor = self.inner.seq_floor.raised(floor);
         rs::put(w.redb()?, META, META_SEQ_FLOOR, &floor.to_be_bytes())?;
         w.force_durable = true;
         self.commit(w)?;
-        self.inner.seq_floor.store(floor, Ordering::SeqCst);
+        self.inner.seq_floor.set(floor);
         Ok(())
     }
 
@@ -443,34 +442,6 @@ impl Inner {
         *lock(&self.bounds) = (state.snapshot_base, state.redb_applied);
     }
 
-    /// `fdatasync`s the log up to `pending`, unless it is durable already;
-    /// a failed sync stops the process ([`rs::fatal_sync_failure`]).
-    fn sync(&self, pending: PendingSync) {
-        let Some(file) = pending.file else {
-            return;
-        };
-        let mut durable = lock(&self.durable);
-        if *durable >= (pending.segment, pending.end) {
-            return;
-        }
-        if let Err(error) = file.sync_data() {
-            rs::fatal_sync_failure(&error);
-        }
-        *durable = (pending.segment, pending.end);
-    }
-
-    /// Makes every transaction visible now durable.
-    pub(super) fn sync_visible(&self) {
-        let visible = {
-            let v = lock(&self.visible);
-            PendingSync {
-                file: v.file.clone(),
-                ..*v
-            }
-        };
-        self.sync(visible);
-    }
-
     fn oldest_reader(&self) -> Option<u64> {
         lock(&self.readers).keys().next().copied()
     }
@@ -539,26 +510,20 @@ impl Inner {
             return DeferredBytes::ready(self.bytes(image, active));
         }
         match self.file(u64::from(image.seg)) {
-            Ok(file) => DeferredBytes::at(
-                file,
-                u64::from(image.off),
-                image.deposit.len,
-                image.deposit.id,
-                Inner::what(image.deposit.seq, image),
-            ),
+            Ok(file) => {
+                let (offset, d) = (u64::from(image.off), image.deposit);
+                let what = Inner::what(d.seq, image);
+                DeferredBytes::later(move || {
+                    crate::read_checked(&*file, offset, d.len, &d.id, &what)
+                })
+            }
             Err(e) => DeferredBytes::ready(Err(e)),
         }
     }
 
     /// `fdatasync`s the active segment (before a durable redb commit).
     fn sync_active(&self, state: &mut WriterState) -> StoreResult<()> {
-        let mut durable = lock(&self.durable);
-        state.active.flush()?;
-        if let Err(error) = state.active.sync() {
-            rs::fatal_sync_failure(&error);
-        }
-        *durable = (state.active.id, state.active.end());
-        Ok(())
+        self.log.sync_active(&mut state.active)
     }
 
     /// Writes the void header over a record that reached the file but did
@@ -573,7 +538,7 @@ impl Inner {
             let header = record::void_header(state.active.id, start, body);
             state.active.overwrite_in_file(start, &header)?;
             if let Err(error) = state.active.file.sync_data() {
-                rs::fatal_sync_failure(&error);
+                crate::failure::fatal_sync_failure(&error);
             }
         }
         state.void_pending = None;
@@ -627,7 +592,7 @@ impl Inner {
         };
         file.write_all_at(&header.encode(), 0)?;
         if let Err(error) = file.sync_data() {
-            rs::fatal_sync_failure(&error);
+            crate::failure::fatal_sync_failure(&error);
         }
         kill_point("rotate-header");
         lock(&self.files).insert(id, Arc::clone(&file));
@@ -701,11 +666,7 @@ impl Inner {
         if logged > 0 || w.redb.is_some() {
             // Before the commit makes it visible: a reader that sees it
             // finds its sync here.
-            *lock(&self.visible) = PendingSync {
-                file: Some(Arc::clone(&w.state.active.file)),
-                segment,
-                end,
-            };
+            self.log.set_visible(&w.state.active.file, segment, end);
         }
         {
             let mut ix = self.index_write();
@@ -752,13 +713,9 @@ impl Inner {
             }
         }
         if logged == 0 || checkpoint {
-            return Ok(PendingSync::default());
+            return Ok(PendingSync::durable());
         }
-        Ok(PendingSync {
-            file: Some(Arc::clone(&w.state.active.file)),
-            segment,
-            end,
-        })
+        Ok(LogSync::pending(&w.state.active.file, segment, end))
     }
 }
 
@@ -1036,7 +993,7 @@ impl WriteTxn for LogWrite<'_> {
         let fresh = rs::put(self.redb()?, BINDINGS, rkid.as_bytes(), &value)?.is_none();
         let mut ix = self.ix();
         if fresh {
-            ix.occupancy_mut().bindings += 1;
+            ix.occupancy_mut().binding_added();
         }
         ix.set_bound(rkid, true)
     }
@@ -1047,8 +1004,7 @@ impl WriteTxn for LogWrite<'_> {
         self.log(&[&[tag::REMOVE_BINDING], rkid.as_bytes()])?;
         self.redb_ops += 1;
         let mut ix = self.ix();
-        let o = ix.occupancy_mut();
-        o.bindings = o.bindings.saturating_sub(1);
+        ix.occupancy_mut().binding_removed();
         ix.set_bound(rkid, false)?;
         rs::decode_binding(&old).map(Some)
     }
@@ -1058,7 +1014,7 @@ impl WriteTxn for LogWrite<'_> {
         self.redb_ops += 1;
         let fresh = rs::put_tombstone(self.redb()?, rkid, tombstone)?;
         if fresh {
-            self.ix().occupancy_mut().tombstones += 1;
+            self.ix().occupancy_mut().tombstone_added();
         }
         Ok(())
     }
@@ -1069,8 +1025,7 @@ impl WriteTxn for LogWrite<'_> {
         self.log(&[&[tag::REMOVE_TOMBSTONE], rkid.as_bytes()])?;
         self.redb_ops += 1;
         let mut ix = self.ix();
-        let o = ix.occupancy_mut();
-        o.tombstones = o.tombstones.saturating_sub(1);
+        ix.occupancy_mut().tombstone_removed();
         Ok(Some(old))
     }
     fn append_identified(
@@ -1083,13 +1038,12 @@ impl WriteTxn for LogWrite<'_> {
     ) -> StoreResult<Deposit> {
         let len = u32::try_from(bytes.len())
             .map_err(|_| corrupt(format!("deposit of {} bytes", bytes.len())))?;
-        let floor = self.store.seq_floor.load(Ordering::SeqCst);
         let last = {
             let ix = self.store.index_read();
             ix.queue(rkid).map_or(0, |q| ix.queue_rec(q).next_seq)
         };
         let deposit = Deposit {
-            seq: last.max(floor) + 1,
+            seq: self.store.seq_floor.next_after(last),
             id: *id,
             len,
             admitted_at,
@@ -1232,12 +1186,12 @@ impl Store for LogStore {
     }
 
     fn sync(&self, pending: PendingSync) -> StoreResult<()> {
-        self.inner.sync(pending);
+        self.inner.log.sync(pending);
         Ok(())
     }
 
     fn sync_visible(&self) -> StoreResult<()> {
-        self.inner.sync_visible();
+        self.inner.log.sync_visible();
         Ok(())
     }
 
@@ -1245,18 +1199,8 @@ impl Store for LogStore {
         self.inner.db_failed.store(true, Ordering::SeqCst);
     }
 
-    fn issue_challenge(&self, challenge: Challenge) -> StoreResult<()> {
-        self.inner.challenges.issue(challenge);
-        Ok(())
-    }
-    fn take_challenge(&self, principal_challenge: &[u8; 32]) -> StoreResult<Option<Challenge>> {
-        Ok(self.inner.challenges.take(principal_challenge))
-    }
-    fn purge_challenges(&self, now: Ms) -> StoreResult<usize> {
-        Ok(self.inner.challenges.purge(now))
-    }
-    fn challenge_count(&self) -> usize {
-        self.inner.challenges.len()
+    fn challenges(&self) -> &ChallengeTable {
+        &self.inner.challenges
     }
 
     /// One bounded compaction step (the background thread does the rest).
@@ -1280,7 +1224,7 @@ impl Store for LogStore {
         let (segments, log_bytes) = files(&inner.log_dir)?;
         let (_, snapshot_bytes) = files(&inner.snap_dir)?;
         let redb_bytes = fs
-            .file_len(&inner.dir.join(crate::redb_store::INDEX_FILE))?
+            .file_len(&inner.dir.join(crate::store_id::INDEX_FILE))?
             .unwrap_or(0);
         let (base, active) = {
             let state = inner.gate();

@@ -28,23 +28,22 @@
 use super::index::Index;
 use super::record::{self, SEGMENT_HEADER, SegmentHeader, tag};
 use super::snapshot;
-use super::{
-    FORMAT, House, Inner, LogOptions, META_COUNTS, META_LEGACY, OpenReport, WriterState, damaged,
-    location,
-};
+use super::{FORMAT, House, Inner, LogOptions, OpenReport, WriterState, damaged, location};
+use crate::cursor::Cursor;
+use crate::failure::{corrupt, engine};
 use crate::fs::{Open, StoreFile, StoreFs};
-use crate::oplog::Cursor;
-use crate::redb_store::{
-    self as rs, BINDINGS, EVICTION, META, META_APPLIED, META_FORMAT, META_SEQ_FLOOR, META_STORE_ID,
-    StoreId, TOMBSTONES, Tables as _, corrupt, engine,
+use crate::schema::{
+    self as rs, BINDINGS, EVICTION, META, META_APPLIED, META_COUNTS, META_FORMAT, META_LEGACY,
+    META_SEQ_FLOOR, META_STORE_ID, TOMBSTONES, Tables as _,
 };
 use crate::segment::ActiveSegment;
-use crate::{DeclarationRecord, Deposit, DepositId, PendingSync, StoreError, StoreResult};
+use crate::store_id::StoreId;
+use crate::{DeclarationRecord, Deposit, DepositId, StoreError, StoreResult};
 use redb::{Durability, WriteTransaction};
 use rltp_proofs::multikey::Rkid;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::Instant;
 
@@ -121,7 +120,7 @@ fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> StoreResult<In
     let fs = Arc::clone(&options.fs);
     let log_dir = dir.join("log");
     let snap_dir = dir.join("snap");
-    let db_path = dir.join(crate::redb_store::INDEX_FILE);
+    let db_path = dir.join(crate::store_id::INDEX_FILE);
     fs.create_dir_all(&log_dir)?;
     fs.create_dir_all(&snap_dir)?;
     let segments = scan_log(&*fs, &log_dir)?;
@@ -383,11 +382,10 @@ fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> StoreResult<In
         db_failed: AtomicBool::new(false),
         readers: Mutex::new(BTreeMap::new()),
         files: Mutex::new(files),
-        durable: Mutex::new(start),
-        visible: Mutex::new(PendingSync::default()),
+        log: crate::log_sync::LogSync::new(start),
         store_id,
-        seq_floor: AtomicU64::new(seq_floor),
-        challenges: crate::challenges::ChallengeTable::default(),
+        seq_floor: crate::SeqFloor::new(seq_floor),
+        challenges: crate::ChallengeTable::default(),
         house: Mutex::new(House {
             spare: options.preallocate,
             ..House::default()
@@ -412,7 +410,7 @@ fn missing(
     held.extend(snapshots.iter().map(|(seg, _)| *seg));
     held.sort_unstable();
     held.dedup();
-    let mut error = rs::missing_index(db_path, exists, &held, options.expect_store_id);
+    let mut error = crate::store_id::missing_index(db_path, exists, &held, options.expect_store_id);
     if let StoreError::Damaged(what) = &mut error
         && !snapshots.is_empty()
     {

@@ -35,8 +35,10 @@
 
 use super::index::{Index, NIL};
 use super::{Inner, damaged, record};
+use crate::failure::{corrupt, engine, lock};
 use crate::fs::{Open, StoreFile, StoreFs};
-use crate::redb_store::{self as rs, META, StoreId, corrupt, engine, lock};
+use crate::schema::{self as rs, META};
+use crate::store_id::StoreId;
 use crate::{DepartureRecord, Deposit, DepositId, StoreResult};
 use redb::Durability;
 use rltp_proofs::multikey::Rkid;
@@ -261,7 +263,7 @@ fn take_inner(inner: &Inner) -> StoreResult<()> {
         rs::put(
             &txn,
             META,
-            super::META_COUNTS,
+            crate::schema::META_COUNTS,
             &rs::cat(&[&o.bindings.to_be_bytes(), &o.tombstones.to_be_bytes()]),
         )?;
         txn.set_durability(Durability::Immediate).map_err(engine)?;

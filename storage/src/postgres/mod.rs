@@ -57,8 +57,8 @@ mod write;
 pub use read::PgRead;
 pub use write::PgWrite;
 
-use crate::challenges::ChallengeTable;
-use crate::{AdmissionHook, Challenge, Ms, Store, StoreError, StoreResult};
+use crate::ChallengeTable;
+use crate::{AdmissionHook, Store, StoreError, StoreResult};
 use codec::pg_error;
 use rltp_proofs::multikey::Rkid;
 use std::future::Future;
@@ -826,21 +826,8 @@ impl Store for PgStore {
         self.drop_writer();
     }
 
-    fn issue_challenge(&self, challenge: Challenge) -> StoreResult<()> {
-        self.challenges.issue(challenge);
-        Ok(())
-    }
-
-    fn take_challenge(&self, principal_challenge: &[u8; 32]) -> StoreResult<Option<Challenge>> {
-        Ok(self.challenges.take(principal_challenge))
-    }
-
-    fn purge_challenges(&self, now: Ms) -> StoreResult<usize> {
-        Ok(self.challenges.purge(now))
-    }
-
-    fn challenge_count(&self) -> usize {
-        self.challenges.len()
+    fn challenges(&self) -> &ChallengeTable {
+        &self.challenges
     }
 
     fn on_remote_admission(&self, hook: AdmissionHook) {

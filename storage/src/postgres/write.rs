@@ -827,7 +827,7 @@ impl WriteTxn for PgWrite<'_> {
         let existed = self.binding_cached(rkid)?.is_some();
         let inner = self.inner.get_mut();
         if !existed {
-            inner.occupancy.bindings += 1;
+            inner.occupancy.binding_added();
         }
         inner.bindings.insert(*rkid, Some(*binding));
         inner.dirty_bindings.insert(*rkid);
@@ -837,7 +837,7 @@ impl WriteTxn for PgWrite<'_> {
         let removed = self.binding_cached(rkid)?;
         if removed.is_some() {
             let inner = self.inner.get_mut();
-            inner.occupancy.bindings -= 1;
+            inner.occupancy.binding_removed();
             inner.bindings.insert(*rkid, None);
             inner.dirty_bindings.insert(*rkid);
         }
@@ -847,7 +847,7 @@ impl WriteTxn for PgWrite<'_> {
         let existed = self.tombstone_cached(rkid)?.is_some();
         let inner = self.inner.get_mut();
         if !existed {
-            inner.occupancy.tombstones += 1;
+            inner.occupancy.tombstone_added();
         }
         inner.tombstones.insert(*rkid, Some(*tombstone));
         inner.dirty_tombstones.insert(*rkid);
@@ -857,7 +857,7 @@ impl WriteTxn for PgWrite<'_> {
         let removed = self.tombstone_cached(rkid)?;
         if removed.is_some() {
             let inner = self.inner.get_mut();
-            inner.occupancy.tombstones -= 1;
+            inner.occupancy.tombstone_removed();
             inner.tombstones.insert(*rkid, None);
             inner.dirty_tombstones.insert(*rkid);
         }
@@ -875,7 +875,7 @@ impl WriteTxn for PgWrite<'_> {
             .map_err(|_| StoreError::Corrupt(format!("deposit of {} bytes", bytes.len())))?;
         let mut queue = self.queue_cached(rkid)?;
         let inner = self.inner.get_mut();
-        queue.last_seq = queue.last_seq.max(inner.seq_floor) + 1;
+        queue.last_seq = crate::next_seq(queue.last_seq, inner.seq_floor);
         queue.bytes += u64::from(len);
         inner.queues.insert(*rkid, queue);
         inner.dirty_queues.insert(*rkid);
@@ -890,8 +890,7 @@ impl WriteTxn for PgWrite<'_> {
             .appended
             .insert((*rkid, deposit.seq), (deposit, bytes.to_vec()));
         inner.identity.insert((*rkid, *id), Some(deposit));
-        inner.occupancy.total_bytes += u64::from(len);
-        inner.occupancy.deposits += 1;
+        inner.occupancy.deposit_added(len);
         inner.admitted.insert(*rkid);
         Ok(deposit)
     }
@@ -927,12 +926,10 @@ impl WriteTxn for PgWrite<'_> {
         let mut queue = self.queue_cached(rkid)?;
         let inner = self.inner.get_mut();
         inner.identity.insert((*rkid, deposit.id), None);
-        let len = u64::from(deposit.len);
-        queue.bytes = queue.bytes.saturating_sub(len);
+        queue.bytes = queue.bytes.saturating_sub(u64::from(deposit.len));
         inner.queues.insert(*rkid, queue);
         inner.dirty_queues.insert(*rkid);
-        inner.occupancy.total_bytes -= len;
-        inner.occupancy.deposits -= 1;
+        inner.occupancy.deposit_removed(deposit.len);
         Ok(Some(deposit))
     }
     fn put_departure(
@@ -974,7 +971,7 @@ impl WriteTxn for PgWrite<'_> {
     }
     fn add_elastic_bytes(&mut self, delta: i64) -> StoreResult<()> {
         let o = &mut self.inner.get_mut().occupancy;
-        o.elastic_bytes = o.elastic_bytes.saturating_add_signed(delta);
+        o.add_elastic(delta);
         Ok(())
     }
     fn put_declaration(&mut self, record: &DeclarationRecord) -> StoreResult<()> {
