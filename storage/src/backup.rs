@@ -690,7 +690,10 @@ fn write_unpacked(
 /// [`BackupError::Store`] from the integrity check,
 /// [`BackupError::Mismatch`] if the counts differ from the manifest.
 pub fn check_unpacked(dest: &Path, manifest: &Manifest) -> Result<IntegrityReport, BackupError> {
-    check_counts(&mut LogStore::open(store_path(dest))?, manifest)
+    check_counts(
+        &mut LogStore::open(store_path(dest)).map_err(StoreError::from)?,
+        manifest,
+    )
 }
 
 /// What a restore needs of the checked store.
@@ -715,7 +718,7 @@ pub fn prepare_restore(
     manifest: &Manifest,
     floor: u64,
 ) -> Result<Restorable, BackupError> {
-    let mut store = LogStore::open(store_path(dest))?;
+    let mut store = LogStore::open(store_path(dest)).map_err(StoreError::from)?;
     store.raise_seq_floor(floor)?;
     let report = check_counts(&mut store, manifest)?;
     Ok(Restorable {

@@ -1,8 +1,9 @@
-//! How the embedded stores fail: the error helpers every backend file
-//! uses, the lock that survives a panicked holder, and the one answer to a
-//! failed `fdatasync` of the log (stop the process).
+//! How the stores fail: the error helpers every backend file uses (each
+//! keeps the engine's error as its source), the lock that survives a
+//! panicked holder, and the one answer to a failed `fdatasync` of the log
+//! (stop the process).
 
-use crate::StoreError;
+use crate::{BoxError, OpenError, StoreError};
 use std::sync::{Mutex, MutexGuard};
 
 /// Locks `mutex`, taking over the data of a holder that panicked (every
@@ -13,8 +14,39 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-pub(crate) fn engine<E: std::fmt::Display>(error: E) -> StoreError {
-    StoreError::Engine(error.to_string())
+/// A redb error, kept whole ([`StoreError::Redb`]).
+pub(crate) fn db_error<E: std::error::Error + Send + Sync + 'static>(error: E) -> StoreError {
+    StoreError::Redb(Box::new(error))
+}
+
+/// An error and what was being done when it happened (the message reads
+/// `what: error`; the error stays the source).
+#[derive(Debug)]
+pub(crate) struct Context {
+    what: String,
+    source: BoxError,
+}
+
+impl Context {
+    /// `source`, met while doing `what`.
+    pub(crate) fn new(what: impl Into<String>, source: impl Into<BoxError>) -> Box<Context> {
+        Box::new(Context {
+            what: what.into(),
+            source: source.into(),
+        })
+    }
+}
+
+impl std::fmt::Display for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.what, self.source)
+    }
+}
+
+impl std::error::Error for Context {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&*self.source)
+    }
 }
 
 /// An `fdatasync` of the operation log failed. What reached the disk is
@@ -30,10 +62,12 @@ pub(crate) fn fatal_sync_failure(error: &std::io::Error) -> ! {
     std::process::abort()
 }
 
+/// Stored bytes that fail a check ([`StoreError::Corrupt`]).
 pub(crate) fn corrupt(what: impl Into<String>) -> StoreError {
     StoreError::Corrupt(what.into())
 }
 
-pub(crate) fn damaged(what: impl Into<String>) -> StoreError {
-    StoreError::Damaged(what.into())
+/// The refusal to open a damaged store ([`OpenError::Damaged`]).
+pub(crate) fn damaged(what: impl Into<String>) -> OpenError {
+    OpenError::Damaged(what.into())
 }

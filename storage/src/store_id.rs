@@ -3,10 +3,10 @@
 //! store directory ([`inspect`], [`store_in_use`]), the refusal of a
 //! missing index, and what an integrity check reports.
 
-use crate::StoreError;
 use crate::StoreResult;
-use crate::failure::{corrupt, damaged, engine};
+use crate::failure::{Context, corrupt, damaged, db_error};
 use crate::schema::{LOG_FORMAT, META, META_FORMAT, META_STORE_ID, REDB_FORMAT};
+use crate::{OpenError, StoreError};
 use redb::ReadableDatabase;
 use std::path::Path;
 
@@ -90,7 +90,7 @@ pub(crate) fn missing_index(
     exists: bool,
     with_records: &[u64],
     expected: Option<StoreId>,
-) -> StoreError {
+) -> OpenError {
     let state = if exists {
         "is empty or holds no store"
     } else {
@@ -145,7 +145,7 @@ pub enum Inspection {
 /// its `meta` table.
 ///
 /// # Errors
-/// [`StoreError::Engine`] or [`StoreError::Io`] when the index cannot be
+/// [`StoreError::Redb`] or [`StoreError::Io`] when the index cannot be
 /// read, [`StoreError::Corrupt`] for a format this build does not know.
 pub fn inspect(dir: impl AsRef<Path>) -> StoreResult<Inspection> {
     let db_path = dir.as_ref().join(INDEX_FILE);
@@ -159,9 +159,14 @@ pub fn inspect(dir: impl AsRef<Path>) -> StoreResult<Inspection> {
         Ok(db) => db,
         Err(redb::DatabaseError::DatabaseAlreadyOpen) => return Ok(Inspection::InUse),
         Err(redb::DatabaseError::RepairAborted) => return Ok(Inspection::NeedsRecovery),
-        Err(e) => return Err(engine(format!("{}: {e}", db_path.display()))),
+        Err(e) => {
+            return Err(StoreError::Redb(Context::new(
+                db_path.display().to_string(),
+                e,
+            )));
+        }
     };
-    let txn = db.begin_read().map_err(engine)?;
+    let txn = db.begin_read().map_err(db_error)?;
     let meta = match txn.open_table(META) {
         Ok(table) => table,
         Err(redb::TableError::TableDoesNotExist(_)) => {
@@ -170,9 +175,9 @@ pub fn inspect(dir: impl AsRef<Path>) -> StoreResult<Inspection> {
                 format: None,
             });
         }
-        Err(e) => return Err(engine(e)),
+        Err(e) => return Err(db_error(e)),
     };
-    let format = match meta.get(META_FORMAT).map_err(engine)? {
+    let format = match meta.get(META_FORMAT).map_err(db_error)? {
         Some(v) => Some(
             <[u8; 4]>::try_from(v.value())
                 .map(u32::from_be_bytes)
@@ -195,7 +200,7 @@ pub fn inspect(dir: impl AsRef<Path>) -> StoreResult<Inspection> {
     }
     let store_id = meta
         .get(META_STORE_ID)
-        .map_err(engine)?
+        .map_err(db_error)?
         .and_then(|v| <[u8; 16]>::try_from(v.value()).ok().map(StoreId));
     Ok(Inspection::Held { store_id, format })
 }

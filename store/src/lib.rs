@@ -57,7 +57,7 @@ pub mod model;
 pub use bookkeeping::{SeqFloor, next_seq};
 pub use challenges::{Challenge, ChallengeTable};
 pub use deferred::{DeferredBytes, PendingSync};
-pub use error::{StoreError, StoreResult};
+pub use error::{BoxError, OpenError, OpenResult, StoreError, StoreResult};
 pub use model::*;
 use rltp_proofs::multikey::Rkid;
 

@@ -13,7 +13,7 @@
 use super::index::Index;
 use super::recovery::{self, Apply};
 use super::{Inner, record};
-use crate::failure::{corrupt, engine};
+use crate::failure::{corrupt, db_error};
 use crate::schema::{self as rs, BINDINGS, EVICTION, TOMBSTONES, Tables as _};
 use crate::store_id::IntegrityReport;
 use crate::{StoreError, StoreResult};
@@ -60,13 +60,13 @@ pub(super) fn check(inner: &Inner) -> StoreResult<IntegrityReport> {
         let db = slot
             .as_mut()
             .and_then(std::sync::Arc::get_mut)
-            .ok_or_else(|| StoreError::Engine("the database is in use or reopening".into()))?;
-        if !db.check_integrity().map_err(engine)? {
+            .ok_or_else(|| StoreError::Unavailable("the database is in use or reopening"))?;
+        if !db.check_integrity().map_err(db_error)? {
             return Err(corrupt("redb integrity check had to repair the file"));
         }
     }
     let db = inner.db()?;
-    let txn = db.begin_read().map_err(engine)?;
+    let txn = db.begin_read().map_err(db_error)?;
     let mut bound = HashSet::new();
     txn.scan(BINDINGS, (Bound::Unbounded, Bound::Unbounded), |k, v| {
         rs::decode_binding(v)?;

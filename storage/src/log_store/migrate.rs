@@ -24,7 +24,7 @@
 
 use super::record::{self, SEGMENT_HEADER, SegmentHeader, tag};
 use super::{FORMAT, LogOptions};
-use crate::failure::{corrupt, engine};
+use crate::failure::{corrupt, db_error};
 use crate::fs::{Open, StoreFile, StoreFs};
 use crate::redb_store::{RedbOptions, RedbStore};
 use crate::schema::{
@@ -142,7 +142,7 @@ pub(super) fn upgrade(dir: &Path, options: &LogOptions) -> StoreResult<()> {
     for def in [
         DEPOSITS, IDENTITY, QUEUES, DEPARTURES, DUE, SEGMENTS, SEGMENT_GC, QUARANTINE,
     ] {
-        txn.delete_table(def).map_err(engine)?;
+        txn.delete_table(def).map_err(db_error)?;
     }
     for key in [META_OCCUPANCY, META_ACTIVE, META_NEXT_SEGMENT] {
         rs::del(&txn, META, key)?;
@@ -164,8 +164,9 @@ pub(super) fn upgrade(dir: &Path, options: &LogOptions) -> StoreResult<()> {
         ]),
     )?;
     rs::put(&txn, META, META_LEGACY, &[1])?;
-    txn.set_durability(Durability::Immediate).map_err(engine)?;
-    txn.commit().map_err(engine)?;
+    txn.set_durability(Durability::Immediate)
+        .map_err(db_error)?;
+    txn.commit().map_err(db_error)?;
     tracing::warn!(
         dir = %dir.display(),
         deposits = occupancy.deposits,

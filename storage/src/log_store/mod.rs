@@ -49,7 +49,8 @@ mod snapshot;
 
 use self::index::{DepImage, Index};
 use self::record::{RECORD_HEADER, tag};
-use crate::failure::{corrupt, engine, lock};
+use crate::OpenResult;
+use crate::failure::{Context, corrupt, db_error, lock};
 use crate::fs::{StoreFile, StoreFs};
 use crate::log_sync::LogSync;
 use crate::schema::{
@@ -235,16 +236,12 @@ pub(crate) struct WriterState {
     snapshot: Option<snapshot::Copy>,
 }
 
-fn damaged(what: impl Into<String>) -> StoreError {
-    StoreError::Damaged(what.into())
-}
-
 impl LogStore {
     /// Opens (or creates) the log store in `dir` with default options.
     ///
     /// # Errors
     /// As [`LogStore::open_with`].
-    pub fn open(dir: impl AsRef<Path>) -> StoreResult<LogStore> {
+    pub fn open(dir: impl AsRef<Path>) -> OpenResult<LogStore> {
         LogStore::open_with(dir, LogOptions::default())
     }
 
@@ -255,11 +252,12 @@ impl LogStore {
     /// log segment the recovery needs but cannot find, an index older or
     /// newer than its log, a file of another store, or a store of another
     /// id than [`LogOptions::expect_store_id`] is refused with
-    /// [`StoreError::Damaged`], and nothing is written.
+    /// [`crate::OpenError::Damaged`], and nothing is written.
     ///
     /// # Errors
-    /// [`StoreError::Damaged`] as above; I/O and engine errors.
-    pub fn open_with(dir: impl AsRef<Path>, options: LogOptions) -> StoreResult<LogStore> {
+    /// [`crate::OpenError::Damaged`] as above; I/O and engine errors
+    /// ([`crate::OpenError::Store`]).
+    pub fn open_with(dir: impl AsRef<Path>, options: LogOptions) -> OpenResult<LogStore> {
         let dir = dir.as_ref();
         let inner =
             crate::contain::contain(&format!("opening the store in {}", dir.display()), || {
@@ -425,7 +423,7 @@ impl Inner {
             .as_ref()
             .map(Arc::clone)
             .ok_or_else(|| {
-                StoreError::Engine("the database is being reopened after an i/o error".into())
+                StoreError::Unavailable("the database is being reopened after an i/o error")
             })
     }
 
@@ -558,8 +556,9 @@ impl Inner {
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         drop(slot.take());
-        let db = rs::open_db(&*self.options.fs, &self.db_path, self.options.cache_bytes)
-            .map_err(|e| engine(format!("reopening the database after a failure: {e}")))?;
+        let db = rs::open_db(&*self.options.fs, &self.db_path, self.options.cache_bytes).map_err(
+            |e| StoreError::Redb(Context::new("reopening the database after a failure", e)),
+        )?;
         *slot = Some(Arc::new(db));
         drop(slot);
         recovery::catch_up(self, state)?;
@@ -683,10 +682,10 @@ impl Inner {
                 } else {
                     Durability::None
                 };
-                txn.set_durability(durability).map_err(engine)?;
+                txn.set_durability(durability).map_err(db_error)?;
                 if let Err(e) = txn.commit() {
                     self.db_failed.store(true, Ordering::SeqCst);
-                    return Err(engine(e));
+                    return Err(db_error(e));
                 }
             }
             let readers = lock(&self.readers);
@@ -903,19 +902,19 @@ impl ReadTxn for LogWrite<'_> {
     fn binding(&self, rkid: &Rkid) -> StoreResult<Option<Binding>> {
         match &self.redb {
             Some(txn) => query::binding(txn, rkid),
-            None => query::binding(&self.store.db()?.begin_read().map_err(engine)?, rkid),
+            None => query::binding(&self.store.db()?.begin_read().map_err(db_error)?, rkid),
         }
     }
     fn tombstone(&self, rkid: &Rkid) -> StoreResult<Option<Tombstone>> {
         match &self.redb {
             Some(txn) => query::tombstone(txn, rkid),
-            None => query::tombstone(&self.store.db()?.begin_read().map_err(engine)?, rkid),
+            None => query::tombstone(&self.store.db()?.begin_read().map_err(db_error)?, rkid),
         }
     }
     fn oldest_tombstone(&self) -> StoreResult<Option<(Rkid, Tombstone)>> {
         match &self.redb {
             Some(txn) => query::oldest_tombstone(txn),
-            None => query::oldest_tombstone(&self.store.db()?.begin_read().map_err(engine)?),
+            None => query::oldest_tombstone(&self.store.db()?.begin_read().map_err(db_error)?),
         }
     }
     fn deposits(&self, rkid: &Rkid, after: Option<u64>, limit: usize) -> StoreResult<Vec<Deposit>> {
@@ -975,7 +974,7 @@ impl ReadTxn for LogWrite<'_> {
     fn declaration(&self) -> StoreResult<Option<DeclarationRecord>> {
         match &self.redb {
             Some(txn) => query::declaration(txn),
-            None => query::declaration(&self.store.db()?.begin_read().map_err(engine)?),
+            None => query::declaration(&self.store.db()?.begin_read().map_err(db_error)?),
         }
     }
     fn quarantined(&self) -> StoreResult<u64> {
@@ -1160,7 +1159,7 @@ impl Store for LogStore {
         let inner = &*self.inner;
         let ix = inner.index_read();
         let version = ix.committed;
-        let redb = inner.db()?.begin_read().map_err(engine)?;
+        let redb = inner.db()?.begin_read().map_err(db_error)?;
         *lock(&inner.readers).entry(version).or_insert(0) += 1;
         drop(ix);
         Ok(LogRead {
@@ -1340,7 +1339,7 @@ impl LogBackup {
         let base = state.snapshot_base;
         let redb = {
             let _ix = inner.index_read();
-            inner.db()?.begin_read().map_err(engine)?
+            inner.db()?.begin_read().map_err(db_error)?
         };
         let occupancy = inner.index_read().occupancy;
         let mut files = Vec::new();

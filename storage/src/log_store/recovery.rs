@@ -28,9 +28,10 @@
 use super::index::Index;
 use super::record::{self, SEGMENT_HEADER, SegmentHeader, tag};
 use super::snapshot;
-use super::{FORMAT, House, Inner, LogOptions, OpenReport, WriterState, damaged, location};
+use super::{FORMAT, House, Inner, LogOptions, OpenReport, WriterState, location};
 use crate::cursor::Cursor;
-use crate::failure::{corrupt, engine};
+use crate::failure::damaged;
+use crate::failure::{corrupt, db_error};
 use crate::fs::{Open, StoreFile, StoreFs};
 use crate::schema::{
     self as rs, BINDINGS, EVICTION, META, META_APPLIED, META_COUNTS, META_FORMAT, META_LEGACY,
@@ -38,7 +39,7 @@ use crate::schema::{
 };
 use crate::segment::ActiveSegment;
 use crate::store_id::StoreId;
-use crate::{DeclarationRecord, Deposit, DepositId, StoreError, StoreResult};
+use crate::{DeclarationRecord, Deposit, DepositId, OpenError, OpenResult, StoreResult};
 use redb::{Durability, WriteTransaction};
 use rltp_proofs::multikey::Rkid;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -51,7 +52,7 @@ use std::time::Instant;
 type Pos = (u64, u64);
 
 /// The segment files present: id → length.
-pub(super) fn scan_log(fs: &dyn StoreFs, dir: &Path) -> StoreResult<BTreeMap<u64, u64>> {
+pub(super) fn scan_log(fs: &dyn StoreFs, dir: &Path) -> OpenResult<BTreeMap<u64, u64>> {
     let mut out = BTreeMap::new();
     for name in fs.list(dir)? {
         let Some(id) = record::parse_segment_name(&name) else {
@@ -66,7 +67,7 @@ pub(super) fn scan_log(fs: &dyn StoreFs, dir: &Path) -> StoreResult<BTreeMap<u64
     Ok(out)
 }
 
-fn scan_snapshots(fs: &dyn StoreFs, dir: &Path) -> StoreResult<Vec<Pos>> {
+fn scan_snapshots(fs: &dyn StoreFs, dir: &Path) -> OpenResult<Vec<Pos>> {
     let mut out = Vec::new();
     for name in fs.list(dir)? {
         match record::parse_snapshot_name(&name) {
@@ -111,11 +112,11 @@ pub(super) fn create_with_header(
     Ok(file)
 }
 
-pub(super) fn open(dir: &Path, options: LogOptions) -> StoreResult<Inner> {
+pub(super) fn open(dir: &Path, options: LogOptions) -> OpenResult<Inner> {
     open_inner(dir, options, false)
 }
 
-fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> StoreResult<Inner> {
+fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> OpenResult<Inner> {
     let started = Instant::now();
     let fs = Arc::clone(&options.fs);
     let log_dir = dir.join("log");
@@ -171,14 +172,15 @@ fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> StoreResult<In
             return Err(corrupt(format!(
                 "{}: store format {other:?}, expected {FORMAT} (or 1, 2: the redb store's, upgraded)",
                 db_path.display()
-            )));
+            ))
+            .into());
         }
     }
     // Listed again: a fresh store made its first segment.
     let segments = scan_log(&*fs, &log_dir)?;
     let mut txn = rs::begin(&db, true)?;
     for def in [BINDINGS, TOMBSTONES, EVICTION, META] {
-        txn.open_table(def).map_err(engine)?;
+        txn.open_table(def).map_err(db_error)?;
     }
     let store_id = held_store_id(&txn, &db_path, options.expect_store_id)?;
     let seq_floor = rs::get_u64(&txn, META, META_SEQ_FLOOR)?.unwrap_or(0);
@@ -343,8 +345,9 @@ fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> StoreResult<In
         META_COUNTS,
         &rs::cat(&[&counts.0.to_be_bytes(), &counts.1.to_be_bytes()]),
     )?;
-    txn.set_durability(Durability::Immediate).map_err(engine)?;
-    txn.commit().map_err(engine)?;
+    txn.set_durability(Durability::Immediate)
+        .map_err(db_error)?;
+    txn.commit().map_err(db_error)?;
     index.occupancy.bindings = counts.0;
     index.occupancy.tombstones = counts.1;
     index.commit(false, None)?;
@@ -405,13 +408,13 @@ fn missing(
     with_records: &[u64],
     snapshots: &[Pos],
     options: &LogOptions,
-) -> StoreError {
+) -> OpenError {
     let mut held = with_records.to_vec();
     held.extend(snapshots.iter().map(|(seg, _)| *seg));
     held.sort_unstable();
     held.dedup();
     let mut error = crate::store_id::missing_index(db_path, exists, &held, options.expect_store_id);
-    if let StoreError::Damaged(what) = &mut error
+    if let OpenError::Damaged(what) = &mut error
         && !snapshots.is_empty()
     {
         what.push_str(&format!(" ({} snapshot(s) in snap/)", snapshots.len()));
@@ -438,7 +441,7 @@ fn held_store_id(
     txn: &WriteTransaction,
     db_path: &Path,
     expected: Option<StoreId>,
-) -> StoreResult<StoreId> {
+) -> OpenResult<StoreId> {
     let held = txn
         .get_with(META, META_STORE_ID, |v| {
             Ok(<[u8; 16]>::try_from(v).ok().map(StoreId))
@@ -480,7 +483,7 @@ fn create_fresh(
     )?;
     let txn = rs::begin(db, true)?;
     for def in [BINDINGS, TOMBSTONES, EVICTION, META] {
-        txn.open_table(def).map_err(engine)?;
+        txn.open_table(def).map_err(db_error)?;
     }
     rs::put(&txn, META, META_FORMAT, &FORMAT.to_be_bytes())?;
     rs::put(&txn, META, META_STORE_ID, &store_id.0)?;
@@ -491,7 +494,7 @@ fn create_fresh(
         META_APPLIED,
         &rs::cat(&[&first.to_be_bytes(), &SEGMENT_HEADER.to_be_bytes()]),
     )?;
-    txn.commit().map_err(engine)
+    txn.commit().map_err(db_error)
 }
 
 /// A loaded snapshot: its position, the index, its size.
@@ -583,7 +586,7 @@ pub(super) fn walk_chain(
     store_id: StoreId,
     from: Pos,
     apply: &mut Apply<'_>,
-) -> StoreResult<Walk> {
+) -> OpenResult<Walk> {
     let mut walk = Walk {
         chain: Vec::new(),
         end: from,
@@ -662,7 +665,7 @@ fn classify(
     referenced: &BTreeSet<u64>,
     from: u64,
     store_id: StoreId,
-) -> StoreResult<Vec<u64>> {
+) -> OpenResult<Vec<u64>> {
     let on_chain: BTreeSet<u64> = walk.chain.iter().copied().collect();
     let mut obsolete = Vec::new();
     for &id in segments.keys() {
@@ -753,8 +756,9 @@ pub(super) fn catch_up(inner: &Inner, state: &mut WriterState) -> StoreResult<()
         &rs::cat(&[&counts.0.to_be_bytes(), &counts.1.to_be_bytes()]),
     )?;
     let mut txn = txn;
-    txn.set_durability(Durability::Immediate).map_err(engine)?;
-    txn.commit().map_err(engine)?;
+    txn.set_durability(Durability::Immediate)
+        .map_err(db_error)?;
+    txn.commit().map_err(db_error)?;
     state.redb_applied = end;
     state.redb_ops = 0;
     inner.publish_bounds(state);

@@ -34,8 +34,9 @@
 //! it was written): recovery takes the previous one.
 
 use super::index::{Index, NIL};
-use super::{Inner, damaged, record};
-use crate::failure::{corrupt, engine, lock};
+use super::{Inner, record};
+use crate::failure::damaged;
+use crate::failure::{corrupt, db_error, lock};
 use crate::fs::{Open, StoreFile, StoreFs};
 use crate::schema::{self as rs, META};
 use crate::store_id::StoreId;
@@ -266,8 +267,9 @@ fn take_inner(inner: &Inner) -> StoreResult<()> {
             crate::schema::META_COUNTS,
             &rs::cat(&[&o.bindings.to_be_bytes(), &o.tombstones.to_be_bytes()]),
         )?;
-        txn.set_durability(Durability::Immediate).map_err(engine)?;
-        txn.commit().map_err(engine)?;
+        txn.set_durability(Durability::Immediate)
+            .map_err(db_error)?;
+        txn.commit().map_err(db_error)?;
         state.redb_applied = pos;
         state.redb_ops = 0;
         state.since_snapshot = 0;
@@ -378,7 +380,8 @@ const READ_CHUNK: usize = 4 << 20;
 /// trailer); refused if it is another store's.
 ///
 /// # Errors
-/// [`crate::StoreError::Damaged`] for another store's snapshot; I/O errors.
+/// [`crate::OpenError::Damaged`] (in [`crate::StoreError::Open`]) for
+/// another store's snapshot; I/O errors.
 pub(super) fn load(
     fs: &dyn StoreFs,
     path: &Path,
@@ -479,7 +482,8 @@ pub(super) fn load(
             "the snapshot {} belongs to another store ({})",
             path.display(),
             StoreId(header[12..28].try_into().unwrap_or_default())
-        )));
+        ))
+        .into());
     }
     ix.set_loading(false);
     ix.commit(false, None)?;

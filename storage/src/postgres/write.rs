@@ -143,7 +143,7 @@ fn pipeline(client: Arc<Client>, statements: Vec<Statement>) -> Pending {
                     .query_typed(s.sql, &params)
                     .await
                     .map(drop)
-                    .map_err(|e| pg_error(s.what, &e))
+                    .map_err(|e| pg_error(s.what, e))
             }
         });
         futures_util::future::try_join_all(futures).await.map(drop)
@@ -163,7 +163,7 @@ impl<'a> PgWrite<'a> {
             let lock = queries::occupancy(&c, true);
             let floor = queries::meta_u64(&c, "seq_floor");
             let (begin, lock, floor) = tokio::join!(begin, lock, floor);
-            begin.map_err(|e| pg_error("begin", &e))?;
+            begin.map_err(|e| pg_error("begin", e))?;
             Ok((lock?, floor?))
         })?;
         Ok(PgWrite {
@@ -245,7 +245,7 @@ impl<'a> PgWrite<'a> {
             let commit = client.batch_execute("COMMIT");
             tokio::pin!(commit);
             match tokio::time::timeout(timeout, &mut commit).await {
-                Ok(done) => done.map_err(|e| pg_error("commit", &e)),
+                Ok(done) => done.map_err(|e| pg_error("commit", e)),
                 Err(_) => {
                     // No confirmation in time (a synchronous standby that is
                     // gone): cancel the wait. PostgreSQL keeps the commit
@@ -253,9 +253,12 @@ impl<'a> PgWrite<'a> {
                     // carrier answers `unavailable` and the retry meets s3.
                     cancel(&client, &connector).await;
                     let _ = tokio::time::timeout(Duration::from_secs(5), commit).await;
-                    Err(StoreError::Engine(format!(
-                        "postgres commit: not confirmed within {timeout:?} (outcome unknown)"
-                    )))
+                    Err(StoreError::Postgres(
+                        format!(
+                            "postgres commit: not confirmed within {timeout:?} (outcome unknown)"
+                        )
+                        .into(),
+                    ))
                 }
             }
         })
@@ -671,7 +674,7 @@ impl Drop for PgWrite<'_> {
                 client
                     .batch_execute("ROLLBACK")
                     .await
-                    .map_err(|e| pg_error("rollback", &e))
+                    .map_err(|e| pg_error("rollback", e))
             });
             if rolled_back.is_err() {
                 self.store.drop_writer();

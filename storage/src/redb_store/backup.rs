@@ -132,7 +132,7 @@ impl Importer {
             )));
         }
         std::fs::create_dir_all(segment::segments_dir(dir))?;
-        let db = Database::builder().create(path).map_err(engine)?;
+        let db = Database::builder().create(path).map_err(db_error)?;
         Ok(Importer {
             db,
             txn: None,
@@ -152,8 +152,8 @@ impl Importer {
             .find(|d| redb::TableHandle::name(d) == table)
             .ok_or_else(|| corrupt(format!("unknown table {table:?}")))?;
         if self.txn.is_none() {
-            let mut txn = self.db.begin_write().map_err(engine)?;
-            txn.set_durability(Durability::None).map_err(engine)?;
+            let mut txn = self.db.begin_write().map_err(db_error)?;
+            txn.set_durability(Durability::None).map_err(db_error)?;
             self.txn = Some(txn);
         }
         let txn = self.txn.as_ref().ok_or(StoreError::Closed)?;
@@ -170,7 +170,7 @@ impl Importer {
 
     fn commit_chunk(&mut self) -> StoreResult<()> {
         if let Some(txn) = self.txn.take() {
-            txn.commit().map_err(engine)?;
+            txn.commit().map_err(db_error)?;
         }
         self.pending_bytes = 0;
         Ok(())
@@ -183,9 +183,10 @@ impl Importer {
     /// Engine errors.
     pub fn finish(mut self) -> StoreResult<u64> {
         self.commit_chunk()?;
-        let mut txn = self.db.begin_write().map_err(engine)?;
-        txn.set_durability(Durability::Immediate).map_err(engine)?;
-        txn.commit().map_err(engine)?;
+        let mut txn = self.db.begin_write().map_err(db_error)?;
+        txn.set_durability(Durability::Immediate)
+            .map_err(db_error)?;
+        txn.commit().map_err(db_error)?;
         Ok(self.rows)
     }
 }

@@ -15,7 +15,8 @@ impl RedbStore {
     ///
     /// # Errors
     /// [`StoreError::Corrupt`] naming the first mismatch of a counter or an
-    /// index; [`StoreError::Damaged`] if redb panics on a damaged page;
+    /// index; [`crate::OpenError::Damaged`] (in [`StoreError::Open`]) if redb
+    /// panics on a damaged page;
     /// other [`StoreError`]s for I/O or engine failures.
     pub fn integrity_check(&mut self) -> StoreResult<IntegrityReport> {
         let what = format!("checking the store in {}", self.segments_dir.display());
@@ -29,12 +30,12 @@ impl RedbStore {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .as_mut()
             .and_then(Arc::get_mut)
-            .ok_or_else(|| StoreError::Engine("the database is in use or reopening".into()))?;
-        match db.check_integrity().map_err(engine)? {
+            .ok_or_else(|| StoreError::Unavailable("the database is in use or reopening"))?;
+        match db.check_integrity().map_err(db_error)? {
             true => {}
             false => return Err(corrupt("redb integrity check had to repair the file")),
         }
-        let txn = db.begin_read().map_err(engine)?;
+        let txn = db.begin_read().map_err(db_error)?;
         let mut report = IntegrityReport::default();
         let occupancy = query::occupancy(&txn)?;
 

@@ -84,7 +84,7 @@ impl RedbStore {
         drop(slot.take());
         let db =
             open_db(&*self.options.fs, &self.db_path, self.options.cache_bytes).map_err(|e| {
-                StoreError::Engine(format!("reopening the database after a failure: {e}"))
+                StoreError::Redb(Context::new("reopening the database after a failure", e))
             })?;
         *slot = Some(Arc::new(db));
         self.db_failed.store(false, Ordering::SeqCst);
@@ -150,7 +150,7 @@ impl RedbStore {
         }
         let active = ActiveSegment::create(&*self.options.fs, &self.segments_dir, next)?;
         record_active(&txn, next)?;
-        txn.commit().map_err(engine)?;
+        txn.commit().map_err(db_error)?;
         lock(&self.files).insert(active.id, Arc::clone(&active.file));
         self.log.set_durable((active.id, active.end()));
         state.active = active;

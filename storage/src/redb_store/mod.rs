@@ -42,7 +42,7 @@
 //! ## A store knows its own files
 //! Before anything is written, opening accounts for every file: the index
 //! (`carrier.redb`) and the segment files present against the `segments`
-//! and `segment_gc` tables. Refused with [`StoreError::Damaged`]:
+//! and `segment_gc` tables. Refused with [`crate::OpenError::Damaged`]:
 //! - an index that is missing, empty or holds no store while any segment
 //!   file holds a log record (a fresh store there would orphan them);
 //! - a segment file the index does not know, other than the header-only
@@ -95,8 +95,9 @@ pub use txn::{RedbRead, RedbWrite};
 // The shared pieces, at the paths they had when they lived here.
 pub use crate::store_id::{INDEX_FILE, Inspection, IntegrityReport, StoreId, store_in_use};
 
+use crate::OpenResult;
 use crate::cursor::Cursor;
-use crate::failure::{corrupt, damaged, engine, fatal_sync_failure, lock};
+use crate::failure::{Context, corrupt, damaged, db_error, fatal_sync_failure, lock};
 use crate::fs::{StoreFile, StoreFs};
 use crate::log_sync::LogSync;
 use crate::schema::query;
@@ -169,7 +170,7 @@ pub struct RedbOptions {
     pub fs: Arc<dyn StoreFs>,
     /// The store this directory must hold (the carrier's data-dir
     /// lineage): when set, opening refuses a store of another id, and
-    /// refuses to create one where none is ([`StoreError::Damaged`]).
+    /// refuses to create one where none is ([`crate::OpenError::Damaged`]).
     /// `None`: open what is there, or create a store in a directory that
     /// holds none.
     pub expect_store_id: Option<StoreId>,
@@ -366,7 +367,7 @@ impl RedbStore {
             .as_ref()
             .map(Arc::clone)
             .ok_or_else(|| {
-                StoreError::Engine("the database is being reopened after an i/o error".into())
+                StoreError::Unavailable("the database is being reopened after an i/o error")
             })
     }
 }
@@ -424,8 +425,8 @@ impl RedbStore {
         } else {
             Durability::None
         };
-        txn.set_durability(durability).map_err(engine)?;
-        txn.commit().map_err(engine)?;
+        txn.set_durability(durability).map_err(db_error)?;
+        txn.commit().map_err(db_error)?;
         w.committed = true;
         let generation = self.bump_generation();
         let ops = w.ops;
@@ -479,7 +480,7 @@ impl Store for RedbStore {
         // `collect_garbage`).
         let mut readers = lock(&self.readers);
         let generation = readers.committed;
-        let txn = self.db()?.begin_read().map_err(engine)?;
+        let txn = self.db()?.begin_read().map_err(db_error)?;
         *readers.live.entry(generation).or_insert(0) += 1;
         Ok(RedbRead {
             store: self,

@@ -11,7 +11,7 @@ pub(super) fn account_for_segments(
     txn: &WriteTransaction,
     files: &[(u64, u64)],
     segments_dir: &Path,
-) -> StoreResult<()> {
+) -> OpenResult<()> {
     let next = get_u64(txn, META, META_NEXT_SEGMENT)?.unwrap_or(1);
     let mut known = HashSet::new();
     txn.scan(SEGMENT_GC, (Bound::Unbounded, Bound::Unbounded), |k, _| {
@@ -68,7 +68,7 @@ impl RedbStore {
     /// # Errors
     /// [`StoreError`] on I/O or database errors, or a database of another
     /// format version ([`StoreError::Corrupt`]).
-    pub fn open(dir: impl AsRef<Path>) -> StoreResult<RedbStore> {
+    pub fn open(dir: impl AsRef<Path>) -> OpenResult<RedbStore> {
         RedbStore::open_with(dir, RedbOptions::default())
     }
 
@@ -82,21 +82,21 @@ impl RedbStore {
     /// does not know (an index older than its log), a segment the index
     /// records but that is gone, or a store of another id than
     /// [`RedbOptions::expect_store_id`] is refused with
-    /// [`StoreError::Damaged`], and nothing is written. A fresh store
+    /// [`crate::OpenError::Damaged`], and nothing is written. A fresh store
     /// never truncates or reuses a segment file: its numbering starts after
     /// the highest id present. A panic of the storage engine on damaged
     /// pages is contained and reported the same way.
     ///
     /// # Errors
     /// As [`RedbStore::open`].
-    pub fn open_with(dir: impl AsRef<Path>, options: RedbOptions) -> StoreResult<RedbStore> {
+    pub fn open_with(dir: impl AsRef<Path>, options: RedbOptions) -> OpenResult<RedbStore> {
         let dir = dir.as_ref();
         crate::contain::contain(&format!("opening the store in {}", dir.display()), || {
             RedbStore::open_inner(dir, options)
         })
     }
 
-    fn open_inner(dir: &Path, options: RedbOptions) -> StoreResult<RedbStore> {
+    fn open_inner(dir: &Path, options: RedbOptions) -> OpenResult<RedbStore> {
         let fs = Arc::clone(&options.fs);
         let segments_dir = segment::segments_dir(dir);
         fs.create_dir_all(&segments_dir)?;
@@ -128,7 +128,7 @@ impl RedbStore {
         fs.sync_dir(dir)?;
         let txn = begin(&db, options.quick_repair)?;
         for def in ALL_TABLES {
-            txn.open_table(def).map_err(engine)?;
+            txn.open_table(def).map_err(db_error)?;
         }
         let format = txn.get_with(META, META_FORMAT, |v| {
             Ok(v.try_into().map(u32::from_be_bytes).ok())
@@ -148,7 +148,9 @@ impl RedbStore {
                 put(&txn, META, META_FORMAT, &REDB_FORMAT.to_be_bytes())?;
             }
             Some(Some(REDB_FORMAT)) => {}
-            Some(other) => return Err(corrupt(format!("store format {other:?}, expected 1 or 2"))),
+            Some(other) => {
+                return Err(corrupt(format!("store format {other:?}, expected 1 or 2")).into());
+            }
         }
         let held_id = txn.get_with(META, META_STORE_ID, |v| {
             Ok(<[u8; 16]>::try_from(v).ok().map(StoreId))
@@ -216,7 +218,7 @@ impl RedbStore {
                 active
             }
         };
-        txn.commit().map_err(engine)?;
+        txn.commit().map_err(db_error)?;
         for &id in &gc {
             segment::remove(&*fs, &segments_dir, id)?;
         }

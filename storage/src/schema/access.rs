@@ -35,7 +35,7 @@ pub(crate) fn get_in<T, R>(
 where
     T: ReadableTable<&'static [u8], &'static [u8]>,
 {
-    match table.get(key).map_err(engine)? {
+    match table.get(key).map_err(db_error)? {
         Some(guard) => f(guard.value()).map(Some),
         None => Ok(None),
     }
@@ -49,8 +49,8 @@ pub(crate) fn scan_in<T>(
 where
     T: ReadableTable<&'static [u8], &'static [u8]>,
 {
-    for item in table.range::<&[u8]>(range).map_err(engine)? {
-        let (k, v) = item.map_err(engine)?;
+    for item in table.range::<&[u8]>(range).map_err(db_error)? {
+        let (k, v) = item.map_err(db_error)?;
         if !f(k.value(), v.value())? {
             break;
         }
@@ -61,7 +61,10 @@ where
 impl Tables for ReadTransaction {
     fn count(&self, def: Def) -> StoreResult<u64> {
         use redb::ReadableTableMetadata as _;
-        self.open_table(def).map_err(engine)?.len().map_err(engine)
+        self.open_table(def)
+            .map_err(db_error)?
+            .len()
+            .map_err(db_error)
     }
     fn get_with<R>(
         &self,
@@ -69,7 +72,7 @@ impl Tables for ReadTransaction {
         key: &[u8],
         f: impl FnOnce(&[u8]) -> StoreResult<R>,
     ) -> StoreResult<Option<R>> {
-        get_in(&self.open_table(def).map_err(engine)?, key, f)
+        get_in(&self.open_table(def).map_err(db_error)?, key, f)
     }
     fn scan(
         &self,
@@ -77,14 +80,17 @@ impl Tables for ReadTransaction {
         range: Range<'_>,
         f: impl FnMut(&[u8], &[u8]) -> StoreResult<bool>,
     ) -> StoreResult<()> {
-        scan_in(&self.open_table(def).map_err(engine)?, range, f)
+        scan_in(&self.open_table(def).map_err(db_error)?, range, f)
     }
 }
 
 impl Tables for WriteTransaction {
     fn count(&self, def: Def) -> StoreResult<u64> {
         use redb::ReadableTableMetadata as _;
-        self.open_table(def).map_err(engine)?.len().map_err(engine)
+        self.open_table(def)
+            .map_err(db_error)?
+            .len()
+            .map_err(db_error)
     }
     fn get_with<R>(
         &self,
@@ -92,7 +98,7 @@ impl Tables for WriteTransaction {
         key: &[u8],
         f: impl FnOnce(&[u8]) -> StoreResult<R>,
     ) -> StoreResult<Option<R>> {
-        get_in(&self.open_table(def).map_err(engine)?, key, f)
+        get_in(&self.open_table(def).map_err(db_error)?, key, f)
     }
     fn scan(
         &self,
@@ -100,7 +106,7 @@ impl Tables for WriteTransaction {
         range: Range<'_>,
         f: impl FnMut(&[u8], &[u8]) -> StoreResult<bool>,
     ) -> StoreResult<()> {
-        scan_in(&self.open_table(def).map_err(engine)?, range, f)
+        scan_in(&self.open_table(def).map_err(db_error)?, range, f)
     }
 }
 
@@ -110,14 +116,14 @@ pub(crate) fn put(
     key: &[u8],
     value: &[u8],
 ) -> StoreResult<Option<Vec<u8>>> {
-    let mut table = txn.open_table(def).map_err(engine)?;
-    let old = table.insert(key, value).map_err(engine)?;
+    let mut table = txn.open_table(def).map_err(db_error)?;
+    let old = table.insert(key, value).map_err(db_error)?;
     Ok(old.map(|g| g.value().to_vec()))
 }
 
 pub(crate) fn del(txn: &WriteTransaction, def: Def, key: &[u8]) -> StoreResult<Option<Vec<u8>>> {
-    let mut table = txn.open_table(def).map_err(engine)?;
-    let old = table.remove(key).map_err(engine)?;
+    let mut table = txn.open_table(def).map_err(db_error)?;
+    let old = table.remove(key).map_err(db_error)?;
     Ok(old.map(|g| g.value().to_vec()))
 }
 
@@ -145,7 +151,7 @@ pub(crate) fn open_db(fs: &dyn StoreFs, path: &Path, cache_bytes: usize) -> Stor
     Database::builder()
         .set_cache_size(cache_bytes)
         .create_with_backend(Boxed(backend))
-        .map_err(engine)
+        .map_err(db_error)
 }
 
 /// A boxed backend as a [`redb::StorageBackend`] (every method delegates,
@@ -209,8 +215,9 @@ impl redb::StorageBackend for Boxed {
 }
 
 pub(crate) fn begin(db: &Database, quick_repair: bool) -> StoreResult<WriteTransaction> {
-    let mut txn = db.begin_write().map_err(engine)?;
-    txn.set_durability(Durability::Immediate).map_err(engine)?;
+    let mut txn = db.begin_write().map_err(db_error)?;
+    txn.set_durability(Durability::Immediate)
+        .map_err(db_error)?;
     txn.set_quick_repair(quick_repair);
     Ok(txn)
 }

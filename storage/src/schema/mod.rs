@@ -40,7 +40,7 @@ pub(crate) use access::*;
 pub(crate) use codec::*;
 pub(crate) use rows::*;
 
-use crate::failure::{corrupt, engine};
+use crate::failure::{corrupt, db_error};
 use crate::fs::StoreFs;
 use crate::{
     Binding, BindingPhases, DeclarationRecord, Departure, DepartureRecord, Deposit, DepositId, Due,
