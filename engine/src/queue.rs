@@ -126,9 +126,8 @@ pub(crate) fn give_up_all(
     c: &EngineConstants,
     events: &mut Tally,
 ) -> StoreResult<()> {
-    const PAGE: usize = 256;
     loop {
-        let page = txn.deposits(rkid, None, PAGE)?;
+        let page = txn.deposits(rkid, None, crate::EngineConfig::DEFAULT_MAX_COLLECT)?;
         if page.is_empty() {
             return Ok(());
         }

@@ -63,7 +63,7 @@ use std::sync::Arc;
 /// The first 8 bytes of every archive.
 pub const MAGIC: [u8; 8] = *b"RLTPBAK1";
 /// The store's directory inside a data directory (and an archive).
-pub const STORE_DIR: &str = "store";
+pub use crate::store_id::STORE_DIR;
 /// The archive format name written in the manifest.
 pub const FORMAT: &str = "rltp-backup/1";
 

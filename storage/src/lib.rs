@@ -31,6 +31,11 @@ mod segment;
 pub mod store_id;
 
 pub use rltp_store::*;
+
+/// Deposits one background maintenance step of an embedded store examines
+/// ([`Store::maintenance_step`]: a bounded compaction step, one short
+/// write transaction serialized with the writer).
+pub(crate) const MAINTENANCE_SCAN: usize = 4_096;
 pub use store_id::{INDEX_FILE, Inspection, IntegrityReport, StoreId, store_in_use};
 
 /// Reads `len` bytes at `offset` of `file` and checks that they hash to

@@ -10,8 +10,25 @@ use crate::{OpenError, StoreError};
 use redb::ReadableDatabase;
 use std::path::Path;
 
+/// The names below, spelled once (`concat!` needs literals).
+macro_rules! store_dir {
+    () => {
+        "store"
+    };
+}
+macro_rules! index_file {
+    () => {
+        "carrier.redb"
+    };
+}
+
+/// The embedded store's directory inside a carrier's data directory (and
+/// inside a backup archive).
+pub const STORE_DIR: &str = store_dir!();
 /// The redb file of an embedded store's directory (both layouts).
-pub const INDEX_FILE: &str = "carrier.redb";
+pub const INDEX_FILE: &str = index_file!();
+/// The index file relative to a data directory (`store/carrier.redb`).
+pub const STORE_INDEX: &str = concat!(store_dir!(), "/", index_file!());
 
 /// A store's identity: 16 random bytes drawn when it is created, kept in
 /// its `meta` table (and so in every backup of it). A data dir records it

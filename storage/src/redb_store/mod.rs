@@ -218,9 +218,6 @@ pub struct CompactionStep {
     pub pass_complete: bool,
 }
 
-/// Deposit index entries one background maintenance step examines.
-const MAINTENANCE_SCAN: usize = 4_096;
-
 /// The redb + segments store. See the module docs for layout and rules.
 pub struct RedbStore {
     /// The redb handle, replaced by a fresh one after an I/O failure
@@ -336,15 +333,7 @@ impl RedbStore {
         self.commit(w)
     }
 
-    /// Replays the operation-log records of the active segment that redb's
-    /// state does not hold yet (those after `applied`), in one durable
-    /// transaction; the log then continues after the last valid record
-    /// (`src/oplog.rs`). Work is bounded by the checkpoint interval.
-    /// Takes and returns the writer lock.
-    ///
-    /// # Errors
-    /// [`StoreError::Corrupt`] if a valid record holds an operation that
-
+    /// What the last replay of the operation log applied.
     pub fn last_replay(&self) -> ReplayReport {
         *lock(&self.last_replay)
     }
@@ -550,7 +539,7 @@ impl Store for RedbStore {
     /// last durable commit wait to be unlinked, makes a checkpoint so that
     /// their space comes back even when traffic stops.
     fn maintenance_step(&self) -> StoreResult<()> {
-        self.compact_step(MAINTENANCE_SCAN)?;
+        self.compact_step(crate::MAINTENANCE_SCAN)?;
         if !lock(&self.writer).drained_undurable.is_empty() {
             self.checkpoint()?;
         }

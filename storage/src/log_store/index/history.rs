@@ -2,6 +2,7 @@
 //! ([`History`]) and a reader's [`View`] of the state at its version.
 use super::*;
 
+/// What a key held before a transaction changed it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Key {
     Dep(Rkid, u64),

@@ -42,8 +42,6 @@ pub(crate) enum Undo {
     },
 }
 
-/// What a key held before a transaction changed it.
-
 impl Index {
     pub(super) fn undo_push(&mut self, undo: Undo) {
         if !self.loading {
