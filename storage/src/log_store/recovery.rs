@@ -176,7 +176,6 @@ fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> OpenResult<Inn
     // The replay.
     let from = base.min(applied);
     refuse_missing_start(&segments, from, (base, applied), &db_path, &log_dir)?;
-    let replay_started = Instant::now();
     let mut apply = Apply {
         index: &mut index,
         txn: Some(&txn),
@@ -185,11 +184,14 @@ fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> OpenResult<Inn
         counts: &mut counts,
         ops: 0,
     };
-    let walk = walk_chain(&*fs, &log_dir, &segments, store_id, from, &mut apply)?;
-    report.ops = apply.ops;
-    report.records = walk.records;
-    report.replayed_bytes = walk.bytes;
-    report.replay_micros = replay_started.elapsed().as_micros() as u64;
+    let walk = replay_log(
+        &*fs,
+        &log_dir,
+        (&segments, store_id),
+        from,
+        &mut apply,
+        &mut report,
+    )?;
     // Every file accounted for.
     let referenced = referenced_segments(&index, &segments, &log_dir)?;
     let obsolete = classify(
@@ -243,6 +245,25 @@ struct Place {
     segment: u64,
     body_at: u64,
     memory: bool,
+}
+
+/// Replays the log from `from` along the chain into `apply`, timed into
+/// `report`.
+fn replay_log(
+    fs: &dyn StoreFs,
+    log_dir: &Path,
+    (segments, store_id): (&BTreeMap<u64, u64>, StoreId),
+    from: Pos,
+    apply: &mut Apply<'_>,
+    report: &mut OpenReport,
+) -> OpenResult<Walk> {
+    let started = Instant::now();
+    let walk = walk_chain(fs, log_dir, segments, store_id, from, apply)?;
+    report.ops = apply.ops;
+    report.records = walk.records;
+    report.replayed_bytes = walk.bytes;
+    report.replay_micros = started.elapsed().as_micros() as u64;
+    Ok(walk)
 }
 
 /// The `meta` format the index holds (`None`: no store in it).

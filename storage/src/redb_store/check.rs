@@ -39,38 +39,37 @@ impl RedbStore {
         let mut report = IntegrityReport::default();
         let occupancy = query::occupancy(&txn)?;
 
-        let mut bound = HashSet::new();
-        txn.scan(BINDINGS, (Bound::Unbounded, Bound::Unbounded), |k, v| {
-            decode_binding(v)?;
-            bound.insert(arr32_at(k, 0)?);
-            Ok(true)
-        })?;
-        report.bindings = bound.len() as u64;
-        let mut eviction_entries = 0u64;
-        txn.scan(TOMBSTONES, (Bound::Unbounded, Bound::Unbounded), |k, v| {
-            let rkid = arr32_at(k, 0)?;
-            let t = decode_tombstone(v)?;
-            report.tombstones += 1;
-            if bound.contains(&rkid) {
-                report.binding_and_tombstone += 1;
-            }
-            let key = eviction_key(t.released_at, &Rkid::from_bytes(rkid));
-            if txn.get_with(EVICTION, &key, |_| Ok(()))?.is_none() {
-                return Err(corrupt("tombstone without eviction entry"));
-            }
-            Ok(true)
-        })?;
-        txn.scan(EVICTION, (Bound::Unbounded, Bound::Unbounded), |_, _| {
-            eviction_entries += 1;
-            Ok(true)
-        })?;
-        if eviction_entries != report.tombstones {
+        check_bindings(&txn, &mut report)?;
+        let per_segment = self.check_deposits(&txn, &mut report)?;
+        let counted = Occupancy {
+            total_bytes: report.bytes,
+            bindings: report.bindings,
+            deposits: report.deposits,
+            tombstones: report.tombstones,
+            elastic_bytes: occupancy.elastic_bytes,
+        };
+        if counted != occupancy {
             return Err(corrupt(format!(
-                "{eviction_entries} eviction entries for {} tombstones",
-                report.tombstones
+                "occupancy counters {occupancy:?} vs held {counted:?}"
             )));
         }
 
+        self.check_segments(&txn, per_segment, &mut report)?;
+        txn.scan(DUE, (Bound::Unbounded, Bound::Unbounded), |k, _| {
+            decode_due(k)?;
+            Ok(true)
+        })?;
+        Ok(report)
+    }
+
+    /// Every deposit read back and counted, its identity entry, the
+    /// quarantine records and the per-queue counters; returns what each
+    /// segment holds.
+    fn check_deposits(
+        &self,
+        txn: &ReadTransaction,
+        report: &mut IntegrityReport,
+    ) -> StoreResult<HashMap<u64, SegStat>> {
         let mut per_queue: HashMap<[u8; 32], (u64, u64)> = HashMap::new();
         let mut per_segment: HashMap<u64, SegStat> = HashMap::new();
         let mut deposits = Vec::new();
@@ -91,7 +90,7 @@ impl RedbStore {
             Ok(true)
         })?;
         for (rkid, deposit) in &deposits {
-            match get_u64(&txn, IDENTITY, &key_id(rkid, &deposit.id))? {
+            match get_u64(txn, IDENTITY, &key_id(rkid, &deposit.id))? {
                 Some(seq) if seq == deposit.seq => {}
                 other => {
                     return Err(corrupt(format!(
@@ -100,7 +99,7 @@ impl RedbStore {
                     )));
                 }
             }
-            match self.bytes_of(&txn, rkid, deposit, None) {
+            match self.bytes_of(txn, rkid, deposit, None) {
                 Ok(_) => {}
                 Err(StoreError::Corrupt(what)) => report.damaged.push(what),
                 Err(other) => return Err(other),
@@ -137,20 +136,18 @@ impl RedbStore {
         if !per_queue.is_empty() {
             return Err(corrupt("deposits of a queue without a queue record"));
         }
-        let counted = Occupancy {
-            total_bytes: report.bytes,
-            bindings: report.bindings,
-            deposits: report.deposits,
-            tombstones: report.tombstones,
-            elastic_bytes: occupancy.elastic_bytes,
-        };
-        if counted != occupancy {
-            return Err(corrupt(format!(
-                "occupancy counters {occupancy:?} vs held {counted:?}"
-            )));
-        }
+        Ok(per_segment)
+    }
 
-        let active = get_u64(&txn, META, META_ACTIVE)?;
+    /// Every recorded segment against what its deposits hold, and every
+    /// file in `segments/` recorded or pending deletion.
+    fn check_segments(
+        &self,
+        txn: &ReadTransaction,
+        mut per_segment: HashMap<u64, SegStat>,
+        report: &mut IntegrityReport,
+    ) -> StoreResult<()> {
+        let active = get_u64(txn, META, META_ACTIVE)?;
         let mut gc = HashSet::new();
         txn.scan(SEGMENT_GC, (Bound::Unbounded, Bound::Unbounded), |k, _| {
             gc.insert(u64_at(k, 0)?);
@@ -190,10 +187,43 @@ impl RedbStore {
                 return Err(corrupt(format!("unreferenced segment file {id:016x}")));
             }
         }
-        txn.scan(DUE, (Bound::Unbounded, Bound::Unbounded), |k, _| {
-            decode_due(k)?;
-            Ok(true)
-        })?;
-        Ok(report)
+        Ok(())
     }
+}
+
+/// Bindings, tombstones and their eviction entries, counted.
+fn check_bindings(txn: &ReadTransaction, report: &mut IntegrityReport) -> StoreResult<()> {
+    let mut bound = HashSet::new();
+    txn.scan(BINDINGS, (Bound::Unbounded, Bound::Unbounded), |k, v| {
+        decode_binding(v)?;
+        bound.insert(arr32_at(k, 0)?);
+        Ok(true)
+    })?;
+    report.bindings = bound.len() as u64;
+    let mut eviction_entries = 0u64;
+    txn.scan(TOMBSTONES, (Bound::Unbounded, Bound::Unbounded), |k, v| {
+        let rkid = arr32_at(k, 0)?;
+        let t = decode_tombstone(v)?;
+        report.tombstones += 1;
+        if bound.contains(&rkid) {
+            report.binding_and_tombstone += 1;
+        }
+        let key = eviction_key(t.released_at, &Rkid::from_bytes(rkid));
+        if txn.get_with(EVICTION, &key, |_| Ok(()))?.is_none() {
+            return Err(corrupt("tombstone without eviction entry"));
+        }
+        Ok(true)
+    })?;
+    txn.scan(EVICTION, (Bound::Unbounded, Bound::Unbounded), |_, _| {
+        eviction_entries += 1;
+        Ok(true)
+    })?;
+    if eviction_entries != report.tombstones {
+        return Err(corrupt(format!(
+            "{eviction_entries} eviction entries for {} tombstones",
+            report.tombstones
+        )));
+    }
+
+    Ok(())
 }

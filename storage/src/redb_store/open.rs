@@ -101,28 +101,7 @@ impl RedbStore {
         let segments_dir = segment::segments_dir(dir);
         fs.create_dir_all(&segments_dir)?;
         let db_path = dir.join(INDEX_FILE);
-        let index_len = fs.file_len(&db_path)?;
-        let (files, strays) = segment::scan(&*fs, &segments_dir)?;
-        if let Some(name) = strays.first() {
-            return Err(damaged(format!(
-                "{} holds {name:?}, which is not a segment file",
-                segments_dir.display()
-            )));
-        }
-        let with_records: Vec<u64> = files
-            .iter()
-            .filter(|(_, len)| *len > segment::HEADER_LEN)
-            .map(|(id, _)| *id)
-            .collect();
-        let absent = index_len.is_none_or(|len| len == 0);
-        if absent && (!with_records.is_empty() || options.expect_store_id.is_some()) {
-            return Err(missing_index(
-                &db_path,
-                index_len.is_some(),
-                &with_records,
-                options.expect_store_id,
-            ));
-        }
+        let (files, with_records) = survey(&*fs, &segments_dir, &db_path, &options)?;
         let db = open_db(&*fs, &db_path, options.cache_bytes)?;
         // The index's own name is durable before anything depends on it.
         fs.sync_dir(dir)?;
@@ -152,50 +131,9 @@ impl RedbStore {
                 return Err(corrupt(format!("store format {other:?}, expected 1 or 2")).into());
             }
         }
-        let held_id = txn.get_with(META, META_STORE_ID, |v| {
-            Ok(<[u8; 16]>::try_from(v).ok().map(StoreId))
-        })?;
-        let store_id = match (held_id.flatten(), options.expect_store_id) {
-            (Some(held), Some(expected)) if held != expected => {
-                return Err(damaged(format!(
-                    "{} holds store {held}, but this data dir's store is {expected} \
-                     (a store from another data dir, or one restored from another carrier's backup)",
-                    db_path.display()
-                )));
-            }
-            (None, Some(expected)) => {
-                return Err(damaged(format!(
-                    "{} holds a store without an id, but this data dir's store is {expected}",
-                    db_path.display()
-                )));
-            }
-            (Some(held), _) => held,
-            (None, None) => {
-                // A fresh store, or one made before stores had ids.
-                let id = StoreId::random();
-                put(&txn, META, META_STORE_ID, &id.0)?;
-                id
-            }
-        };
+        let store_id = settle_store_id(&txn, &db_path, options.expect_store_id)?;
         let seq_floor = get_u64(&txn, META, META_SEQ_FLOOR)?.unwrap_or(0);
-        let mut gc = Vec::new();
-        txn.scan(SEGMENT_GC, (Bound::Unbounded, Bound::Unbounded), |k, _| {
-            gc.push(u64_at(k, 0)?);
-            Ok(true)
-        })?;
-        if fresh {
-            // Nothing of a fresh store's may collide with what is there:
-            // its log starts after the highest id present, and the files
-            // present (headers only, checked above) are reclaimed.
-            let next = files.last().map_or(1, |(id, _)| id + 1);
-            put(&txn, META, META_NEXT_SEGMENT, &next.to_be_bytes())?;
-            for (id, _) in &files {
-                put(&txn, SEGMENT_GC, &id.to_be_bytes(), &[])?;
-                gc.push(*id);
-            }
-        } else {
-            account_for_segments(&txn, &files, &segments_dir)?;
-        }
+        let gc = segments_to_reclaim(&txn, &files, fresh, &segments_dir)?;
         let previous = get_u64(&txn, META, META_ACTIVE)?;
         let active = match previous {
             // The log resumes in the previous active segment, after the
@@ -260,4 +198,108 @@ impl RedbStore {
         }
         Ok(store)
     }
+}
+
+/// The segment files present `(id, length)` and those holding a record;
+/// refuses a stray file, and a missing or empty index where the log holds
+/// records or a store is expected.
+fn survey(
+    fs: &dyn StoreFs,
+    segments_dir: &Path,
+    db_path: &Path,
+    options: &RedbOptions,
+) -> OpenResult<SegmentFiles> {
+    let index_len = fs.file_len(db_path)?;
+    let (files, strays) = segment::scan(fs, segments_dir)?;
+    if let Some(name) = strays.first() {
+        return Err(damaged(format!(
+            "{} holds {name:?}, which is not a segment file",
+            segments_dir.display()
+        )));
+    }
+    let with_records: Vec<u64> = files
+        .iter()
+        .filter(|(_, len)| *len > segment::HEADER_LEN)
+        .map(|(id, _)| *id)
+        .collect();
+    let absent = index_len.is_none_or(|len| len == 0);
+    if absent && (!with_records.is_empty() || options.expect_store_id.is_some()) {
+        return Err(missing_index(
+            db_path,
+            index_len.is_some(),
+            &with_records,
+            options.expect_store_id,
+        ));
+    }
+    Ok((files, with_records))
+}
+
+/// The store's id: the one it holds, checked against the one `expected`;
+/// a fresh id for a store that holds none and none expected.
+fn settle_store_id(
+    txn: &WriteTransaction,
+    db_path: &Path,
+    expected: Option<StoreId>,
+) -> OpenResult<StoreId> {
+    let held_id = txn.get_with(META, META_STORE_ID, |v| {
+        Ok(<[u8; 16]>::try_from(v).ok().map(StoreId))
+    })?;
+    let store_id = match (held_id.flatten(), expected) {
+        (Some(held), Some(expected)) if held != expected => {
+            return Err(damaged(format!(
+                "{} holds store {held}, but this data dir's store is {expected} \
+             (a store from another data dir, or one restored from another carrier's backup)",
+                db_path.display()
+            )));
+        }
+        (None, Some(expected)) => {
+            return Err(damaged(format!(
+                "{} holds a store without an id, but this data dir's store is {expected}",
+                db_path.display()
+            )));
+        }
+        (Some(held), _) => held,
+        (None, None) => {
+            // A fresh store, or one made before stores had ids.
+            let id = StoreId::random();
+            put(txn, META, META_STORE_ID, &id.0)?;
+            id
+        }
+    };
+    Ok(store_id)
+}
+
+/// The segment files present `(id, length)`, and the ids of those holding
+/// a record.
+type SegmentFiles = (Vec<(u64, u64)>, Vec<u64>);
+
+/// The segments to unlink: those `segment_gc` lists and, for a fresh
+/// store, every file present (headers only: nothing of a fresh store's may
+/// collide with what is there, its log starts after the highest id
+/// present). An existing store's files are accounted for instead.
+fn segments_to_reclaim(
+    txn: &WriteTransaction,
+    files: &[(u64, u64)],
+    fresh: bool,
+    segments_dir: &Path,
+) -> OpenResult<Vec<u64>> {
+    let mut gc = Vec::new();
+    txn.scan(SEGMENT_GC, (Bound::Unbounded, Bound::Unbounded), |k, _| {
+        gc.push(u64_at(k, 0)?);
+        Ok(true)
+    })?;
+    if fresh {
+        // Nothing of a fresh store's may collide with what is there:
+        // its log starts after the highest id present, and the files
+        // present (headers only, checked above) are reclaimed.
+        let next = files.last().map_or(1, |(id, _)| id + 1);
+        put(txn, META, META_NEXT_SEGMENT, &next.to_be_bytes())?;
+        for (id, _) in files {
+            put(txn, SEGMENT_GC, &id.to_be_bytes(), &[])?;
+            gc.push(*id);
+        }
+    } else {
+        account_for_segments(txn, files, segments_dir)?;
+    }
+    Ok(gc)
 }
