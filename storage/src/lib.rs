@@ -9,6 +9,21 @@
 //!   as the layout [`log_store`] upgrades from;
 //! - `postgres` (feature `postgres`), the store many carrier nodes share.
 //!
+//! ## Layout (one mechanism per file)
+//! | path | what |
+//! |---|---|
+//! | `log_store/` | the log store: `mod.rs` (the store, commit order), `write.rs`, `read.rs`, `record.rs` (the log's record format), `recovery.rs` (open: every file accounted for, then the replay), `snapshot.rs`, `housekeeping.rs`, `integrity.rs`, `migrate.rs` (the upgrade from the redb layout), `backup.rs`, `kill.rs`, and `index/` (the in-memory index: records, slab, hashes, queues, queue list, deposits, departures, due, undo, history, check, load) |
+//! | `redb_store/` | the legacy redb-layout store, kept for the upgrade path and comparison: open, log, replay, txn, check, compact, backup, `oplog.rs` (its record format) |
+//! | `schema/` | the redb tables both layouts keep, their keys and codecs, the `Tables` view, the queries, both layouts' format numbers |
+//! | `store_id.rs` | a store's identity, its index file and data-dir names, `inspect`, `store_in_use` |
+//! | `failure.rs` | error helpers (each keeps its source), the fatal log-sync failure |
+//! | `log_sync.rs` | how far an embedded log is durable, and the one way it is synced |
+//! | `segment.rs`, `cursor.rs`, `fs.rs`, `fault_fs.rs`, `contain.rs` | the segment writer, the record-body cursor, the file layer and the simulated disk, panic containment |
+//! | `postgres/` | the PostgreSQL store |
+//! | `backup.rs` | the backup archive (both embedded layouts) |
+//!
+//! Only `log_store/migrate.rs` and `backup.rs` reach into `redb_store/`.
+//!
 //! What this crate does **not** do: it decides nothing about requests (the
 //! rules are `rltp-engine`'s, which drives the store through the traits),
 //! runs no thread of its own for writes and reads no clock (the carrier's

@@ -4,7 +4,7 @@
 //! store, the legacy redb store, the PostgreSQL store and [`crate::mem`]
 //! count alike.
 
-use crate::Occupancy;
+use crate::{Occupancy, StoreError, StoreResult};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 impl Occupancy {
@@ -45,6 +45,16 @@ impl Occupancy {
     pub fn add_elastic(&mut self, delta: i64) {
         self.elastic_bytes = self.elastic_bytes.saturating_add_signed(delta);
     }
+}
+
+/// A deposit's length as stored (`u32`): an envelope of 4 GiB or more is
+/// refused ([`StoreError::Corrupt`]) before anything is written.
+///
+/// # Errors
+/// [`StoreError::Corrupt`] for `bytes` of 4 GiB or more.
+pub fn deposit_len(bytes: &[u8]) -> StoreResult<u32> {
+    u32::try_from(bytes.len())
+        .map_err(|_| StoreError::Corrupt(format!("deposit of {} bytes", bytes.len())))
 }
 
 /// The seq a queue's next deposit gets: one above both the queue's last

@@ -54,7 +54,7 @@ mod error;
 pub mod mem;
 pub mod model;
 
-pub use bookkeeping::{SeqFloor, next_seq};
+pub use bookkeeping::{SeqFloor, deposit_len, next_seq};
 pub use challenges::{Challenge, ChallengeTable};
 pub use deferred::{DeferredBytes, PendingSync};
 pub use error::{BoxError, OpenError, OpenResult, StoreError, StoreResult};

@@ -177,8 +177,7 @@ impl WriteTxn for MemState {
     ) -> StoreResult<Deposit> {
         let seq = self.next_seq.entry(*rkid).or_insert(0);
         *seq = crate::next_seq(*seq, 0);
-        let len = u32::try_from(bytes.len())
-            .map_err(|_| crate::StoreError::Corrupt("deposit over 4 GiB".into()))?;
+        let len = crate::deposit_len(bytes)?;
         let deposit = Deposit {
             seq: *seq,
             id: *id,

@@ -285,7 +285,7 @@ fn move_deposit(
     seq: u64,
     bytes: &[u8],
 ) -> StoreResult<()> {
-    let len = u32::try_from(bytes.len()).map_err(|_| corrupt("deposit over 4 GiB"))?;
+    let len = crate::deposit_len(bytes)?;
     let end = w.log(&[
         &[record::tag::MOVE],
         rkid.as_bytes(),

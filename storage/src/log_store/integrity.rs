@@ -51,6 +51,14 @@ pub(super) fn check(inner: &Inner) -> StoreResult<IntegrityReport> {
         )));
     }
     let mut report = IntegrityReport::default();
+    check_redb(inner, &ix, &mut report)?;
+    check_files(inner, &ix, &mut report)?;
+    Ok(report)
+}
+
+/// redb's own check, then bindings, tombstones and their eviction entries
+/// against the index's flags and counts.
+fn check_redb(inner: &Inner, ix: &Index, report: &mut IntegrityReport) -> StoreResult<()> {
     // redb.
     {
         let mut slot = inner
@@ -124,6 +132,12 @@ pub(super) fn check(inner: &Inner) -> StoreResult<IntegrityReport> {
             o.bindings, o.tombstones, report.bindings, report.tombstones
         )));
     }
+    Ok(())
+}
+
+/// Every file in `log/` and `snap/` a segment or a snapshot; every held
+/// deposit's segment present and its bytes read back.
+fn check_files(inner: &Inner, ix: &Index, report: &mut IntegrityReport) -> StoreResult<()> {
     // Files and bytes.
     let fs = &*inner.options.fs;
     let mut present = HashSet::new();
@@ -167,7 +181,7 @@ pub(super) fn check(inner: &Inner) -> StoreResult<IntegrityReport> {
             value,
         )?);
     }
-    Ok(report)
+    Ok(())
 }
 
 /// Makes everything committed durable (the syncer may lag a few batches).

@@ -32,7 +32,7 @@ use crate::schema::{
     META_NEXT_SEGMENT, META_OCCUPANCY, QUARANTINE, QUEUES, SEGMENT_GC, SEGMENTS,
 };
 use crate::schema::{META_COUNTS, META_LEGACY};
-use crate::{ReadTxn as _, StoreResult};
+use crate::{Occupancy, ReadTxn as _, StoreResult};
 use redb::Durability;
 use std::collections::HashMap;
 use std::path::Path;
@@ -54,19 +54,7 @@ pub(super) fn upgrade(dir: &Path, options: &LogOptions) -> StoreResult<()> {
         },
     )?;
     let store_id = old.store_id();
-    // An upgrade cut short left these; nothing else writes there.
-    let mut first = 1;
-    for name in fs.list(&log_dir)? {
-        if let Some(id) = record::parse_segment_name(&name) {
-            first = first.max(id + 1);
-        }
-        fs.remove_file(&log_dir.join(name))?;
-    }
-    for name in fs.list(&snap_dir)? {
-        fs.remove_file(&snap_dir.join(name))?;
-    }
-    fs.sync_dir(&log_dir)?;
-    fs.sync_dir(&snap_dir)?;
+    let first = clear_leftovers(fs, &log_dir, &snap_dir)?;
     let mut log = Writer::new(fs, &log_dir, store_id.0, first, options.segment_bytes)?;
     let snapshot = old.snapshot()?;
     let occupancy = snapshot.read().occupancy()?;
@@ -132,7 +120,44 @@ pub(super) fn upgrade(dir: &Path, options: &LogOptions) -> StoreResult<()> {
     let end = log.finish()?;
     drop(snapshot);
     drop(old);
-    // The switch: one durable transaction.
+    switch(dir, options, end, &occupancy)?;
+    tracing::warn!(
+        dir = %dir.display(),
+        deposits = occupancy.deposits,
+        bindings = occupancy.bindings,
+        "upgraded the store to the log store's layout"
+    );
+    Ok(())
+}
+
+/// Removes what an upgrade cut short left in `log/` and `snap/` (nothing
+/// else writes there); returns the first segment id free for the log.
+fn clear_leftovers(fs: &dyn StoreFs, log_dir: &Path, snap_dir: &Path) -> StoreResult<u64> {
+    let mut first = 1;
+    for name in fs.list(log_dir)? {
+        if let Some(id) = record::parse_segment_name(&name) {
+            first = first.max(id + 1);
+        }
+        fs.remove_file(&log_dir.join(name))?;
+    }
+    for name in fs.list(snap_dir)? {
+        fs.remove_file(&snap_dir.join(name))?;
+    }
+    fs.sync_dir(log_dir)?;
+    fs.sync_dir(snap_dir)?;
+    Ok(first)
+}
+
+/// The switch to the log store's layout, in one durable transaction: the
+/// redb store's tables dropped, `meta` naming the log (format, `applied`
+/// at the log's `end`, the counts) and the legacy segments to delete.
+fn switch(
+    dir: &Path,
+    options: &LogOptions,
+    end: (u64, u64),
+    occupancy: &Occupancy,
+) -> StoreResult<()> {
+    let fs = &*options.fs;
     let db = rs::open_db(
         fs,
         &dir.join(crate::store_id::INDEX_FILE),
@@ -167,12 +192,6 @@ pub(super) fn upgrade(dir: &Path, options: &LogOptions) -> StoreResult<()> {
     txn.set_durability(Durability::Immediate)
         .map_err(db_error)?;
     txn.commit().map_err(db_error)?;
-    tracing::warn!(
-        dir = %dir.display(),
-        deposits = occupancy.deposits,
-        bindings = occupancy.bindings,
-        "upgraded the store to the log store's layout"
-    );
     Ok(())
 }
 

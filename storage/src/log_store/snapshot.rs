@@ -110,6 +110,29 @@ fn le(buf: &mut Vec<u8>, v: u64) {
     buf.extend_from_slice(&v.to_le_bytes());
 }
 
+/// Copies the deposits of queue `c.qid` after `c.last_seq`, within
+/// `budget`; returns whether the queue's list is done.
+fn copy_deposits(ix: &Index, c: &mut Cursor, buf: &mut Vec<u8>, budget: &mut usize) -> bool {
+    let mut at = ix.first_after(c.qid, c.last_seq);
+    while at != NIL && *budget > 0 {
+        let d = ix.deps.get(at);
+        buf.push(b'D');
+        le(buf, d.seq);
+        buf.extend_from_slice(&d.id);
+        le(buf, d.admitted_at);
+        le(buf, d.give_up_at);
+        buf.extend_from_slice(&d.seg.to_le_bytes());
+        buf.extend_from_slice(&d.off.to_le_bytes());
+        buf.extend_from_slice(&d.len().to_le_bytes());
+        buf.push(u8::from(ix.give_up_flagged(at)));
+        c.counts[1] += 1;
+        c.last_seq = Some(d.seq);
+        *budget -= 1;
+        at = ix.next_in_queue(at);
+    }
+    at == NIL
+}
+
 /// Copies up to [`CHUNK`] entries; returns whether the snapshot is complete.
 fn copy_chunk(ix: &Index, c: &mut Cursor, buf: &mut Vec<u8>) -> bool {
     let mut budget = CHUNK;
@@ -134,24 +157,7 @@ fn copy_chunk(ix: &Index, c: &mut Cursor, buf: &mut Vec<u8>) -> bool {
                     buf.push(u8::from(q.bound()));
                     buf.extend_from_slice(&c.qid.to_le_bytes());
                     budget = budget.saturating_sub(1);
-                    let mut at = ix.first_after(c.qid, c.last_seq);
-                    while at != NIL && budget > 0 {
-                        let d = ix.deps.get(at);
-                        buf.push(b'D');
-                        le(buf, d.seq);
-                        buf.extend_from_slice(&d.id);
-                        le(buf, d.admitted_at);
-                        le(buf, d.give_up_at);
-                        buf.extend_from_slice(&d.seg.to_le_bytes());
-                        buf.extend_from_slice(&d.off.to_le_bytes());
-                        buf.extend_from_slice(&d.len().to_le_bytes());
-                        buf.push(u8::from(ix.give_up_flagged(at)));
-                        c.counts[1] += 1;
-                        c.last_seq = Some(d.seq);
-                        budget -= 1;
-                        at = ix.next_in_queue(at);
-                    }
-                    if at == NIL {
+                    if copy_deposits(ix, c, buf, &mut budget) {
                         c.qid += 1;
                         c.last_seq = None;
                     }

@@ -213,8 +213,7 @@ impl WriteTxn for LogWrite<'_> {
         admitted_at: Ms,
         give_up_at: Ms,
     ) -> StoreResult<Deposit> {
-        let len = u32::try_from(bytes.len())
-            .map_err(|_| corrupt(format!("deposit of {} bytes", bytes.len())))?;
+        let len = crate::deposit_len(bytes)?;
         let last = {
             let ix = self.store.index_read();
             ix.queue(rkid).map_or(0, |q| ix.queue_rec(q).next_seq)

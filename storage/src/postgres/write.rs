@@ -339,7 +339,18 @@ impl Inner {
     /// The buffered mutations as statements (and forgets them).
     fn drain(&mut self) -> StoreResult<Vec<Statement>> {
         let mut out = Vec::new();
-        // bindings
+        self.drain_bindings(&mut out)?;
+        self.drain_tombstones(&mut out)?;
+        self.drain_queues(&mut out)?;
+        self.drain_deposits(&mut out)?;
+        self.drain_departures(&mut out)?;
+        self.drain_due(&mut out)?;
+        self.drain_quarantine(&mut out)?;
+        Ok(out)
+    }
+
+    /// Pushes onto `out` the statements for the bindings written or deleted.
+    fn drain_bindings(&mut self, out: &mut Vec<Statement>) -> StoreResult<()> {
         let (mut up, mut gone) = (BindingColumns::default(), Vec::new());
         for rkid in std::mem::take(&mut self.dirty_bindings) {
             match self.bindings.get(&rkid).copied().flatten() {
@@ -359,7 +370,11 @@ impl Inner {
         if !up.rkid.is_empty() {
             out.push(up.statement());
         }
-        // tombstones
+        Ok(())
+    }
+
+    /// Pushes onto `out` the statements for the tombstones written or deleted.
+    fn drain_tombstones(&mut self, out: &mut Vec<Statement>) -> StoreResult<()> {
         let (mut rkids, mut generations, mut released, mut gone) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for rkid in std::mem::take(&mut self.dirty_tombstones) {
@@ -395,7 +410,11 @@ impl Inner {
                 .param(released, Type::INT8_ARRAY),
             );
         }
-        // queues
+        Ok(())
+    }
+
+    /// Pushes onto `out` the statements for the queue counters.
+    fn drain_queues(&mut self, out: &mut Vec<Statement>) -> StoreResult<()> {
         let (mut rkids, mut last, mut bytes) = (Vec::new(), Vec::new(), Vec::new());
         for rkid in std::mem::take(&mut self.dirty_queues) {
             let q = self.queues.get(&rkid).copied().unwrap_or_default();
@@ -417,7 +436,11 @@ impl Inner {
                 .param(bytes, Type::INT8_ARRAY),
             );
         }
-        // deposits
+        Ok(())
+    }
+
+    /// Pushes onto `out` the statements for the deposits removed and appended.
+    fn drain_deposits(&mut self, out: &mut Vec<Statement>) -> StoreResult<()> {
         let removed = std::mem::take(&mut self.removed);
         if !removed.is_empty() {
             let mut rkids = Vec::with_capacity(removed.len());
@@ -444,7 +467,11 @@ impl Inner {
             }
             out.push(c.statement());
         }
-        // departures
+        Ok(())
+    }
+
+    /// Pushes onto `out` the statements for the departure records written or deleted.
+    fn drain_departures(&mut self, out: &mut Vec<Statement>) -> StoreResult<()> {
         let (mut rkids, mut ids, mut concluded, mut forget) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let (mut gone_rkids, mut gone_ids) = (Vec::new(), Vec::new());
@@ -488,7 +515,11 @@ impl Inner {
                 .param(forget, Type::INT8_ARRAY),
             );
         }
-        // due index
+        Ok(())
+    }
+
+    /// Pushes onto `out` the statements for the due entries added and removed.
+    fn drain_due(&mut self, out: &mut Vec<Statement>) -> StoreResult<()> {
         let (mut add, mut del) = (DueColumns::default(), DueColumns::default());
         for (key, present) in std::mem::take(&mut self.due) {
             if present {
@@ -513,7 +544,11 @@ impl Inner {
                  ON CONFLICT DO NOTHING",
             ));
         }
-        // quarantine records
+        Ok(())
+    }
+
+    /// Pushes onto `out` the statements for the quarantine records and the declaration.
+    fn drain_quarantine(&mut self, out: &mut Vec<Statement>) -> StoreResult<()> {
         for (rkid, d, at, reason) in std::mem::take(&mut self.quarantine) {
             out.push(
                 Statement::new(
@@ -531,7 +566,6 @@ impl Inner {
                 .param(reason, Type::TEXT),
             );
         }
-        // the declaration
         if let Some(record) = self.declaration.take() {
             let mut value = record.revision.to_be_bytes().to_vec();
             value.extend_from_slice(&record.document);
@@ -544,7 +578,7 @@ impl Inner {
                 .param(value, Type::BYTEA),
             );
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -874,8 +908,7 @@ impl WriteTxn for PgWrite<'_> {
         admitted_at: Ms,
         give_up_at: Ms,
     ) -> StoreResult<Deposit> {
-        let len = u32::try_from(bytes.len())
-            .map_err(|_| StoreError::Corrupt(format!("deposit of {} bytes", bytes.len())))?;
+        let len = crate::deposit_len(bytes)?;
         let mut queue = self.queue_cached(rkid)?;
         let inner = self.inner.get_mut();
         queue.last_seq = crate::next_seq(queue.last_seq, inner.seq_floor);

@@ -102,8 +102,7 @@ impl RedbWrite<'_> {
         give_up_at: Ms,
         offset: u64,
     ) -> StoreResult<Deposit> {
-        let len = u32::try_from(bytes.len())
-            .map_err(|_| corrupt(format!("deposit of {} bytes", bytes.len())))?;
+        let len = crate::deposit_len(bytes)?;
         let store = self.store;
         let queue = self.queue_mut(rkid)?;
         queue.next_seq = store.seq_floor.next_after(queue.next_seq);
@@ -360,8 +359,7 @@ impl WriteTxn for RedbWrite<'_> {
         admitted_at: Ms,
         give_up_at: Ms,
     ) -> StoreResult<Deposit> {
-        let len = u32::try_from(bytes.len())
-            .map_err(|_| corrupt(format!("deposit of {} bytes", bytes.len())))?;
+        let len = crate::deposit_len(bytes)?;
         let end = self.log(&[
             &[tag::APPEND_DEPOSIT],
             rkid.as_bytes(),

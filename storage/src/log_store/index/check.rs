@@ -44,11 +44,53 @@ impl Index {
     /// # Errors
     /// [`StoreError::Corrupt`] naming the first mismatch.
     pub(crate) fn check(&self) -> StoreResult<()> {
-        let bad = |what: String| Err(StoreError::Corrupt(format!("in-memory index: {what}")));
+        let bad = bad::<()>;
+        let (total, deposits, segs) = self.check_queues()?;
+        let mut refs: HashMap<u32, u32> = HashMap::new();
+        if deposits != self.by_id.len() as u64 || deposits != self.deps.count() {
+            return bad(format!(
+                "{deposits} deposits listed, {} hashed, {} allocated",
+                self.by_id.len(),
+                self.deps.count()
+            ));
+        }
+        if total != self.occupancy.total_bytes || deposits != self.occupancy.deposits {
+            return bad(format!(
+                "occupancy {:?} vs {deposits} deposits of {total} bytes",
+                self.occupancy
+            ));
+        }
+        for (seg, stat) in &self.segs {
+            if segs.get(seg).copied().unwrap_or_default() != *stat {
+                return bad(format!("segment {seg:016x} counts {stat:?}"));
+            }
+        }
+        for slot in 0..self.departs.high() {
+            if let Some(d) = self.departs.live_at(slot) {
+                if self.find_departure(d.qid, &d.id) != Some(slot) {
+                    return bad("a departure is not in its hash".into());
+                }
+                *refs.entry(d.qid).or_default() += 1;
+            }
+        }
+        self.check_due(&mut refs)?;
+        for qid in 0..self.queues.high() {
+            if let Some(q) = self.queues.live_at(qid)
+                && q.refs() != refs.get(&qid).copied().unwrap_or(0)
+            {
+                return bad(format!("queue {} counts {} references", q.rkid(), q.refs()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every queue in its hash, its list in `seq` order and summing to its
+    /// bytes, every deposit in the identity hash; returns the bytes and
+    /// deposits listed, and what each segment holds.
+    fn check_queues(&self) -> StoreResult<(u64, u64, HashMap<u32, SegStat>)> {
         let mut total = 0u64;
         let mut deposits = 0u64;
         let mut segs: HashMap<u32, SegStat> = HashMap::new();
-        let mut refs: HashMap<u32, u32> = HashMap::new();
         for qid in 0..self.queues.high() {
             let Some(q) = self.queues.live_at(qid) else {
                 continue;
@@ -89,32 +131,12 @@ impl Index {
             total += bytes;
             deposits += n;
         }
-        if deposits != self.by_id.len() as u64 || deposits != self.deps.count() {
-            return bad(format!(
-                "{deposits} deposits listed, {} hashed, {} allocated",
-                self.by_id.len(),
-                self.deps.count()
-            ));
-        }
-        if total != self.occupancy.total_bytes || deposits != self.occupancy.deposits {
-            return bad(format!(
-                "occupancy {:?} vs {deposits} deposits of {total} bytes",
-                self.occupancy
-            ));
-        }
-        for (seg, stat) in &self.segs {
-            if segs.get(seg).copied().unwrap_or_default() != *stat {
-                return bad(format!("segment {seg:016x} counts {stat:?}"));
-            }
-        }
-        for slot in 0..self.departs.high() {
-            if let Some(d) = self.departs.live_at(slot) {
-                if self.find_departure(d.qid, &d.id) != Some(slot) {
-                    return bad("a departure is not in its hash".into());
-                }
-                *refs.entry(d.qid).or_default() += 1;
-            }
-        }
+        Ok((total, deposits, segs))
+    }
+
+    /// Every due reference valid, counted, and every flag with its entry;
+    /// counts the references each queue has into `refs`.
+    fn check_due(&self, refs: &mut HashMap<u32, u32>) -> StoreResult<()> {
         let mut entries = 0u64;
         let mut flagged = (0u64, 0u64);
         if !self.removed_flagged.is_empty() {
@@ -175,13 +197,6 @@ impl Index {
         if flags != flagged {
             return bad(format!("flags {flags:?}, due references {flagged:?}"));
         }
-        for qid in 0..self.queues.high() {
-            if let Some(q) = self.queues.live_at(qid)
-                && q.refs() != refs.get(&qid).copied().unwrap_or(0)
-            {
-                return bad(format!("queue {} counts {} references", q.rkid(), q.refs()));
-            }
-        }
         Ok(())
     }
 }
@@ -196,4 +211,9 @@ pub(crate) struct Canonical {
     pub(crate) quarantine: Vec<((Rkid, u64), Vec<u8>)>,
     /// Deposits, bytes, elastic bytes.
     pub(crate) occupancy: (u64, u64, u64),
+}
+
+/// A mismatch of the in-memory index ([`StoreError::Corrupt`]).
+fn bad<T>(what: String) -> StoreResult<T> {
+    Err(StoreError::Corrupt(format!("in-memory index: {what}")))
 }

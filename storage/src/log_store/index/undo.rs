@@ -125,25 +125,7 @@ impl Index {
                 self.deps.get_mut(slot).len &= !LIVE;
                 self.deps.release(slot);
             }
-            Undo::DepRemoved(slot) => {
-                self.deps.get_mut(slot).len |= LIVE;
-                let d = *self.deps.get(slot);
-                // Every later change is undone: its neighbours are the
-                // ones it had.
-                let q = self.queues.get_mut(d.qid);
-                if q.head == NIL {
-                    q.head = slot;
-                } else {
-                    self.deps.get_mut(d.prev).next = slot;
-                    self.deps.get_mut(d.next).prev = slot;
-                    let head = self.queues.get(d.qid).head;
-                    if head == d.next && self.deps.get(head).seq > d.seq {
-                        self.queues.get_mut(d.qid).head = slot;
-                    }
-                }
-                self.hash_dep(slot);
-                self.seg_adjust(d.seg, d.len(), true);
-            }
+            Undo::DepRemoved(slot) => self.restore_deposit(slot),
             Undo::DepMoved { slot, seg, off } => {
                 let d = *self.deps.get(slot);
                 self.seg_adjust(d.seg, d.len(), false);
@@ -179,25 +161,10 @@ impl Index {
             }
             Undo::DueAdded { at, r } => {
                 self.due_take(at, r);
-                let slot = slot_of(r);
-                match kind_of(r) {
-                    GIVE_UP => self.deps.get_mut(slot).len &= !FLAG,
-                    FORGET => self.departs.get_mut(slot).meta &= !FLAG,
-                    SPILL => {
-                        self.spill.get_mut(slot).live = false;
-                        self.spill.release(slot);
-                    }
-                    _ => {}
-                }
+                self.set_due_flag(r, false);
             }
             Undo::DueRemoved { at, r } => {
-                let slot = slot_of(r);
-                match kind_of(r) {
-                    GIVE_UP => self.deps.get_mut(slot).len |= FLAG,
-                    FORGET => self.departs.get_mut(slot).meta |= FLAG,
-                    SPILL => self.spill.get_mut(slot).live = true,
-                    _ => {}
-                }
+                self.set_due_flag(r, true);
                 self.due_push(at, r);
             }
             Undo::DepartAdded(slot) => {
@@ -229,6 +196,44 @@ impl Index {
                     self.quarantine.remove(&key);
                 }
             },
+        }
+    }
+
+    /// Puts removed deposit `slot` back where it was: every later change
+    /// is undone, so its neighbours are the ones it had.
+    fn restore_deposit(&mut self, slot: u32) {
+        self.deps.get_mut(slot).len |= LIVE;
+        let d = *self.deps.get(slot);
+        let q = self.queues.get_mut(d.qid);
+        if q.head == NIL {
+            q.head = slot;
+        } else {
+            self.deps.get_mut(d.prev).next = slot;
+            self.deps.get_mut(d.next).prev = slot;
+            let head = self.queues.get(d.qid).head;
+            if head == d.next && self.deps.get(head).seq > d.seq {
+                self.queues.get_mut(d.qid).head = slot;
+            }
+        }
+        self.hash_dep(slot);
+        self.seg_adjust(d.seg, d.len(), true);
+    }
+
+    /// Marks the record a due reference `r` names as scheduled (or not);
+    /// a spilled entry is revived (or released).
+    fn set_due_flag(&mut self, r: u32, on: bool) {
+        let slot = slot_of(r);
+        match (kind_of(r), on) {
+            (GIVE_UP, true) => self.deps.get_mut(slot).len |= FLAG,
+            (GIVE_UP, false) => self.deps.get_mut(slot).len &= !FLAG,
+            (FORGET, true) => self.departs.get_mut(slot).meta |= FLAG,
+            (FORGET, false) => self.departs.get_mut(slot).meta &= !FLAG,
+            (SPILL, true) => self.spill.get_mut(slot).live = true,
+            (SPILL, false) => {
+                self.spill.get_mut(slot).live = false;
+                self.spill.release(slot);
+            }
+            _ => {}
         }
     }
 }
