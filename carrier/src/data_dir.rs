@@ -16,10 +16,10 @@
 use std::path::{Path, PathBuf};
 
 /// The embedded store's folder.
-pub const STORE: &str = "store";
+pub const STORE: &str = rltp_storage::store_id::STORE_DIR;
 /// The embedded store's index file, relative to the data dir (named by
 /// refusals of a damaged data dir).
-pub const STORE_INDEX: &str = "store/carrier.redb";
+pub const STORE_INDEX: &str = rltp_storage::store_id::STORE_INDEX;
 /// The generated TLS identity's folder.
 pub const TLS: &str = "tls";
 /// The generated certificate's file name inside [`TLS`] (DER).

@@ -310,13 +310,7 @@ impl<S: Store> Driver<S> {
                 }),
                 // Given up at once; the rest of the page is served.
                 Err(StoreError::Corrupt(_)) => {
-                    self.quarantine_if_damaged(&rkid, d.seq)
-                        .map_err(|e| match e {
-                            EngineError::Unavailable(e) => SessionError::Unavailable(e),
-                            other => SessionError::Unavailable(Arc::new(StoreError::Engine(
-                                other.to_string(),
-                            ))),
-                        })?;
+                    self.quarantine(rkid, d.seq)?;
                 }
                 Err(e) => return Err(SessionError::from(e)),
             }
@@ -469,10 +463,15 @@ impl<S: Store> Driver<S> {
     /// # Errors
     /// [`EngineError::Unavailable`] if the store fails.
     pub fn quarantine_if_damaged(&self, rkid: &Rkid, seq: u64) -> Result<bool, EngineError> {
-        let (rkid, engine) = (*rkid, Arc::clone(&self.engine));
-        Ok(self.writer.execute(move |txn, now, events| {
+        Ok(self.quarantine(*rkid, seq)?)
+    }
+
+    /// [`Driver::quarantine_if_damaged`] in one writer job.
+    fn quarantine(&self, rkid: Rkid, seq: u64) -> Result<bool, CommitError> {
+        let engine = Arc::clone(&self.engine);
+        self.writer.execute(move |txn, now, events| {
             engine.quarantine_if_damaged(txn, &rkid, seq, now, events)
-        })?)
+        })
     }
 
     /// §5a.8/§6.1 sender status ([`Engine::status`]) at the clock's now,

@@ -388,17 +388,8 @@ impl<S: Store> Store for Flaky<S> {
         }
         self.inner.commit(txn)
     }
-    fn issue_challenge(&self, c: rltp_storage::Challenge) -> StoreResult<()> {
-        self.inner.issue_challenge(c)
-    }
-    fn take_challenge(&self, k: &[u8; 32]) -> StoreResult<Option<rltp_storage::Challenge>> {
-        self.inner.take_challenge(k)
-    }
-    fn purge_challenges(&self, now: u64) -> StoreResult<usize> {
-        self.inner.purge_challenges(now)
-    }
-    fn challenge_count(&self) -> usize {
-        self.inner.challenge_count()
+    fn challenges(&self) -> &rltp_storage::ChallengeTable {
+        self.inner.challenges()
     }
 }
 

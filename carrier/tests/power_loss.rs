@@ -69,7 +69,7 @@ impl Backend for Redb {
     type S = RedbStore;
     const NAME: &'static str = "redb + segments";
     fn open(fs: &FaultFs, dir: &Path) -> StoreResult<RedbStore> {
-        RedbStore::open_with(
+        Ok(RedbStore::open_with(
             dir,
             RedbOptions {
                 segment_bytes: 16 * 1024,
@@ -79,7 +79,7 @@ impl Backend for Redb {
                 fs: Arc::new(fs.clone()),
                 ..RedbOptions::default()
             },
-        )
+        )?)
     }
     fn integrity(mut store: RedbStore) -> StoreResult<u64> {
         let report = store.integrity_check()?;
@@ -102,7 +102,7 @@ impl Backend for Log {
     type S = LogStore;
     const NAME: &'static str = "log store";
     fn open(fs: &FaultFs, dir: &Path) -> StoreResult<LogStore> {
-        LogStore::open_with(
+        Ok(LogStore::open_with(
             dir,
             LogOptions {
                 segment_bytes: 16 * 1024,
@@ -116,7 +116,7 @@ impl Backend for Log {
                 fs: Arc::new(fs.clone()),
                 ..LogOptions::default()
             },
-        )
+        )?)
     }
     fn integrity(mut store: LogStore) -> StoreResult<u64> {
         let report = store.integrity_check()?;
@@ -263,8 +263,8 @@ fn life<B: Backend>(
     drop(committer);
     for thread in threads {
         if let Err(e) = thread.join().unwrap_or_else(|_| Err("panicked".into())) {
-            return Err(rltp_storage::StoreError::Engine(format!(
-                "life {life}: a worker failed before the cut: {e}"
+            return Err(rltp_storage::StoreError::Io(std::io::Error::other(
+                format!("life {life}: a worker failed before the cut: {e}"),
             )));
         }
     }

@@ -84,7 +84,7 @@ trait Backend: Store + Sized {
 
 impl Backend for RedbStore {
     fn open(dir: &std::path::Path) -> StoreResult<Self> {
-        RedbStore::open_with(dir, options())
+        Ok(RedbStore::open_with(dir, options())?)
     }
     fn compact(&self) -> StoreResult<()> {
         self.compact_step(16).map(drop)
@@ -96,7 +96,7 @@ impl Backend for RedbStore {
 
 impl Backend for LogStore {
     fn open(dir: &std::path::Path) -> StoreResult<Self> {
-        LogStore::open_with(dir, log_options())
+        Ok(LogStore::open_with(dir, log_options())?)
     }
     fn compact(&self) -> StoreResult<()> {
         self.compact_step(16).map(drop)

@@ -17,7 +17,7 @@ use rltp_storage::backup;
 use rltp_storage::log_store::{LogOptions, LogStore};
 use rltp_storage::mem::MemStore;
 use rltp_storage::redb_store::{RedbOptions, RedbStore};
-use rltp_storage::{Challenge, DepositId, Ms, ReadTxn, Store, StoreResult, WriteTxn};
+use rltp_storage::{DepositId, Ms, ReadTxn, Store, StoreResult, WriteTxn};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -43,17 +43,8 @@ impl<S: Store> Store for Counting<S> {
         self.commits.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
-    fn issue_challenge(&self, challenge: Challenge) -> StoreResult<()> {
-        self.inner.issue_challenge(challenge)
-    }
-    fn take_challenge(&self, key: &[u8; 32]) -> StoreResult<Option<Challenge>> {
-        self.inner.take_challenge(key)
-    }
-    fn purge_challenges(&self, now: Ms) -> StoreResult<usize> {
-        self.inner.purge_challenges(now)
-    }
-    fn challenge_count(&self) -> usize {
-        self.inner.challenge_count()
+    fn challenges(&self) -> &rltp_storage::ChallengeTable {
+        self.inner.challenges()
     }
 }
 
@@ -85,7 +76,7 @@ fn concurrent_appends<S: Store>(inner: S) -> StoreResult<()> {
                             let seen = counter.commits.load(Ordering::SeqCst);
                             Ok((txn.append_deposit(&queue, &bytes, now, now + 1)?, seen))
                         })
-                        .map_err(|e| rltp_storage::StoreError::Engine(e.to_string()))?;
+                        .map_err(|e| rltp_storage::StoreError::Io(std::io::Error::other(e)))?;
                     // The commit of this operation's batch has returned…
                     assert!(store.commits.load(Ordering::SeqCst) > commits_seen);
                     // …so its effect is visible to a fresh snapshot.
@@ -180,7 +171,7 @@ fn damaged_data_fails_one_operation_not_its_batch<S: Store>(store: S) -> StoreRe
     ) -> Result<R, CommitError> {
         r.blocking_recv().unwrap_or(Err(CommitError::NotRun))
     }
-    let fail = |e: CommitError| StoreError::Engine(e.to_string());
+    let fail = |e: CommitError| StoreError::Io(std::io::Error::other(e));
     block(first).map_err(fail)?;
     let a = block(a).map_err(fail)?;
     let c = block(c).map_err(fail)?;
@@ -201,7 +192,9 @@ fn damaged_data_fails_one_operation_not_its_batch<S: Store>(store: S) -> StoreRe
     assert_eq!(stats.failed_batches.load(Ordering::SeqCst), 0);
     // Any other failure still fails the whole batch.
     let other = committer.execute(|_: &mut dyn WriteTxn, _, _| -> StoreResult<()> {
-        Err(StoreError::Engine("not about one record".into()))
+        Err(StoreError::Io(std::io::Error::other(
+            "not about one record",
+        )))
     });
     assert!(matches!(other, Err(CommitError::Store(_))));
     assert_eq!(stats.failed_batches.load(Ordering::SeqCst), 1);
@@ -375,7 +368,7 @@ fn a_revision_run_again_after_damaged_data_applies_in_full() -> StoreResult<()> 
         Some(Arc::clone(&engine)),
         MAX_BATCH,
     )?;
-    let fail = |e: CommitError| StoreError::Engine(e.to_string());
+    let fail = |e: CommitError| StoreError::Io(std::io::Error::other(e));
     // A live binding whose queue holds 300 bytes: 200 above the floor.
     writer
         .execute(|t: &mut dyn WriteTxn, now, _| {
@@ -453,7 +446,7 @@ fn a_conflict_runs_the_batch_again_a_bounded_number_of_times() -> StoreResult<()
             }
             Ok(deposit)
         })
-        .map_err(|e| StoreError::Engine(e.to_string()))?;
+        .map_err(|e| StoreError::Io(std::io::Error::other(e)))?;
     assert_eq!(runs.load(Ordering::SeqCst), 3);
     // The aborted attempts wrote nothing: one deposit, seq 1.
     assert_eq!(appended.seq, 1);

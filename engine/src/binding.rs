@@ -11,7 +11,7 @@ use crate::events::{Event, Tally};
 use crate::queue;
 use crate::table::{self, Guard, Input, State};
 use rltp_proofs::multikey::Rkid;
-use rltp_storage::{Binding, Due, Ms, Phase, ReadTxn, StoreResult, Tombstone, WriteTxn};
+use rltp_store::{Binding, Due, Ms, Phase, ReadTxn, StoreResult, Tombstone, WriteTxn};
 
 /// What the store holds for one `rkid`: its table state and the record
 /// behind it.
@@ -211,7 +211,7 @@ pub(crate) fn evict_over_bound(
         let held = held(txn, &rkid)?;
         let (_, next) = table::transition(held.state, Input::Eviction, Guard::Any);
         if next != State::Unbound {
-            return Err(rltp_storage::StoreError::Corrupt(format!(
+            return Err(rltp_store::StoreError::Corrupt(format!(
                 "tombstoned rkid {rkid} also holds a binding"
             )));
         }

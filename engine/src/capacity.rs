@@ -37,7 +37,7 @@
 //!   too, so a return outranks an arrival (§5a.9).
 
 use crate::config::Limits;
-use rltp_storage::Occupancy;
+use rltp_store::Occupancy;
 
 /// §4.4 guarantee 5: a queue's elastic bytes, `max(0, queue_bytes −
 /// floor)` (bytes).

@@ -21,7 +21,7 @@ use rltp_proofs::identity::CarrierId;
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::{CarrierProof, Purpose};
 use rltp_proofs::seal::{self, SealedEnvelope};
-use rltp_storage::{Challenge, Ms, Store, StoreError};
+use rltp_store::{Challenge, Ms, Store, StoreError};
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};
 

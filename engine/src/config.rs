@@ -93,7 +93,7 @@ impl EngineConfig {
     /// page of maximal envelopes (about 88 KiB each, §5) stays near 22 MiB;
     /// it equals `rltp_wire::MAX_CONCLUDE_IDS`, so one conclude settles one
     /// page.
-    pub const DEFAULT_MAX_COLLECT: usize = 256;
+    pub const DEFAULT_MAX_COLLECT: usize = rltp_wire::MAX_CONCLUDE_IDS;
 
     /// The same configuration with a different collect page size (≥ 1).
     pub fn with_max_collect(mut self, max_collect: usize) -> EngineConfig {

@@ -26,7 +26,7 @@ use crate::events::Tally;
 use crate::queue;
 use crate::table::{self, Guard, Input, State};
 use rltp_proofs::multikey::Rkid;
-use rltp_storage::{
+use rltp_store::{
     Binding, Departure, DepositId, Due, Ms, Phase, ReadTxn, StoreResult, Tombstone, WriteTxn,
 };
 use rltp_wire::DepositStatus;
@@ -36,7 +36,7 @@ use rltp_wire::DepositStatus;
 /// each into `events`.
 ///
 /// # Errors
-/// A [`rltp_storage::StoreError`]; the whole batch is then dropped.
+/// A [`rltp_store::StoreError`]; the whole batch is then dropped.
 pub fn apply_due(
     txn: &mut dyn WriteTxn,
     now: Ms,
@@ -119,7 +119,7 @@ pub fn state_at(
 /// Whether `rkid` is held (`live`/`closing`) at `now` (§4.4 guarantee 4).
 ///
 /// # Errors
-/// A [`rltp_storage::StoreError`] from the read.
+/// A [`rltp_store::StoreError`] from the read.
 pub(crate) fn held_at<R: ReadTxn + ?Sized>(
     read: &R,
     rkid: &Rkid,
@@ -147,7 +147,7 @@ pub(crate) fn held_at<R: ReadTxn + ?Sized>(
 /// - otherwise `unknown`.
 ///
 /// # Errors
-/// A [`rltp_storage::StoreError`] from the read.
+/// A [`rltp_store::StoreError`] from the read.
 pub(crate) fn status<R: ReadTxn + ?Sized>(
     read: &R,
     rkid: &Rkid,

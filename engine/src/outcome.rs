@@ -3,7 +3,7 @@
 //! verdicts.
 
 use rltp_proofs::{DepositId, Ms};
-use rltp_storage::StoreError;
+use rltp_store::StoreError;
 use rltp_wire::verdict::Verdict;
 use std::sync::Arc;
 
@@ -33,7 +33,7 @@ pub struct Collected {
 
 /// A served `collect` (§5a.8) as the writer decided it: the page's held
 /// deposits in admission order, their envelope bytes still to be read and
-/// checked outside the writer ([`rltp_storage::DeferredBytes::read`]), so
+/// checked outside the writer ([`rltp_store::DeferredBytes::read`]), so
 /// that a drain does not serialize on reading pages. A deposit whose bytes
 /// fail their check is quarantined in the writer, which judges them again
 /// ([`crate::Engine::quarantine_if_damaged`]); the rest of the page is
@@ -42,7 +42,7 @@ pub struct Collected {
 pub struct CollectPage {
     /// Up to the requested page size, in admission order, each with where
     /// its bytes are.
-    pub deposits: Vec<(rltp_storage::Deposit, rltp_storage::DeferredBytes)>,
+    pub deposits: Vec<(rltp_store::Deposit, rltp_store::DeferredBytes)>,
     /// Whether more deposits follow the last one returned.
     pub more: bool,
 }

@@ -10,7 +10,7 @@ use crate::capacity::elastic_delta;
 use crate::config::EngineConstants;
 use crate::events::{Event, Tally};
 use rltp_proofs::multikey::Rkid;
-use rltp_storage::{
+use rltp_store::{
     Departure, DepartureRecord, Deposit, DepositId, Due, Ms, ReadTxn, StoreResult, WriteTxn,
 };
 
@@ -126,9 +126,8 @@ pub(crate) fn give_up_all(
     c: &EngineConstants,
     events: &mut Tally,
 ) -> StoreResult<()> {
-    const PAGE: usize = 256;
     loop {
-        let page = txn.deposits(rkid, None, PAGE)?;
+        let page = txn.deposits(rkid, None, crate::EngineConfig::DEFAULT_MAX_COLLECT)?;
         if page.is_empty() {
             return Ok(());
         }
@@ -139,7 +138,7 @@ pub(crate) fn give_up_all(
         if !progressed {
             // A listed deposit that cannot be removed: report instead of
             // looping forever.
-            return Err(rltp_storage::StoreError::Corrupt(format!(
+            return Err(rltp_store::StoreError::Corrupt(format!(
                 "queue {rkid} lists deposits that cannot be removed"
             )));
         }

@@ -28,7 +28,7 @@ use rltp_proofs::Ms;
 use rltp_proofs::identity::CarrierId;
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::{self, CarrierProof, Purpose};
-use rltp_storage::{Store, StoreResult, WriteTxn};
+use rltp_store::{Store, StoreResult, WriteTxn};
 use rltp_wire::Verdict;
 
 /// Which operation a proof is presented to; its `purpose` must match.
@@ -146,7 +146,7 @@ pub fn r3_possession<S: Store + ?Sized>(
 /// [`crate::capacity`]). Else `registration-refused(capacity)`, retriable.
 ///
 /// # Errors
-/// A [`rltp_storage::StoreError`] from the occupancy read.
+/// A [`rltp_store::StoreError`] from the occupancy read.
 pub(crate) fn r4_capacity(
     engine: &Engine,
     txn: &dyn WriteTxn,
@@ -173,7 +173,7 @@ pub(crate) fn r4_capacity(
 /// `rebound`, or `refused(stale-generation)` carrying `g` or `t`).
 ///
 /// # Errors
-/// A [`rltp_storage::StoreError`] from the writes.
+/// A [`rltp_store::StoreError`] from the writes.
 pub(crate) fn r5_state_table(
     engine: &Engine,
     txn: &mut dyn WriteTxn,
@@ -263,7 +263,7 @@ impl Engine {
     /// only after the commit is durable.
     ///
     /// # Errors
-    /// A [`rltp_storage::StoreError`]: nothing of the transaction may be
+    /// A [`rltp_store::StoreError`]: nothing of the transaction may be
     /// committed, and the caller answers `unavailable`.
     pub fn register(
         &self,

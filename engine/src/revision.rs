@@ -10,7 +10,7 @@ use crate::outcome::EngineError;
 use crate::state::Engine;
 use rltp_proofs::Ms;
 use rltp_proofs::multikey::Rkid;
-use rltp_storage::{DeclarationRecord, Due, Phase, StoreResult, WriteTxn};
+use rltp_store::{DeclarationRecord, Due, Phase, StoreResult, WriteTxn};
 use std::collections::BTreeSet;
 
 impl Engine {
@@ -33,7 +33,7 @@ impl Engine {
     /// rollback (state kept, constants unchanged).
     ///
     /// # Errors
-    /// A [`rltp_storage::StoreError`].
+    /// A [`rltp_store::StoreError`].
     pub fn apply_constants(
         &self,
         txn: &mut dyn WriteTxn,

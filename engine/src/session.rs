@@ -15,7 +15,7 @@ use crate::state::Engine;
 use crate::table::{self, Outcome, State};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::{DepositId, Ms};
-use rltp_storage::{Binding, Departure, ReadTxn, StoreError, StoreResult, WriteTxn};
+use rltp_store::{Binding, Departure, ReadTxn, StoreError, StoreResult, WriteTxn};
 use rltp_wire::Verdict;
 use std::collections::BTreeSet;
 
@@ -75,7 +75,7 @@ impl Engine {
     /// Another principal's valid proof is `refused(no-such-queue)`.
     ///
     /// # Errors
-    /// A [`rltp_storage::StoreError`] (answered `unavailable`).
+    /// A [`rltp_store::StoreError`] (answered `unavailable`).
     pub fn collect(
         &self,
         txn: &mut dyn WriteTxn,
@@ -160,7 +160,7 @@ impl Engine {
     /// before everything the snapshot sees is durable.
     ///
     /// # Errors
-    /// A [`rltp_storage::StoreError`] other than damaged bytes.
+    /// A [`rltp_store::StoreError`] other than damaged bytes.
     pub fn watch_page<R: ReadTxn + ?Sized>(
         &self,
         read: &R,
@@ -203,7 +203,7 @@ impl Engine {
     /// the bytes again.
     ///
     /// # Errors
-    /// A [`rltp_storage::StoreError`] other than damaged bytes.
+    /// A [`rltp_store::StoreError`] other than damaged bytes.
     pub fn quarantine_if_damaged(
         &self,
         txn: &mut dyn WriteTxn,
@@ -235,7 +235,7 @@ impl Engine {
     /// (`accepted` must never name a deposit a crash could take back).
     ///
     /// # Errors
-    /// A [`rltp_storage::StoreError`] from the read.
+    /// A [`rltp_store::StoreError`] from the read.
     pub fn status<R: ReadTxn + ?Sized>(
         &self,
         read: &R,

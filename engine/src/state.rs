@@ -33,7 +33,7 @@ use rltp_proofs::envelope::MAX_ENVELOPE_BYTES;
 use rltp_proofs::identity::CarrierId;
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
-use rltp_storage::{Store, StoreResult, WriteTxn};
+use rltp_store::{Store, StoreResult, WriteTxn};
 use rltp_wire::Verdict;
 use std::sync::{Arc, PoisonError, RwLock};
 
@@ -153,7 +153,7 @@ impl Engine {
     /// on the state as of its instant.
     ///
     /// # Errors
-    /// A [`rltp_storage::StoreError`]; the transaction is then dropped.
+    /// A [`rltp_store::StoreError`]; the transaction is then dropped.
     pub fn prelude(&self, txn: &mut dyn WriteTxn, now: Ms, events: &mut Tally) -> StoreResult<()> {
         horizon::apply_due(txn, now, &self.constants(), events)
     }
@@ -210,7 +210,7 @@ impl Engine {
     /// nothing per key outlives its use (§5a.5).
     ///
     /// # Errors
-    /// A [`rltp_storage::StoreError`] from the challenge purge.
+    /// A [`rltp_store::StoreError`] from the challenge purge.
     pub fn housekeeping<S: Store + ?Sized>(&self, store: &S, now: Ms) -> StoreResult<()> {
         store.purge_challenges(now)?;
         self.meter.retain_recent();

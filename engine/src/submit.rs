@@ -21,7 +21,7 @@ use crate::state::Engine;
 use rltp_proofs::envelope::passes_shape;
 use rltp_proofs::multikey::{Rkid, RkidText};
 use rltp_proofs::{DepositId, Ms};
-use rltp_storage::{StoreError, StoreResult, WriteTxn};
+use rltp_store::{StoreError, StoreResult, WriteTxn};
 use rltp_wire::SubmitVerdict;
 
 /// A submission as the caller's thread prepared it ([`Engine::screen`]):
@@ -64,7 +64,7 @@ pub enum Identity {
 /// `refused(no-such-queue)`.
 ///
 /// # Errors
-/// A [`rltp_storage::StoreError`] from the read.
+/// A [`rltp_store::StoreError`] from the read.
 pub fn s1_queue_lookup(txn: &dyn WriteTxn, rkid: &Rkid) -> StoreResult<Result<(), SubmitVerdict>> {
     Ok(match txn.holds_binding(rkid)? {
         true => Ok(()),
@@ -96,7 +96,7 @@ pub fn s2_shape_and_size(
 /// `queue`) and this submission is judged as a new deposit.
 ///
 /// # Errors
-/// A [`rltp_storage::StoreError`] other than damaged bytes.
+/// A [`rltp_store::StoreError`] other than damaged bytes.
 pub fn s3_byte_identity(
     engine: &Engine,
     txn: &mut dyn WriteTxn,
@@ -127,7 +127,7 @@ pub fn s3_byte_identity(
 /// `refused(admission-resource)`, retriable.
 ///
 /// # Errors
-/// A [`rltp_storage::StoreError`] from the occupancy read.
+/// A [`rltp_store::StoreError`] from the occupancy read.
 pub fn s4_metering(
     engine: &Engine,
     txn: &dyn WriteTxn,
@@ -150,7 +150,7 @@ pub fn s4_metering(
 /// within `max-queue-bytes`. Else `refused(queue-saturated)`, retriable.
 ///
 /// # Errors
-/// A [`rltp_storage::StoreError`] from the read.
+/// A [`rltp_store::StoreError`] from the read.
 pub fn s5_queue_bound(
     engine: &Engine,
     txn: &dyn WriteTxn,
@@ -173,7 +173,7 @@ pub fn s5_queue_bound(
 /// capacity (§4.4 guarantee 2). Else `refused(capacity)`, retriable.
 ///
 /// # Errors
-/// A [`rltp_storage::StoreError`] from the reads.
+/// A [`rltp_store::StoreError`] from the reads.
 pub fn s6_global_capacity(
     engine: &Engine,
     txn: &dyn WriteTxn,
@@ -216,7 +216,7 @@ impl Engine {
     /// after the transaction is durable.
     ///
     /// # Errors
-    /// A [`rltp_storage::StoreError`]: nothing was admitted, and it is not
+    /// A [`rltp_store::StoreError`]: nothing was admitted, and it is not
     /// a verdict (the caller answers `unavailable`, never
     /// `refused(capacity)`).
     pub fn submit(
@@ -264,7 +264,7 @@ impl Engine {
     /// transaction) and changes nothing.
     ///
     /// # Errors
-    /// A [`rltp_storage::StoreError`] from the read.
+    /// A [`rltp_store::StoreError`] from the read.
     pub fn submit_unread(&self, txn: &dyn WriteTxn, rkid: &Rkid) -> StoreResult<SubmitVerdict> {
         Ok(match s1_queue_lookup(txn, rkid)? {
             Err(verdict) => verdict,

@@ -51,9 +51,8 @@
 
 use crate::fs::StoreFile;
 use crate::log_store::{LogStore, is_store_file};
-use crate::redb_store::{
-    Importer, IntegrityReport, RedbStore, StoreId, parse_segment_file_name, segment_file_name,
-};
+use crate::redb_store::{Importer, RedbStore, parse_segment_file_name, segment_file_name};
+use crate::store_id::{IntegrityReport, StoreId};
 use crate::{Ms, Occupancy, ReadTxn, StoreError, StoreResult};
 use sha2::{Digest as _, Sha256};
 use std::fs::OpenOptions;
@@ -64,7 +63,7 @@ use std::sync::Arc;
 /// The first 8 bytes of every archive.
 pub const MAGIC: [u8; 8] = *b"RLTPBAK1";
 /// The store's directory inside a data directory (and an archive).
-pub const STORE_DIR: &str = "store";
+pub use crate::store_id::STORE_DIR;
 /// The archive format name written in the manifest.
 pub const FORMAT: &str = "rltp-backup/1";
 
@@ -527,6 +526,41 @@ pub fn scan(input: impl Read) -> Result<ArchiveSummary, BackupError> {
     read_archive(input, None)
 }
 
+/// A row record after its tag: table name, key, value.
+fn read_row(r: &mut impl Read) -> Result<(String, Vec<u8>, Vec<u8>), BackupError> {
+    let name_len = read_array::<1>(r)?[0];
+    if name_len == 0 || name_len > MAX_TABLE_NAME {
+        return Err(format_error(format!("table name of {name_len} bytes")));
+    }
+    let name = String::from_utf8(read_vec(r, usize::from(name_len))?)
+        .map_err(|_| format_error("table name is not UTF-8"))?;
+    let key_len = u32::from_be_bytes(read_array(r)?);
+    if key_len > MAX_KEY {
+        return Err(format_error(format!("key of {key_len} bytes")));
+    }
+    let key = read_vec(r, key_len as usize)?;
+    let value_len = u32::from_be_bytes(read_array(r)?);
+    if value_len > MAX_VALUE {
+        return Err(format_error(format!("value of {value_len} bytes")));
+    }
+    let value = read_vec(r, value_len as usize)?;
+    Ok((name, key, value))
+}
+
+/// A file record's header after its tag: path (checked), mode, length.
+fn read_file_header(r: &mut impl Read) -> Result<(String, u32, u64), BackupError> {
+    let path_len = u16::from_be_bytes(read_array(r)?);
+    if path_len > MAX_PATH {
+        return Err(format_error(format!("path of {path_len} bytes")));
+    }
+    let path = String::from_utf8(read_vec(r, usize::from(path_len))?)
+        .map_err(|_| format_error("path is not UTF-8"))?;
+    check_path(&path, true)?;
+    let mode = u32::from_be_bytes(read_array(r)?) & 0o777;
+    let len = u64::from_be_bytes(read_array(r)?);
+    Ok((path, mode, len))
+}
+
 fn read_archive(input: impl Read, dest: Option<&Path>) -> Result<ArchiveSummary, BackupError> {
     let store_dir = dest.map(|d| d.join(STORE_DIR));
     if let (Some(dest), Some(store_dir)) = (dest, &store_dir) {
@@ -557,22 +591,7 @@ fn read_archive(input: impl Read, dest: Option<&Path>) -> Result<ArchiveSummary,
     loop {
         match read_array::<1>(&mut r)?[0] {
             TAG_ROW => {
-                let name_len = read_array::<1>(&mut r)?[0];
-                if name_len == 0 || name_len > MAX_TABLE_NAME {
-                    return Err(format_error(format!("table name of {name_len} bytes")));
-                }
-                let name = String::from_utf8(read_vec(&mut r, usize::from(name_len))?)
-                    .map_err(|_| format_error("table name is not UTF-8"))?;
-                let key_len = u32::from_be_bytes(read_array(&mut r)?);
-                if key_len > MAX_KEY {
-                    return Err(format_error(format!("key of {key_len} bytes")));
-                }
-                let key = read_vec(&mut r, key_len as usize)?;
-                let value_len = u32::from_be_bytes(read_array(&mut r)?);
-                if value_len > MAX_VALUE {
-                    return Err(format_error(format!("value of {value_len} bytes")));
-                }
-                let value = read_vec(&mut r, value_len as usize)?;
+                let (name, key, value) = read_row(&mut r)?;
                 match importer.as_mut() {
                     None => return Err(format_error("a row after the files")),
                     Some(Some(importer)) => importer.row(&name, &key, &value)?,
@@ -584,15 +603,7 @@ fn read_archive(input: impl Read, dest: Option<&Path>) -> Result<ArchiveSummary,
                 if let Some(Some(done)) = importer.take() {
                     done.finish()?;
                 }
-                let path_len = u16::from_be_bytes(read_array(&mut r)?);
-                if path_len > MAX_PATH {
-                    return Err(format_error(format!("path of {path_len} bytes")));
-                }
-                let path = String::from_utf8(read_vec(&mut r, usize::from(path_len))?)
-                    .map_err(|_| format_error("path is not UTF-8"))?;
-                check_path(&path, true)?;
-                let mode = u32::from_be_bytes(read_array(&mut r)?) & 0o777;
-                let len = u64::from_be_bytes(read_array(&mut r)?);
+                let (path, mode, len) = read_file_header(&mut r)?;
                 match dest {
                     Some(dest) => {
                         let target = path.split('/').fold(dest.to_path_buf(), |p, c| p.join(c));
@@ -691,7 +702,10 @@ fn write_unpacked(
 /// [`BackupError::Store`] from the integrity check,
 /// [`BackupError::Mismatch`] if the counts differ from the manifest.
 pub fn check_unpacked(dest: &Path, manifest: &Manifest) -> Result<IntegrityReport, BackupError> {
-    check_counts(&mut LogStore::open(store_path(dest))?, manifest)
+    check_counts(
+        &mut LogStore::open(store_path(dest)).map_err(StoreError::from)?,
+        manifest,
+    )
 }
 
 /// What a restore needs of the checked store.
@@ -716,7 +730,7 @@ pub fn prepare_restore(
     manifest: &Manifest,
     floor: u64,
 ) -> Result<Restorable, BackupError> {
-    let mut store = LogStore::open(store_path(dest))?;
+    let mut store = LogStore::open(store_path(dest)).map_err(StoreError::from)?;
     store.raise_seq_floor(floor)?;
     let report = check_counts(&mut store, manifest)?;
     Ok(Restorable {

@@ -5,11 +5,11 @@
 //! lost by that, but the message names neither the file nor the way back.
 //! [`contain`] runs a step that may meet damaged pages (opening the store,
 //! the integrity check), turns such a panic into
-//! [`StoreError::Damaged`] naming what was being done, and keeps the
+//! [`OpenError::Damaged`] naming what was being done, and keeps the
 //! panic's default report (message and backtrace) off stderr while it
 //! runs: the error says it all.
 
-use crate::{StoreError, StoreResult};
+use crate::OpenError;
 use std::cell::Cell;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Once;
@@ -34,12 +34,15 @@ fn install_hook() {
     });
 }
 
-/// Runs `step`; a panic inside it becomes [`StoreError::Damaged`]
-/// (`what`: what was being done, for the message).
+/// Runs `step`; a panic inside it becomes [`OpenError::Damaged`]
+/// (`what`: what was being done, for the message), as `step`'s error type.
 ///
 /// # Errors
 /// `step`'s own errors, and the contained panic.
-pub(crate) fn contain<R>(what: &str, step: impl FnOnce() -> StoreResult<R>) -> StoreResult<R> {
+pub(crate) fn contain<R, E: From<OpenError>>(
+    what: &str,
+    step: impl FnOnce() -> Result<R, E>,
+) -> Result<R, E> {
     install_hook();
     let outer = CONTAINED.with(|c| c.replace(true));
     let result = panic::catch_unwind(AssertUnwindSafe(step));
@@ -50,16 +53,18 @@ pub(crate) fn contain<R>(what: &str, step: impl FnOnce() -> StoreResult<R>) -> S
             .map(|s| (*s).to_owned())
             .or_else(|| payload.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "no message".to_owned());
-        Err(StoreError::Damaged(format!(
+        Err(OpenError::Damaged(format!(
             "{what}: the storage engine stopped on damaged data ({message}); \
              the index file is damaged"
-        )))
+        ))
+        .into())
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::StoreResult;
 
     #[test]
     #[allow(clippy::panic)]
@@ -73,6 +78,6 @@ mod tests {
                 && message.contains("entered unreachable code"),
             "{message}"
         );
-        assert!(matches!(contain("ok", || Ok(5)), Ok(5)));
+        assert!(matches!(contain("ok", || StoreResult::Ok(5)), Ok(5)));
     }
 }

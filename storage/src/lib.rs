@@ -1,185 +1,57 @@
-//! # rltp-storage: the carrier's durable state behind one `Store` trait
+//! # rltp-storage: the carrier's store backends
 //!
-//! What a carrier must never lose (§4.4, §5a.3, §5a.8, §5a.9): bindings,
-//! binding tombstones with their eviction order, per-queue deposits in
-//! admission order, the byte-identity index of held deposits, the due-time
-//! index that drives the horizons, departure records for the sender status
-//! path, byte occupancy, and declaration revisions.
+//! The backends behind `rltp-store`'s [`Store`] traits (re-exported here,
+//! so that `rltp_storage::Store`, `rltp_storage::mem::MemStore` and the
+//! model keep their paths):
+//! - [`log_store`], the embedded default: the queue data a log, its
+//!   indexes in memory, redb for the bindings;
+//! - [`redb_store`], the previous embedded store, kept for comparison and
+//!   as the layout [`log_store`] upgrades from;
+//! - `postgres` (feature `postgres`), the store many carrier nodes share.
 //!
-//! The trait is free of storage-engine types so that a second, distributed
-//! backend can implement it. The embedded default is [`log_store`] (the
-//! queue data a log, its indexes in memory, redb for the bindings);
-//! [`redb_store`] is the previous embedded store, kept for comparison and
-//! as the layout [`log_store`] upgrades from.
+//! ## Layout (one mechanism per file)
+//! | path | what |
+//! |---|---|
+//! | `log_store/` | the log store: `mod.rs` (the store, commit order), `write.rs`, `read.rs`, `record.rs` (the log's record format), `recovery.rs` (open: every file accounted for, then the replay), `snapshot.rs`, `housekeeping.rs`, `integrity.rs`, `migrate.rs` (the upgrade from the redb layout), `backup.rs`, `kill.rs`, and `index/` (the in-memory index: records, slab, hashes, queues, queue list, deposits, departures, due, undo, history, check, load) |
+//! | `redb_store/` | the legacy redb-layout store, kept for the upgrade path and comparison: open, log, replay, txn, check, compact, backup, `oplog.rs` (its record format) |
+//! | `schema/` | the redb tables both layouts keep, their keys and codecs, the `Tables` view, the queries, both layouts' format numbers |
+//! | `store_id.rs` | a store's identity, its index file and data-dir names, `inspect`, `store_in_use` |
+//! | `failure.rs` | error helpers (each keeps its source), the fatal log-sync failure |
+//! | `log_sync.rs` | how far an embedded log is durable, and the one way it is synced |
+//! | `segment.rs`, `cursor.rs`, `fs.rs`, `fault_fs.rs`, `contain.rs` | the segment writer, the record-body cursor, the file layer and the simulated disk, panic containment |
+//! | `postgres/` | the PostgreSQL store |
+//! | `backup.rs` | the backup archive (both embedded layouts) |
+//!
+//! Only `log_store/migrate.rs` and `backup.rs` reach into `redb_store/`.
 //!
 //! What this crate does **not** do: it decides nothing about requests (the
-//! rules are `rltp-engine`'s, which drives the store through these traits),
+//! rules are `rltp-engine`'s, which drives the store through the traits),
 //! runs no thread of its own for writes and reads no clock (the carrier's
 //! group-commit writer sequences write transactions and hands every
-//! instant in), and has no async runtime.
-//!
-//! ## Transactions and durability
-//! A [`WriteTxn`] is one atomic unit: the engine runs its whole decision
-//! (a check-and-commit, §4.4 "every decision … is atomic") inside one, so
-//! every mutation it makes is linearizable. [`Store::commit`] makes a write
-//! transaction durable (fsync) before it returns; nothing is answered to a
-//! caller before that. Group commit — many operations in one write
-//! transaction, one fsync — is done above this crate, by the carrier's
-//! group-commit writer (`rltp_carrier::writer`), which drives the store
-//! through [`Store::begin_write`], [`Store::commit_deferred`] and
-//! [`Store::sync`]: the store's durability primitives.
-//!
-//! ## Live challenges
-//! Challenges (§5a.3) are held by the store too ([`Store::issue_challenge`],
-//! [`Store::take_challenge`]), because a distributed backend must share them
-//! between nodes. The embedded store keeps them in memory only: a restart
-//! forgets every live challenge, which is indistinguishable from all of
-//! them expiring, and can never let a consumed challenge be accepted twice.
+//! instant in); only the PostgreSQL store runs an async runtime, inside.
 
 pub mod backup;
-pub mod challenges;
 mod contain;
+mod cursor;
+mod failure;
 pub mod fault_fs;
 pub mod fs;
 pub mod log_store;
-pub mod mem;
-pub mod model;
-mod oplog;
+mod log_sync;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod redb_store;
+mod schema;
 mod segment;
+pub mod store_id;
 
-pub use model::*;
-use rltp_proofs::multikey::Rkid;
+pub use rltp_store::*;
 
-/// Why the store could not complete an operation. None of them is a
-/// verdict about a request: the engine changes nothing and answers the
-/// retriable transport-level `unavailable` (`PROTOCOL.md` §6), never a
-/// capacity refusal; a [`StoreError::Corrupt`] record met by an operation
-/// is quarantined instead (`rltp_carrier` engine, `queue::quarantine`).
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum StoreError {
-    /// An I/O error from the file system (disk full included).
-    #[error("storage i/o error: {0}")]
-    Io(#[from] std::io::Error),
-    /// The storage engine reported an error.
-    #[error("storage engine error: {0}")]
-    Engine(String),
-    /// The database aborted the transaction as a serialization failure
-    /// or a deadlock (SQLSTATE 40001, 40P01): nothing of it was written,
-    /// and running it again may succeed (the writer does, a bounded number
-    /// of times).
-    #[error("storage conflict, nothing written: {0}")]
-    Conflict(String),
-    /// Stored bytes failed an integrity check (never silently repaired).
-    #[error("stored data is corrupt: {0}")]
-    Corrupt(String),
-    /// The store is shutting down or its writer has stopped.
-    #[error("store is closed")]
-    Closed,
-    /// The store's files are missing, empty, inconsistent with each other
-    /// or with the data dir, or its engine failed on damaged pages: it was
-    /// not opened and nothing was written. The way back is a restore from
-    /// a backup (`deploy/OPERATIONS.md`, "damaged data dir").
-    #[error("the store is damaged: {0}")]
-    Damaged(String),
-}
-
-/// Result alias for store operations.
-pub type StoreResult<T> = Result<T, StoreError>;
-
-/// A live challenge (§5a.3): 32 random bytes bound to an `rkid` and a
-/// purpose, valid until `expires_at`. For `register`/`rebind` it also holds
-/// the address challenge that was sealed to the `rkid`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Challenge {
-    /// The queue the challenge was issued for.
-    pub rkid: Rkid,
-    /// The purpose it was issued for.
-    pub purpose: rltp_proofs::proof::Purpose,
-    /// The principal challenge (the lookup key).
-    pub principal_challenge: [u8; 32],
-    /// The address challenge sealed to `rkid` (register/rebind only).
-    pub address_challenge: Option<[u8; 32]>,
-    /// Expiry instant: issue time + `challenge-lifetime` (ms).
-    pub expires_at: Ms,
-}
-
-/// What a transaction committed with [`Store::commit_deferred`] still
-/// waits for before it is durable (opaque; default: nothing).
-#[derive(Debug, Default)]
-pub struct PendingSync {
-    /// The file to `fdatasync` (`None`: durable already).
-    pub(crate) file: Option<std::sync::Arc<dyn fs::StoreFile>>,
-    /// Segment and offset the transaction's log record ends at.
-    pub(crate) segment: u64,
-    pub(crate) end: u64,
-}
-
-/// Envelope bytes handed out by [`ReadTxn::deposit_bytes_deferred`].
-pub struct DeferredBytes(Deferred);
-
-enum Deferred {
-    Ready(StoreResult<Vec<u8>>),
-    At {
-        file: std::sync::Arc<dyn fs::StoreFile>,
-        offset: u64,
-        len: u32,
-        id: DepositId,
-        what: String,
-    },
-}
-
-impl DeferredBytes {
-    /// Bytes already read (or the error reading them gave).
-    pub fn ready(bytes: StoreResult<Vec<u8>>) -> DeferredBytes {
-        DeferredBytes(Deferred::Ready(bytes))
-    }
-
-    /// `len` bytes at `offset` of `file`, which must hash to `id`; `what`
-    /// names the deposit in an error.
-    pub(crate) fn at(
-        file: std::sync::Arc<dyn fs::StoreFile>,
-        offset: u64,
-        len: u32,
-        id: DepositId,
-        what: String,
-    ) -> DeferredBytes {
-        DeferredBytes(Deferred::At {
-            file,
-            offset,
-            len,
-            id,
-            what,
-        })
-    }
-
-    /// Reads the bytes and checks them against the deposit's id.
-    ///
-    /// # Errors
-    /// [`StoreError::Corrupt`] for bytes that are not the ones the id
-    /// names (or a file cut short); [`StoreError::Io`] otherwise.
-    pub fn read(self) -> StoreResult<Vec<u8>> {
-        match self.0 {
-            Deferred::Ready(bytes) => bytes,
-            Deferred::At {
-                file,
-                offset,
-                len,
-                id,
-                what,
-            } => read_checked(&*file, offset, len, &id, &what),
-        }
-    }
-}
-
-impl std::fmt::Debug for DeferredBytes {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("DeferredBytes")
-    }
-}
+/// Deposits one background maintenance step of an embedded store examines
+/// ([`Store::maintenance_step`]: a bounded compaction step, one short
+/// write transaction serialized with the writer).
+pub(crate) const MAINTENANCE_SCAN: usize = 4_096;
+pub use store_id::{INDEX_FILE, Inspection, IntegrityReport, StoreId, store_in_use};
 
 /// Reads `len` bytes at `offset` of `file` and checks that they hash to
 /// `id`: a file cut short or other bytes are [`StoreError::Corrupt`]
@@ -206,323 +78,3 @@ pub(crate) fn read_checked(
     }
     Ok(bytes)
 }
-
-/// Read access to the carrier state (a consistent snapshot, or the
-/// current state inside a write transaction).
-pub trait ReadTxn {
-    /// The held binding of `rkid`, if `live` or `closing`.
-    fn binding(&self, rkid: &Rkid) -> StoreResult<Option<Binding>>;
-    /// The tombstone of `rkid`, if `released`.
-    fn tombstone(&self, rkid: &Rkid) -> StoreResult<Option<Tombstone>>;
-    /// The first tombstone in eviction order (longest-released, ties by
-    /// ascending key bytes).
-    fn oldest_tombstone(&self) -> StoreResult<Option<(Rkid, Tombstone)>>;
-    /// Up to `limit` held deposits of `rkid` with `seq > after`, in
-    /// admission order.
-    fn deposits(&self, rkid: &Rkid, after: Option<u64>, limit: usize) -> StoreResult<Vec<Deposit>>;
-    /// The held deposit of `rkid` with this id (the byte-identity index).
-    fn deposit_by_id(&self, rkid: &Rkid, id: &DepositId) -> StoreResult<Option<Deposit>>;
-    /// The envelope bytes of a held deposit.
-    fn deposit_bytes(&self, rkid: &Rkid, deposit: &Deposit) -> StoreResult<Vec<u8>>;
-    /// The envelope bytes of a held deposit, to be read (and checked)
-    /// after this transaction ended: a collect reads its page outside the
-    /// group-commit writer. What [`DeferredBytes::read`] returns is what
-    /// [`ReadTxn::deposit_bytes`] would have returned here (a damaged
-    /// deposit is [`StoreError::Corrupt`] then). The default reads them
-    /// now; the log store hands out where they are.
-    fn deposit_bytes_deferred(&self, rkid: &Rkid, deposit: &Deposit) -> DeferredBytes {
-        DeferredBytes::ready(self.deposit_bytes(rkid, deposit))
-    }
-    /// Whether `rkid` holds a binding (§5a.5 s1): the same as
-    /// `binding(rkid)?.is_some()`, which is the default; the log store
-    /// answers it from memory, so that a submission reads no B-tree.
-    fn holds_binding(&self, rkid: &Rkid) -> StoreResult<bool> {
-        Ok(self.binding(rkid)?.is_some())
-    }
-    /// Bytes held by the queue of `rkid`.
-    fn queue_bytes(&self, rkid: &Rkid) -> StoreResult<u64>;
-    /// The global counters.
-    fn occupancy(&self) -> StoreResult<Occupancy>;
-    /// The departure record of a deposit that left `rkid`'s queue.
-    fn departure(&self, rkid: &Rkid, id: &DepositId) -> StoreResult<Option<DepartureRecord>>;
-    /// Up to `limit` due entries with instant ≤ `upto`, earliest first.
-    fn due(&self, upto: Ms, limit: usize) -> StoreResult<Vec<(Ms, Due)>>;
-    /// The earliest due instant, if any (for the sweeper's next wake-up).
-    fn next_due(&self) -> StoreResult<Option<Ms>>;
-    /// The current declaration revision.
-    fn declaration(&self) -> StoreResult<Option<DeclarationRecord>>;
-    /// Deposits quarantined so far ([`WriteTxn::quarantine`]), a count.
-    fn quarantined(&self) -> StoreResult<u64>;
-
-    /// Held bindings by phase, counts only (metrics and the operator page;
-    /// nothing per principal or per `rkid` leaves this call). The default
-    /// reads the due index — every held binding has an orphan-expiry
-    /// (live) or a deadline (closing) entry there — and looks each one up:
-    /// O(due entries). The embedded store overrides it with a scan of its
-    /// bindings: O(bindings).
-    ///
-    /// # Errors
-    /// [`StoreError`] if the reads fail.
-    fn binding_phases(&self) -> StoreResult<BindingPhases> {
-        let mut seen = std::collections::BTreeSet::new();
-        let mut phases = BindingPhases::default();
-        for (_, due) in self.due(Ms::MAX, usize::MAX)? {
-            let (Due::OrphanExpiry(rkid) | Due::Deadline(rkid)) = due else {
-                continue;
-            };
-            if !seen.insert(rkid) {
-                continue;
-            }
-            match self.binding(&rkid)?.map(|b| b.phase) {
-                Some(Phase::Live) => phases.live += 1,
-                Some(Phase::Closing { .. }) => phases.closing += 1,
-                None => {}
-            }
-        }
-        Ok(phases)
-    }
-}
-
-/// Held bindings by phase (§5a.3 `live`, `closing`), counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct BindingPhases {
-    /// Bindings in `live`.
-    pub live: u64,
-    /// Bindings in `closing` (wind-up begun, deadline pending).
-    pub closing: u64,
-}
-
-/// A write transaction: everything it does becomes durable together at
-/// [`Store::commit`], or not at all.
-pub trait WriteTxn: ReadTxn {
-    /// Installs or replaces the binding of `rkid`.
-    fn put_binding(&mut self, rkid: &Rkid, binding: &Binding) -> StoreResult<()>;
-    /// Removes the binding of `rkid`.
-    fn remove_binding(&mut self, rkid: &Rkid) -> StoreResult<Option<Binding>>;
-    /// Installs the tombstone of `rkid`.
-    fn put_tombstone(&mut self, rkid: &Rkid, tombstone: &Tombstone) -> StoreResult<()>;
-    /// Removes the tombstone of `rkid` (consumption or eviction).
-    fn remove_tombstone(&mut self, rkid: &Rkid) -> StoreResult<Option<Tombstone>>;
-    /// Appends `bytes` to the queue of `rkid` in admission order and
-    /// indexes its identity `id`, which must be [`DepositId::of`] the bytes
-    /// (the caller has it already: s3 looked it up); returns the stored
-    /// metadata. Occupancy grows by `bytes.len()`. Every read of the bytes
-    /// checks them against `id`, so a wrong one surfaces as
-    /// [`StoreError::Corrupt`], never as wrong bytes.
-    fn append_identified(
-        &mut self,
-        rkid: &Rkid,
-        bytes: &[u8],
-        id: &DepositId,
-        admitted_at: Ms,
-        give_up_at: Ms,
-    ) -> StoreResult<Deposit>;
-    /// [`WriteTxn::append_identified`], hashing the id here.
-    fn append_deposit(
-        &mut self,
-        rkid: &Rkid,
-        bytes: &[u8],
-        admitted_at: Ms,
-        give_up_at: Ms,
-    ) -> StoreResult<Deposit> {
-        self.append_identified(rkid, bytes, &DepositId::of(bytes), admitted_at, give_up_at)
-    }
-    /// Removes a held deposit (conclusion or give-up only) and its identity
-    /// entry; occupancy shrinks by its length.
-    fn remove_deposit(&mut self, rkid: &Rkid, seq: u64) -> StoreResult<Option<Deposit>>;
-    /// Records how a deposit left its queue, for the status path.
-    fn put_departure(
-        &mut self,
-        rkid: &Rkid,
-        id: &DepositId,
-        record: &DepartureRecord,
-    ) -> StoreResult<()>;
-    /// Drops a departure record.
-    fn remove_departure(&mut self, rkid: &Rkid, id: &DepositId) -> StoreResult<()>;
-    /// Adds an entry to the due-time index.
-    fn schedule(&mut self, at: Ms, due: &Due) -> StoreResult<()>;
-    /// Removes an entry from the due-time index (no-op if absent).
-    fn unschedule(&mut self, at: Ms, due: &Due) -> StoreResult<()>;
-    /// Adjusts the engine-maintained elastic occupancy (guarantee 5).
-    fn add_elastic_bytes(&mut self, delta: i64) -> StoreResult<()>;
-    /// Stores a declaration revision.
-    fn put_declaration(&mut self, record: &DeclarationRecord) -> StoreResult<()>;
-    /// A hint before the operations of a batch run: they will look up
-    /// these queues (their binding, tombstone and counters) and, where an
-    /// id is given, these deposits by id. A store whose reads are round
-    /// trips (PostgreSQL) reads them all at once; answers are the same
-    /// either way. Default: nothing.
-    ///
-    /// # Errors
-    /// [`StoreError`] if the reads fail (the batch then fails as a whole).
-    fn prefetch(&mut self, keys: &[(Rkid, Option<DepositId>)]) -> StoreResult<()> {
-        let _ = keys;
-        Ok(())
-    }
-    /// Records that held deposit `deposit` of `rkid` was found damaged at
-    /// `at` (`reason`: the failed check): a quarantine record the operator
-    /// can read back ([`ReadTxn::quarantined`], the embedded store's
-    /// integrity check names each). The caller then gives the deposit up
-    /// (engine, `queue::quarantine`); this call removes nothing.
-    fn quarantine(
-        &mut self,
-        rkid: &Rkid,
-        deposit: &Deposit,
-        at: Ms,
-        reason: &str,
-    ) -> StoreResult<()>;
-}
-
-/// A carrier store. Implementations are shared between threads; write
-/// transactions are serialized by the caller (one writer: the carrier's
-/// group-commit writer, `rltp_carrier::writer`).
-pub trait Store: Send + Sync + 'static {
-    /// The read snapshot type.
-    type Read<'a>: ReadTxn
-    where
-        Self: 'a;
-    /// The write transaction type.
-    type Write<'a>: WriteTxn
-    where
-        Self: 'a;
-
-    /// A consistent read snapshot.
-    ///
-    /// # Errors
-    /// [`StoreError`] if the snapshot cannot be opened.
-    fn read(&self) -> StoreResult<Self::Read<'_>>;
-    /// Begins a write transaction. Only one may be open at a time.
-    ///
-    /// # Errors
-    /// [`StoreError`] if it cannot be opened.
-    fn begin_write(&self) -> StoreResult<Self::Write<'_>>;
-    /// Makes `txn` durable: envelope bytes first, then the metadata that
-    /// references them, each fsync'd, before returning.
-    ///
-    /// # Errors
-    /// [`StoreError`]; on error nothing of `txn` may be assumed durable,
-    /// and nothing of it is visible.
-    fn commit(&self, txn: Self::Write<'_>) -> StoreResult<()>;
-    /// Commits `txn` so that it is visible, and returns what its
-    /// durability still waits for, for [`Store::sync`]: the pipelined group
-    /// commit of the carrier's writer (`rltp_carrier::writer`) builds the next batch while this
-    /// one's fsync runs. Nobody may be told of `txn`'s effects before
-    /// `sync` returned `Ok` for it. Default: [`Store::commit`] (durable on
-    /// return, nothing left to wait for).
-    ///
-    /// # Errors
-    /// As [`Store::commit`].
-    fn commit_deferred(&self, txn: Self::Write<'_>) -> StoreResult<PendingSync> {
-        self.commit(txn).map(|()| PendingSync::default())
-    }
-    /// Waits until the transaction `pending` came from is durable (and
-    /// with it every transaction committed before it).
-    ///
-    /// # Errors
-    /// [`StoreError`] if it cannot be made durable (the embedded store
-    /// never returns: a failed `fdatasync` stops the process, see
-    /// `redb_store`). Default: `Ok`.
-    fn sync(&self, pending: PendingSync) -> StoreResult<()> {
-        let _ = pending;
-        Ok(())
-    }
-    /// Makes everything visible now durable (for a reader about to answer
-    /// from a snapshot; usually the syncer has done it already).
-    ///
-    /// # Errors
-    /// As [`Store::sync`]. Default: `Ok`.
-    fn sync_visible(&self) -> StoreResult<()> {
-        Ok(())
-    }
-    /// Told by the group-commit writer that a batch failed (an operation,
-    /// the prelude, the commit or `begin_write` returned an error), before
-    /// the next batch. A store whose storage engine latches an I/O failure
-    /// recovers here, so that one error never wedges the carrier: the
-    /// embedded store reopens its database before its next write
-    /// transaction (`redb_store` module docs). Default: nothing.
-    fn after_failure(&self) {}
-
-    /// Stores a live challenge (§5a.3).
-    ///
-    /// # Errors
-    /// [`StoreError`] if it cannot be recorded.
-    fn issue_challenge(&self, challenge: Challenge) -> StoreResult<()>;
-    /// Removes and returns the challenge keyed by `principal_challenge`,
-    /// expired or not (the first response consumes it, before any
-    /// verification, and nothing restores it).
-    ///
-    /// # Errors
-    /// [`StoreError`] if the lookup fails.
-    fn take_challenge(&self, principal_challenge: &[u8; 32]) -> StoreResult<Option<Challenge>>;
-    /// Drops challenges that expired at or before `now`; returns how many.
-    ///
-    /// # Errors
-    /// [`StoreError`] if the sweep fails.
-    fn purge_challenges(&self, now: Ms) -> StoreResult<usize>;
-    /// Live challenges held (for the no-leak checks of issue 6).
-    fn challenge_count(&self) -> usize;
-
-    /// One bounded step of background maintenance (for the embedded store:
-    /// compacting sparse segments so their space comes back), run by the
-    /// server's sweeper between batches — never a pause: a step is one
-    /// short write transaction serialized with the writer. Default: none.
-    ///
-    /// # Errors
-    /// [`StoreError`] if the step fails; nothing of it is then durable.
-    fn maintenance_step(&self) -> StoreResult<()> {
-        Ok(())
-    }
-
-    /// Installs `hook`, told the `rkid` of every queue that another
-    /// carrier node sharing this store admitted a deposit to, so this
-    /// node's watch sessions of that queue are pushed it at once (the
-    /// PostgreSQL store's LISTEN/NOTIFY). A store only one node writes has
-    /// no others: the default ignores it. Sessions re-read on their own
-    /// timer too, so a store that cannot notify still delivers.
-    fn on_remote_admission(&self, hook: AdmissionHook) {
-        let _ = hook;
-    }
-
-    /// What the store takes on disk and in memory, how much of its log
-    /// still holds deposits, and how old its oldest deposit is (the
-    /// operator's view of store growth: `/metrics`, `admin store`). Read
-    /// at one moment without the writer, so a figure may include a write
-    /// transaction in progress. Default: nothing known.
-    ///
-    /// # Errors
-    /// [`StoreError`] if the files or the database cannot be read.
-    fn size(&self) -> StoreResult<StoreSize> {
-        Ok(StoreSize::default())
-    }
-}
-
-/// A store's size ([`Store::size`]); `None` where a store has no such
-/// thing or cannot tell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct StoreSize {
-    /// Bytes of every file of the store (log segments, including
-    /// preallocated ones, snapshots, redb), or the database's size.
-    pub disk_bytes: Option<u64>,
-    /// Bytes of the log's segment files.
-    pub log_bytes: Option<u64>,
-    /// Of those, bytes of held deposits' envelopes: `log_bytes −
-    /// live_bytes` is what compaction and reclaiming can give back (plus
-    /// record headers, other records and preallocated space).
-    pub live_bytes: Option<u64>,
-    /// Log segment files.
-    pub segments: Option<u64>,
-    /// Sealed segments sparse enough to be compacted (compaction's
-    /// backlog; 0 once it has caught up).
-    pub compactable_segments: Option<u64>,
-    /// Bytes of snapshot files.
-    pub snapshot_bytes: Option<u64>,
-    /// Bytes the in-memory index holds (an estimate).
-    pub index_bytes: Option<u64>,
-    /// When the oldest held deposit was admitted (ms), `None` with none
-    /// held (or unknown).
-    pub oldest_deposit_at: Option<Ms>,
-}
-
-/// A callback told the `rkid` of a queue another node admitted to
-/// ([`Store::on_remote_admission`]).
-pub type AdmissionHook = std::sync::Arc<dyn Fn(&Rkid) + Send + Sync>;

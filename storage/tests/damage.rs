@@ -1,6 +1,6 @@
 //! A store knows its own files (issue 13): what opening does with a store
 //! directory that lost or mixed up some of them. Every case is refused
-//! with [`StoreError::Damaged`] naming what is wrong, and leaves every file
+//! with [`OpenError::Damaged`] naming what is wrong, and leaves every file
 //! it found exactly as it was: a fresh store never truncates or reuses a
 //! segment file.
 
@@ -10,7 +10,9 @@ mod common;
 
 use common::*;
 use rltp_storage::redb_store::{RedbOptions, RedbStore, StoreId};
-use rltp_storage::{DepositId, ReadTxn, Store, StoreError, StoreResult, WriteTxn};
+use rltp_storage::{
+    DepositId, OpenError, OpenResult, ReadTxn, Store, StoreError, StoreResult, WriteTxn,
+};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -61,9 +63,9 @@ fn populated(dir: &Path) -> StoreResult<StoreId> {
     Ok(store.store_id())
 }
 
-fn damaged(result: StoreResult<RedbStore>) -> String {
+fn damaged(result: OpenResult<RedbStore>) -> String {
     match result {
-        Err(StoreError::Damaged(message)) => message,
+        Err(OpenError::Damaged(message)) => message,
         Err(other) => panic!("expected Damaged, got {other}"),
         Ok(_) => panic!("expected Damaged, the store opened"),
     }

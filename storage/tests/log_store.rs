@@ -1,6 +1,6 @@
 //! The log store knows its own files (issue 13's rules, issue 15's layout):
 //! what opening does with a store directory that lost, damaged or mixed up
-//! some of them — each refused with `StoreError::Damaged` naming what is
+//! some of them — each refused with `OpenError::Damaged` naming what is
 //! wrong, every file left as it was — and the upgrade from the redb store's
 //! layout, crash images of it included. Also: restart from a snapshot plus
 //! the log tail, the seq floor, the store id, quarantine, reclaiming.
@@ -14,7 +14,8 @@ use rltp_storage::fault_fs::{FaultFs, Rng};
 use rltp_storage::log_store::{LogOptions, LogStore};
 use rltp_storage::redb_store::{RedbStore, StoreId};
 use rltp_storage::{
-    Departure, DepartureRecord, DepositId, Due, ReadTxn, Store, StoreError, StoreResult, WriteTxn,
+    Departure, DepartureRecord, DepositId, Due, OpenError, OpenResult, ReadTxn, Store, StoreError,
+    StoreResult, WriteTxn,
 };
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -82,9 +83,9 @@ fn everything(r: &impl ReadTxn) -> StoreResult<Dump> {
     dump(r, &[rkid(1), rkid(2)], &[DepositId([5; 32])])
 }
 
-fn damaged(result: StoreResult<LogStore>) -> String {
+fn damaged(result: OpenResult<LogStore>) -> String {
     match result {
-        Err(StoreError::Damaged(message)) => message,
+        Err(OpenError::Damaged(message)) => message,
         Err(other) => panic!("expected Damaged, got {other}"),
         Ok(_) => panic!("expected Damaged, the store opened"),
     }
@@ -540,7 +541,9 @@ fn the_redb_layout_is_upgraded_and_an_older_binary_refuses_the_result() -> Store
         0
     );
     match RedbStore::open(dir.path()) {
-        Err(StoreError::Corrupt(message)) => assert!(message.contains("format"), "{message}"),
+        Err(OpenError::Store(StoreError::Corrupt(message))) => {
+            assert!(message.contains("format"), "{message}")
+        }
         other => panic!("expected a refusal, got {other:?}"),
     }
     let mut again = LogStore::open_with(dir.path(), quiet())?;

@@ -330,7 +330,7 @@ impl Postgres<'_> {
         let mut options = PgOptions::new(self.cluster.conninfo());
         // A window of two due entries: reads past its end are exercised.
         options.due_read_ahead = 2;
-        PgStore::open(options)
+        Ok(PgStore::open(options)?)
     }
 }
 

@@ -95,7 +95,7 @@ pub fn open_offline(data_dir: &Path) -> Result<LogStore, AdminError> {
     if store_in_use(&dir) {
         return Err(AdminError::InUse(dir));
     }
-    Ok(LogStore::open(&dir)?)
+    Ok(LogStore::open(&dir).map_err(rltp_storage::StoreError::from)?)
 }
 
 /// A finished backup.

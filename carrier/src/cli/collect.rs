@@ -86,8 +86,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// Deposits asked for per collect page (the carrier's page bound).
-pub const PAGE: u32 = 256;
+/// Deposits asked for per collect page (the carrier's default page,
+/// `rltp_engine::EngineConfig::DEFAULT_MAX_COLLECT`: the wire's conclude
+/// bound, so one conclude settles one page).
+pub const PAGE: u32 = rltp_wire::MAX_CONCLUDE_IDS as u32;
 /// Most deposits one conclusion request names (the wire profile's bound).
 pub const CONCLUDE_BATCH: usize = rltp_wire::MAX_CONCLUDE_IDS;
 /// A watch concludes what it holds once the stream has been quiet this long.

@@ -260,7 +260,8 @@ fn check_postgres(config: &Config, known: Option<StoreId>) -> Result<Finding, Se
         .ok_or_else(|| config_error("store.postgres", "is required"))?
         .options()
         .map_err(|e| ServerError::Config(e.to_string()))?;
-    let checked = rltp_storage::postgres::PgStore::check(&options)?;
+    let checked =
+        rltp_storage::postgres::PgStore::check(&options).map_err(rltp_storage::StoreError::from)?;
     super::check_held_declaration(
         checked.declaration.as_ref(),
         &config.data_dir,

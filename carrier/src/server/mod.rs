@@ -83,7 +83,7 @@ use rltp_proofs::multikey::DidKey;
 use rltp_storage::log_store::{LogOptions, LogStore};
 use rltp_storage::postgres::PgStore;
 use rltp_storage::redb_store::StoreId;
-use rltp_storage::{Store, StoreError};
+use rltp_storage::{OpenError, Store, StoreError};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -228,12 +228,12 @@ impl Server<LogStore> {
                 source: std::io::Error::other(e),
             })?
             .map_err(|e| match e {
-                StoreError::Damaged(what) => ServerError::Lineage(lineage::LineageError::Damaged {
+                OpenError::Damaged(what) => ServerError::Lineage(lineage::LineageError::Damaged {
                     dir: data_dir.clone(),
                     what,
                     way_back: lineage::RESTORE.into(),
                 }),
-                other => ServerError::Store(other),
+                other => ServerError::Store(other.into()),
             })?;
         let store_id = store.store_id();
         if life == lineage::Life::Adopt {
@@ -320,7 +320,8 @@ impl Server<PgStore> {
             .map_err(|e| ServerError::Io {
                 what: "opening the database".into(),
                 source: std::io::Error::other(e),
-            })??;
+            })?
+            .map_err(StoreError::from)?;
         let store_id = StoreId(store.store_id());
         let refuse = |what: String, way_back: &str| {
             ServerError::Lineage(lineage::LineageError::Damaged {

@@ -12,8 +12,8 @@
 //! crash is finished at the next open (`recovery.rs`, step 5).
 
 use super::{Inner, LogStore, record, snapshot};
+use crate::failure::{corrupt, lock};
 use crate::fs::{Open, StoreFile};
-use crate::redb_store::{corrupt, lock};
 use crate::{Store as _, StoreError, StoreResult};
 use rltp_proofs::multikey::Rkid;
 use std::sync::Arc;
@@ -178,7 +178,7 @@ pub(super) fn reclaim(inner: &Inner) {
     // before the segment goes — else a power cut would bring the deposit
     // back (its removal lost) with its bytes deleted. One `fdatasync`
     // here makes everything visible (so everything counted) durable.
-    inner.sync_visible();
+    inner.log.sync_visible();
     let mut removed = 0;
     for id in drained {
         lock(&inner.files).remove(&id);
@@ -285,7 +285,7 @@ fn move_deposit(
     seq: u64,
     bytes: &[u8],
 ) -> StoreResult<()> {
-    let len = u32::try_from(bytes.len()).map_err(|_| corrupt("deposit over 4 GiB"))?;
+    let len = crate::deposit_len(bytes)?;
     let end = w.log(&[
         &[record::tag::MOVE],
         rkid.as_bytes(),

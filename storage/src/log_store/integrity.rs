@@ -13,9 +13,9 @@
 use super::index::Index;
 use super::recovery::{self, Apply};
 use super::{Inner, record};
-use crate::redb_store::{
-    self as rs, BINDINGS, EVICTION, IntegrityReport, TOMBSTONES, Tables as _, corrupt, engine,
-};
+use crate::failure::{corrupt, db_error};
+use crate::schema::{self as rs, BINDINGS, EVICTION, TOMBSTONES, Tables as _};
+use crate::store_id::IntegrityReport;
 use crate::{StoreError, StoreResult};
 use redb::ReadableDatabase;
 use rltp_proofs::multikey::Rkid;
@@ -51,6 +51,14 @@ pub(super) fn check(inner: &Inner) -> StoreResult<IntegrityReport> {
         )));
     }
     let mut report = IntegrityReport::default();
+    check_redb(inner, &ix, &mut report)?;
+    check_files(inner, &ix, &mut report)?;
+    Ok(report)
+}
+
+/// redb's own check, then bindings, tombstones and their eviction entries
+/// against the index's flags and counts.
+fn check_redb(inner: &Inner, ix: &Index, report: &mut IntegrityReport) -> StoreResult<()> {
     // redb.
     {
         let mut slot = inner
@@ -60,13 +68,13 @@ pub(super) fn check(inner: &Inner) -> StoreResult<IntegrityReport> {
         let db = slot
             .as_mut()
             .and_then(std::sync::Arc::get_mut)
-            .ok_or_else(|| StoreError::Engine("the database is in use or reopening".into()))?;
-        if !db.check_integrity().map_err(engine)? {
+            .ok_or_else(|| StoreError::Unavailable("the database is in use or reopening"))?;
+        if !db.check_integrity().map_err(db_error)? {
             return Err(corrupt("redb integrity check had to repair the file"));
         }
     }
     let db = inner.db()?;
-    let txn = db.begin_read().map_err(engine)?;
+    let txn = db.begin_read().map_err(db_error)?;
     let mut bound = HashSet::new();
     txn.scan(BINDINGS, (Bound::Unbounded, Bound::Unbounded), |k, v| {
         rs::decode_binding(v)?;
@@ -124,6 +132,12 @@ pub(super) fn check(inner: &Inner) -> StoreResult<IntegrityReport> {
             o.bindings, o.tombstones, report.bindings, report.tombstones
         )));
     }
+    Ok(())
+}
+
+/// Every file in `log/` and `snap/` a segment or a snapshot; every held
+/// deposit's segment present and its bytes read back.
+fn check_files(inner: &Inner, ix: &Index, report: &mut IntegrityReport) -> StoreResult<()> {
     // Files and bytes.
     let fs = &*inner.options.fs;
     let mut present = HashSet::new();
@@ -167,7 +181,7 @@ pub(super) fn check(inner: &Inner) -> StoreResult<IntegrityReport> {
             value,
         )?);
     }
-    Ok(report)
+    Ok(())
 }
 
 /// Makes everything committed durable (the syncer may lag a few batches).

@@ -23,14 +23,16 @@
 //!    takes a snapshot soon after.
 
 use super::record::{self, SEGMENT_HEADER, SegmentHeader, tag};
-use super::{FORMAT, LogOptions, META_COUNTS, META_LEGACY};
+use super::{FORMAT, LogOptions};
+use crate::failure::{corrupt, db_error};
 use crate::fs::{Open, StoreFile, StoreFs};
-use crate::redb_store::{
+use crate::redb_store::{RedbOptions, RedbStore};
+use crate::schema::{
     self as rs, DEPARTURES, DEPOSITS, DUE, IDENTITY, META, META_ACTIVE, META_APPLIED, META_FORMAT,
-    META_NEXT_SEGMENT, META_OCCUPANCY, QUARANTINE, QUEUES, RedbOptions, RedbStore, SEGMENT_GC,
-    SEGMENTS, corrupt, engine,
+    META_NEXT_SEGMENT, META_OCCUPANCY, QUARANTINE, QUEUES, SEGMENT_GC, SEGMENTS,
 };
-use crate::{ReadTxn as _, StoreResult};
+use crate::schema::{META_COUNTS, META_LEGACY};
+use crate::{Occupancy, ReadTxn as _, StoreResult};
 use redb::Durability;
 use std::collections::HashMap;
 use std::path::Path;
@@ -52,19 +54,7 @@ pub(super) fn upgrade(dir: &Path, options: &LogOptions) -> StoreResult<()> {
         },
     )?;
     let store_id = old.store_id();
-    // An upgrade cut short left these; nothing else writes there.
-    let mut first = 1;
-    for name in fs.list(&log_dir)? {
-        if let Some(id) = record::parse_segment_name(&name) {
-            first = first.max(id + 1);
-        }
-        fs.remove_file(&log_dir.join(name))?;
-    }
-    for name in fs.list(&snap_dir)? {
-        fs.remove_file(&snap_dir.join(name))?;
-    }
-    fs.sync_dir(&log_dir)?;
-    fs.sync_dir(&snap_dir)?;
+    let first = clear_leftovers(fs, &log_dir, &snap_dir)?;
     let mut log = Writer::new(fs, &log_dir, store_id.0, first, options.segment_bytes)?;
     let snapshot = old.snapshot()?;
     let occupancy = snapshot.read().occupancy()?;
@@ -130,17 +120,54 @@ pub(super) fn upgrade(dir: &Path, options: &LogOptions) -> StoreResult<()> {
     let end = log.finish()?;
     drop(snapshot);
     drop(old);
-    // The switch: one durable transaction.
+    switch(dir, options, end, &occupancy)?;
+    tracing::warn!(
+        dir = %dir.display(),
+        deposits = occupancy.deposits,
+        bindings = occupancy.bindings,
+        "upgraded the store to the log store's layout"
+    );
+    Ok(())
+}
+
+/// Removes what an upgrade cut short left in `log/` and `snap/` (nothing
+/// else writes there); returns the first segment id free for the log.
+fn clear_leftovers(fs: &dyn StoreFs, log_dir: &Path, snap_dir: &Path) -> StoreResult<u64> {
+    let mut first = 1;
+    for name in fs.list(log_dir)? {
+        if let Some(id) = record::parse_segment_name(&name) {
+            first = first.max(id + 1);
+        }
+        fs.remove_file(&log_dir.join(name))?;
+    }
+    for name in fs.list(snap_dir)? {
+        fs.remove_file(&snap_dir.join(name))?;
+    }
+    fs.sync_dir(log_dir)?;
+    fs.sync_dir(snap_dir)?;
+    Ok(first)
+}
+
+/// The switch to the log store's layout, in one durable transaction: the
+/// redb store's tables dropped, `meta` naming the log (format, `applied`
+/// at the log's `end`, the counts) and the legacy segments to delete.
+fn switch(
+    dir: &Path,
+    options: &LogOptions,
+    end: (u64, u64),
+    occupancy: &Occupancy,
+) -> StoreResult<()> {
+    let fs = &*options.fs;
     let db = rs::open_db(
         fs,
-        &dir.join(crate::redb_store::INDEX_FILE),
+        &dir.join(crate::store_id::INDEX_FILE),
         options.cache_bytes,
     )?;
     let mut txn = rs::begin(&db, true)?;
     for def in [
         DEPOSITS, IDENTITY, QUEUES, DEPARTURES, DUE, SEGMENTS, SEGMENT_GC, QUARANTINE,
     ] {
-        txn.delete_table(def).map_err(engine)?;
+        txn.delete_table(def).map_err(db_error)?;
     }
     for key in [META_OCCUPANCY, META_ACTIVE, META_NEXT_SEGMENT] {
         rs::del(&txn, META, key)?;
@@ -162,14 +189,9 @@ pub(super) fn upgrade(dir: &Path, options: &LogOptions) -> StoreResult<()> {
         ]),
     )?;
     rs::put(&txn, META, META_LEGACY, &[1])?;
-    txn.set_durability(Durability::Immediate).map_err(engine)?;
-    txn.commit().map_err(engine)?;
-    tracing::warn!(
-        dir = %dir.display(),
-        deposits = occupancy.deposits,
-        bindings = occupancy.bindings,
-        "upgraded the store to the log store's layout"
-    );
+    txn.set_durability(Durability::Immediate)
+        .map_err(db_error)?;
+    txn.commit().map_err(db_error)?;
     Ok(())
 }
 

@@ -39,43 +39,54 @@
 //! [`Store::maintenance_step`] compacts: it copies the last deposits of
 //! sparse segments into the active one so that those can go.
 
+mod backup;
 mod housekeeping;
 mod index;
 mod integrity;
+mod kill;
 mod migrate;
+mod read;
 mod record;
 mod recovery;
 mod snapshot;
+mod write;
+
+pub use backup::{LogBackup, is_store_file};
+pub(crate) use kill::kill_point;
+pub use kill::{KILL_POINTS, arm_kill_point};
+pub use read::LogRead;
+pub use write::LogWrite;
+use write::location;
 
 use self::index::{DepImage, Index};
 use self::record::{RECORD_HEADER, tag};
+use crate::OpenResult;
+use crate::failure::{Context, corrupt, db_error, lock};
 use crate::fs::{StoreFile, StoreFs};
-use crate::redb_store::{
-    self as rs, BINDINGS, EVICTION, META, META_DECLARATION, META_SEQ_FLOOR, StoreId, TOMBSTONES,
-    Tables as _, corrupt, engine, lock, query,
+use crate::log_sync::LogSync;
+use crate::schema::{
+    self as rs, BINDINGS, EVICTION, META, META_COUNTS, META_DECLARATION, META_SEQ_FLOOR,
+    TOMBSTONES, Tables as _, query,
 };
 use crate::segment::ActiveSegment;
+use crate::store_id::StoreId;
 use crate::{
-    Binding, Challenge, DeclarationRecord, DeferredBytes, DepartureRecord, Deposit, DepositId, Due,
-    Ms, Occupancy, PendingSync, ReadTxn, Store, StoreError, StoreResult, Tombstone, WriteTxn,
+    Binding, ChallengeTable, DeclarationRecord, DeferredBytes, DepartureRecord, Deposit, DepositId,
+    Due, Ms, Occupancy, PendingSync, ReadTxn, SeqFloor, Store, StoreError, StoreResult, Tombstone,
+    WriteTxn,
 };
 use redb::{Database, Durability, ReadTransaction, ReadableDatabase, WriteTransaction};
 use rltp_proofs::multikey::Rkid;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 pub use self::integrity::LogIntegrity;
-pub use crate::redb_store::IntegrityReport;
-
 /// The `meta` format of a log store (1 and 2 are the redb store's, which
 /// opening upgrades: `migrate.rs`).
-pub const FORMAT: u32 = 3;
-/// `meta` key: held bindings and tombstones (2 × u64).
-const META_COUNTS: &[u8] = b"counts";
-/// `meta` key: the redb store's `segments/` still to delete after an upgrade.
-const META_LEGACY: &[u8] = b"legacy_segments";
+pub use crate::schema::LOG_FORMAT as FORMAT;
+pub use crate::store_id::IntegrityReport;
 
 /// Tuning of a [`LogStore`].
 #[derive(Debug, Clone)]
@@ -183,11 +194,11 @@ pub(crate) struct Inner {
     /// Live snapshots by version.
     readers: Mutex<BTreeMap<u64, usize>>,
     files: Mutex<HashMap<u64, Arc<dyn StoreFile>>>,
-    durable: Mutex<(u64, u64)>,
-    visible: Mutex<PendingSync>,
+    /// How far the log is durable (deferred commits, [`Store::sync`]).
+    log: LogSync,
     store_id: StoreId,
-    seq_floor: AtomicU64,
-    challenges: crate::challenges::ChallengeTable,
+    seq_floor: SeqFloor,
+    challenges: ChallengeTable,
     house: Mutex<House>,
     house_wake: Condvar,
     opened: Mutex<OpenReport>,
@@ -236,16 +247,12 @@ pub(crate) struct WriterState {
     snapshot: Option<snapshot::Copy>,
 }
 
-fn damaged(what: impl Into<String>) -> StoreError {
-    StoreError::Damaged(what.into())
-}
-
 impl LogStore {
     /// Opens (or creates) the log store in `dir` with default options.
     ///
     /// # Errors
     /// As [`LogStore::open_with`].
-    pub fn open(dir: impl AsRef<Path>) -> StoreResult<LogStore> {
+    pub fn open(dir: impl AsRef<Path>) -> OpenResult<LogStore> {
         LogStore::open_with(dir, LogOptions::default())
     }
 
@@ -256,11 +263,12 @@ impl LogStore {
     /// log segment the recovery needs but cannot find, an index older or
     /// newer than its log, a file of another store, or a store of another
     /// id than [`LogOptions::expect_store_id`] is refused with
-    /// [`StoreError::Damaged`], and nothing is written.
+    /// [`crate::OpenError::Damaged`], and nothing is written.
     ///
     /// # Errors
-    /// [`StoreError::Damaged`] as above; I/O and engine errors.
-    pub fn open_with(dir: impl AsRef<Path>, options: LogOptions) -> StoreResult<LogStore> {
+    /// [`crate::OpenError::Damaged`] as above; I/O and engine errors
+    /// ([`crate::OpenError::Store`]).
+    pub fn open_with(dir: impl AsRef<Path>, options: LogOptions) -> OpenResult<LogStore> {
         let dir = dir.as_ref();
         let inner =
             crate::contain::contain(&format!("opening the store in {}", dir.display()), || {
@@ -287,7 +295,7 @@ impl LogStore {
 
     /// Every queue's next `seq` is above this (0 unless a restore raised it).
     pub fn seq_floor(&self) -> u64 {
-        self.inner.seq_floor.load(Ordering::SeqCst)
+        self.inner.seq_floor.get()
     }
 
     /// What the last open did.
@@ -317,11 +325,11 @@ impl LogStore {
     /// [`StoreError`] as for a commit.
     pub fn raise_seq_floor(&self, floor: u64) -> StoreResult<()> {
         let mut w = self.inner.begin()?;
-        let floor = floor.max(self.seq_floor());
+        let floor = self.inner.seq_floor.raised(floor);
         rs::put(w.redb()?, META, META_SEQ_FLOOR, &floor.to_be_bytes())?;
         w.force_durable = true;
         self.commit(w)?;
-        self.inner.seq_floor.store(floor, Ordering::SeqCst);
+        self.inner.seq_floor.set(floor);
         Ok(())
     }
 
@@ -426,7 +434,7 @@ impl Inner {
             .as_ref()
             .map(Arc::clone)
             .ok_or_else(|| {
-                StoreError::Engine("the database is being reopened after an i/o error".into())
+                StoreError::Unavailable("the database is being reopened after an i/o error")
             })
     }
 
@@ -441,34 +449,6 @@ impl Inner {
 
     fn publish_bounds(&self, state: &WriterState) {
         *lock(&self.bounds) = (state.snapshot_base, state.redb_applied);
-    }
-
-    /// `fdatasync`s the log up to `pending`, unless it is durable already;
-    /// a failed sync stops the process ([`rs::fatal_sync_failure`]).
-    fn sync(&self, pending: PendingSync) {
-        let Some(file) = pending.file else {
-            return;
-        };
-        let mut durable = lock(&self.durable);
-        if *durable >= (pending.segment, pending.end) {
-            return;
-        }
-        if let Err(error) = file.sync_data() {
-            rs::fatal_sync_failure(&error);
-        }
-        *durable = (pending.segment, pending.end);
-    }
-
-    /// Makes every transaction visible now durable.
-    pub(super) fn sync_visible(&self) {
-        let visible = {
-            let v = lock(&self.visible);
-            PendingSync {
-                file: v.file.clone(),
-                ..*v
-            }
-        };
-        self.sync(visible);
     }
 
     fn oldest_reader(&self) -> Option<u64> {
@@ -539,26 +519,20 @@ impl Inner {
             return DeferredBytes::ready(self.bytes(image, active));
         }
         match self.file(u64::from(image.seg)) {
-            Ok(file) => DeferredBytes::at(
-                file,
-                u64::from(image.off),
-                image.deposit.len,
-                image.deposit.id,
-                Inner::what(image.deposit.seq, image),
-            ),
+            Ok(file) => {
+                let (offset, d) = (u64::from(image.off), image.deposit);
+                let what = Inner::what(d.seq, image);
+                DeferredBytes::later(move || {
+                    crate::read_checked(&*file, offset, d.len, &d.id, &what)
+                })
+            }
             Err(e) => DeferredBytes::ready(Err(e)),
         }
     }
 
     /// `fdatasync`s the active segment (before a durable redb commit).
     fn sync_active(&self, state: &mut WriterState) -> StoreResult<()> {
-        let mut durable = lock(&self.durable);
-        state.active.flush()?;
-        if let Err(error) = state.active.sync() {
-            rs::fatal_sync_failure(&error);
-        }
-        *durable = (state.active.id, state.active.end());
-        Ok(())
+        self.log.sync_active(&mut state.active)
     }
 
     /// Writes the void header over a record that reached the file but did
@@ -573,7 +547,7 @@ impl Inner {
             let header = record::void_header(state.active.id, start, body);
             state.active.overwrite_in_file(start, &header)?;
             if let Err(error) = state.active.file.sync_data() {
-                rs::fatal_sync_failure(&error);
+                crate::failure::fatal_sync_failure(&error);
             }
         }
         state.void_pending = None;
@@ -593,8 +567,9 @@ impl Inner {
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         drop(slot.take());
-        let db = rs::open_db(&*self.options.fs, &self.db_path, self.options.cache_bytes)
-            .map_err(|e| engine(format!("reopening the database after a failure: {e}")))?;
+        let db = rs::open_db(&*self.options.fs, &self.db_path, self.options.cache_bytes).map_err(
+            |e| StoreError::Redb(Context::new("reopening the database after a failure", e)),
+        )?;
         *slot = Some(Arc::new(db));
         drop(slot);
         recovery::catch_up(self, state)?;
@@ -627,7 +602,7 @@ impl Inner {
         };
         file.write_all_at(&header.encode(), 0)?;
         if let Err(error) = file.sync_data() {
-            rs::fatal_sync_failure(&error);
+            crate::failure::fatal_sync_failure(&error);
         }
         kill_point("rotate-header");
         lock(&self.files).insert(id, Arc::clone(&file));
@@ -701,11 +676,7 @@ impl Inner {
         if logged > 0 || w.redb.is_some() {
             // Before the commit makes it visible: a reader that sees it
             // finds its sync here.
-            *lock(&self.visible) = PendingSync {
-                file: Some(Arc::clone(&w.state.active.file)),
-                segment,
-                end,
-            };
+            self.log.set_visible(&w.state.active.file, segment, end);
         }
         {
             let mut ix = self.index_write();
@@ -722,10 +693,10 @@ impl Inner {
                 } else {
                     Durability::None
                 };
-                txn.set_durability(durability).map_err(engine)?;
+                txn.set_durability(durability).map_err(db_error)?;
                 if let Err(e) = txn.commit() {
                     self.db_failed.store(true, Ordering::SeqCst);
-                    return Err(engine(e));
+                    return Err(db_error(e));
                 }
             }
             let readers = lock(&self.readers);
@@ -752,450 +723,10 @@ impl Inner {
             }
         }
         if logged == 0 || checkpoint {
-            return Ok(PendingSync::default());
+            return Ok(PendingSync::durable());
         }
-        Ok(PendingSync {
-            file: Some(Arc::clone(&w.state.active.file)),
-            segment,
-            end,
-        })
+        Ok(LogSync::pending(&w.state.active.file, segment, end))
     }
-}
-
-// ---------------------------------------------------------------------------
-// Read snapshots
-// ---------------------------------------------------------------------------
-
-/// A read snapshot of a [`LogStore`]: the in-memory index at its version
-/// (later changes taken back, `index.rs`) and a redb read transaction of
-/// the same commit.
-pub struct LogRead<'a> {
-    store: &'a Inner,
-    version: u64,
-    redb: ReadTransaction,
-}
-
-impl Drop for LogRead<'_> {
-    fn drop(&mut self) {
-        let mut readers = lock(&self.store.readers);
-        if let Some(count) = readers.get_mut(&self.version) {
-            *count -= 1;
-            if *count == 0 {
-                readers.remove(&self.version);
-            }
-        }
-    }
-}
-
-impl LogRead<'_> {
-    fn with_view<R>(&self, f: impl FnOnce(&index::View<'_>) -> R) -> R {
-        let ix = self.store.index_read();
-        let view = ix.view(self.version);
-        f(&view)
-    }
-}
-
-fn deposits_of(images: Vec<DepImage>) -> Vec<Deposit> {
-    images.into_iter().map(|i| i.deposit).collect()
-}
-
-impl ReadTxn for LogRead<'_> {
-    fn binding(&self, rkid: &Rkid) -> StoreResult<Option<Binding>> {
-        query::binding(&self.redb, rkid)
-    }
-    fn tombstone(&self, rkid: &Rkid) -> StoreResult<Option<Tombstone>> {
-        query::tombstone(&self.redb, rkid)
-    }
-    fn oldest_tombstone(&self) -> StoreResult<Option<(Rkid, Tombstone)>> {
-        query::oldest_tombstone(&self.redb)
-    }
-    fn deposits(&self, rkid: &Rkid, after: Option<u64>, limit: usize) -> StoreResult<Vec<Deposit>> {
-        Ok(deposits_of(
-            self.with_view(|v| v.deposits(rkid, after, limit)),
-        ))
-    }
-    fn deposit_by_id(&self, rkid: &Rkid, id: &DepositId) -> StoreResult<Option<Deposit>> {
-        Ok(self
-            .with_view(|v| v.deposit_by_id(rkid, id))
-            .map(|i| i.deposit))
-    }
-    fn deposit_bytes(&self, rkid: &Rkid, deposit: &Deposit) -> StoreResult<Vec<u8>> {
-        match self.with_view(|v| v.deposit(rkid, deposit.seq)) {
-            Some(image) => self.store.bytes(&image, None),
-            _ => Err(corrupt(format!("no bytes for deposit {}", deposit.seq))),
-        }
-    }
-    fn deposit_bytes_deferred(&self, rkid: &Rkid, deposit: &Deposit) -> DeferredBytes {
-        match self.with_view(|v| v.deposit(rkid, deposit.seq)) {
-            Some(image) => self.store.deferred(&image, None),
-            _ => DeferredBytes::ready(Err(corrupt(format!(
-                "no bytes for deposit {}",
-                deposit.seq
-            )))),
-        }
-    }
-    fn holds_binding(&self, rkid: &Rkid) -> StoreResult<bool> {
-        Ok(query::binding(&self.redb, rkid)?.is_some())
-    }
-    fn queue_bytes(&self, rkid: &Rkid) -> StoreResult<u64> {
-        Ok(self.with_view(|v| v.queue(rkid).bytes))
-    }
-    fn occupancy(&self) -> StoreResult<Occupancy> {
-        Ok(self.with_view(|v| v.occupancy()))
-    }
-    fn departure(&self, rkid: &Rkid, id: &DepositId) -> StoreResult<Option<DepartureRecord>> {
-        Ok(self.with_view(|v| v.departure(rkid, id)))
-    }
-    fn due(&self, upto: Ms, limit: usize) -> StoreResult<Vec<(Ms, Due)>> {
-        Ok(self.with_view(|v| v.due(upto, limit)))
-    }
-    fn next_due(&self) -> StoreResult<Option<Ms>> {
-        Ok(self
-            .with_view(|v| v.due(Ms::MAX, 1))
-            .first()
-            .map(|(at, _)| *at))
-    }
-    fn declaration(&self) -> StoreResult<Option<DeclarationRecord>> {
-        query::declaration(&self.redb)
-    }
-    fn quarantined(&self) -> StoreResult<u64> {
-        Ok(self.with_view(|v| v.quarantined()))
-    }
-    fn binding_phases(&self) -> StoreResult<crate::BindingPhases> {
-        rs::binding_phases(&self.redb)
-    }
-}
-
-// ---------------------------------------------------------------------------
-// Write transactions
-// ---------------------------------------------------------------------------
-
-/// A write transaction of a [`LogStore`]: holds the writer gate; dropping
-/// it without [`Store::commit`] takes everything it did back.
-pub struct LogWrite<'a> {
-    store: &'a Inner,
-    state: MutexGuard<'a, WriterState>,
-    redb: Option<WriteTransaction>,
-    /// The record: its offset and the CRC of its body so far.
-    record: Option<(u64, crc32fast::Hasher)>,
-    ops: u64,
-    redb_ops: u64,
-    committed: bool,
-    force_durable: bool,
-}
-
-impl Drop for LogWrite<'_> {
-    fn drop(&mut self) {
-        if self.committed {
-            return;
-        }
-        self.store.index_write().rollback();
-        if let Some((start, _)) = self.record.take()
-            && self.state.active.written() > start
-        {
-            self.state.void_pending = Some((start, self.state.active.written()));
-        }
-        self.state.active.abandon();
-        if self.state.void_pending.is_some() {
-            let _ = self.store.void_if_pending(&mut self.state);
-        }
-    }
-}
-
-impl LogWrite<'_> {
-    /// The redb write transaction, begun on first use.
-    fn redb(&mut self) -> StoreResult<&WriteTransaction> {
-        if self.redb.is_none() {
-            let db = self.store.db()?;
-            self.redb = Some(rs::begin(&db, true)?);
-        }
-        self.redb.as_ref().ok_or(StoreError::Closed)
-    }
-
-    /// Appends one operation to this transaction's record; returns the
-    /// segment offset just past it.
-    fn log(&mut self, parts: &[&[u8]]) -> StoreResult<u64> {
-        let active = &mut self.state.active;
-        let (_, crc) = match &mut self.record {
-            Some(record) => record,
-            record @ None => {
-                let start = active.append(&[0u8; RECORD_HEADER])?;
-                record.insert((start, crc32fast::Hasher::new()))
-            }
-        };
-        for part in parts {
-            crc.update(part);
-            active.append(part)?;
-        }
-        self.ops += 1;
-        Ok(active.end())
-    }
-
-    fn ix(&self) -> RwLockWriteGuard<'_, Index> {
-        self.store.index_write()
-    }
-
-    fn image(&self, rkid: &Rkid, seq: u64) -> Option<DepImage> {
-        let ix = self.store.index_read();
-        let qid = ix.queue(rkid)?;
-        ix.find_seq(qid, seq).map(|s| ix.deps.get(s).image())
-    }
-}
-
-impl ReadTxn for LogWrite<'_> {
-    fn binding(&self, rkid: &Rkid) -> StoreResult<Option<Binding>> {
-        match &self.redb {
-            Some(txn) => query::binding(txn, rkid),
-            None => query::binding(&self.store.db()?.begin_read().map_err(engine)?, rkid),
-        }
-    }
-    fn tombstone(&self, rkid: &Rkid) -> StoreResult<Option<Tombstone>> {
-        match &self.redb {
-            Some(txn) => query::tombstone(txn, rkid),
-            None => query::tombstone(&self.store.db()?.begin_read().map_err(engine)?, rkid),
-        }
-    }
-    fn oldest_tombstone(&self) -> StoreResult<Option<(Rkid, Tombstone)>> {
-        match &self.redb {
-            Some(txn) => query::oldest_tombstone(txn),
-            None => query::oldest_tombstone(&self.store.db()?.begin_read().map_err(engine)?),
-        }
-    }
-    fn deposits(&self, rkid: &Rkid, after: Option<u64>, limit: usize) -> StoreResult<Vec<Deposit>> {
-        let ix = self.store.index_read();
-        let Some(qid) = ix.queue(rkid) else {
-            return Ok(Vec::new());
-        };
-        Ok(ix
-            .list(qid, after, limit)
-            .into_iter()
-            .map(|s| ix.deps.get(s).deposit())
-            .collect())
-    }
-    fn deposit_by_id(&self, rkid: &Rkid, id: &DepositId) -> StoreResult<Option<Deposit>> {
-        let ix = self.store.index_read();
-        Ok(ix
-            .queue(rkid)
-            .and_then(|q| ix.find_id(q, &id.0))
-            .map(|s| ix.deps.get(s).deposit()))
-    }
-    fn deposit_bytes(&self, rkid: &Rkid, deposit: &Deposit) -> StoreResult<Vec<u8>> {
-        match self.image(rkid, deposit.seq) {
-            Some(image) => self.store.bytes(&image, Some(&self.state.active)),
-            _ => Err(corrupt(format!("no bytes for deposit {}", deposit.seq))),
-        }
-    }
-    fn deposit_bytes_deferred(&self, rkid: &Rkid, deposit: &Deposit) -> DeferredBytes {
-        match self.image(rkid, deposit.seq) {
-            Some(image) => self.store.deferred(&image, Some(&self.state.active)),
-            _ => DeferredBytes::ready(Err(corrupt(format!(
-                "no bytes for deposit {}",
-                deposit.seq
-            )))),
-        }
-    }
-    fn holds_binding(&self, rkid: &Rkid) -> StoreResult<bool> {
-        Ok(self.store.index_read().bound(rkid))
-    }
-    fn queue_bytes(&self, rkid: &Rkid) -> StoreResult<u64> {
-        let ix = self.store.index_read();
-        Ok(ix.queue(rkid).map_or(0, |q| ix.queue_rec(q).bytes()))
-    }
-    fn occupancy(&self) -> StoreResult<Occupancy> {
-        Ok(self.store.index_read().occupancy)
-    }
-    fn departure(&self, rkid: &Rkid, id: &DepositId) -> StoreResult<Option<DepartureRecord>> {
-        Ok(self.store.index_read().departure(rkid, id))
-    }
-    fn due(&self, upto: Ms, limit: usize) -> StoreResult<Vec<(Ms, Due)>> {
-        let mut due = self.store.index_read().due_upto(upto, limit);
-        due.truncate(limit);
-        Ok(due)
-    }
-    fn next_due(&self) -> StoreResult<Option<Ms>> {
-        Ok(self.store.index_read().next_due())
-    }
-    fn declaration(&self) -> StoreResult<Option<DeclarationRecord>> {
-        match &self.redb {
-            Some(txn) => query::declaration(txn),
-            None => query::declaration(&self.store.db()?.begin_read().map_err(engine)?),
-        }
-    }
-    fn quarantined(&self) -> StoreResult<u64> {
-        Ok(self.store.index_read().quarantine.len() as u64)
-    }
-}
-
-/// Every mutation is logged (absolute values), then applied: to the index,
-/// or to redb for bindings, tombstones and the declaration.
-impl WriteTxn for LogWrite<'_> {
-    fn put_binding(&mut self, rkid: &Rkid, binding: &Binding) -> StoreResult<()> {
-        let value = rs::encode_binding(binding);
-        self.log(&[&[tag::PUT_BINDING], rkid.as_bytes(), &value])?;
-        self.redb_ops += 1;
-        let fresh = rs::put(self.redb()?, BINDINGS, rkid.as_bytes(), &value)?.is_none();
-        let mut ix = self.ix();
-        if fresh {
-            ix.occupancy_mut().bindings += 1;
-        }
-        ix.set_bound(rkid, true)
-    }
-    fn remove_binding(&mut self, rkid: &Rkid) -> StoreResult<Option<Binding>> {
-        let Some(old) = rs::del(self.redb()?, BINDINGS, rkid.as_bytes())? else {
-            return Ok(None);
-        };
-        self.log(&[&[tag::REMOVE_BINDING], rkid.as_bytes()])?;
-        self.redb_ops += 1;
-        let mut ix = self.ix();
-        let o = ix.occupancy_mut();
-        o.bindings = o.bindings.saturating_sub(1);
-        ix.set_bound(rkid, false)?;
-        rs::decode_binding(&old).map(Some)
-    }
-    fn put_tombstone(&mut self, rkid: &Rkid, tombstone: &Tombstone) -> StoreResult<()> {
-        let value = rs::encode_tombstone(tombstone);
-        self.log(&[&[tag::PUT_TOMBSTONE], rkid.as_bytes(), &value])?;
-        self.redb_ops += 1;
-        let fresh = rs::put_tombstone(self.redb()?, rkid, tombstone)?;
-        if fresh {
-            self.ix().occupancy_mut().tombstones += 1;
-        }
-        Ok(())
-    }
-    fn remove_tombstone(&mut self, rkid: &Rkid) -> StoreResult<Option<Tombstone>> {
-        let Some(old) = rs::remove_tombstone(self.redb()?, rkid)? else {
-            return Ok(None);
-        };
-        self.log(&[&[tag::REMOVE_TOMBSTONE], rkid.as_bytes()])?;
-        self.redb_ops += 1;
-        let mut ix = self.ix();
-        let o = ix.occupancy_mut();
-        o.tombstones = o.tombstones.saturating_sub(1);
-        Ok(Some(old))
-    }
-    fn append_identified(
-        &mut self,
-        rkid: &Rkid,
-        bytes: &[u8],
-        id: &DepositId,
-        admitted_at: Ms,
-        give_up_at: Ms,
-    ) -> StoreResult<Deposit> {
-        let len = u32::try_from(bytes.len())
-            .map_err(|_| corrupt(format!("deposit of {} bytes", bytes.len())))?;
-        let floor = self.store.seq_floor.load(Ordering::SeqCst);
-        let last = {
-            let ix = self.store.index_read();
-            ix.queue(rkid).map_or(0, |q| ix.queue_rec(q).next_seq)
-        };
-        let deposit = Deposit {
-            seq: last.max(floor) + 1,
-            id: *id,
-            len,
-            admitted_at,
-            give_up_at,
-        };
-        let end = self.log(&[
-            &[tag::APPEND],
-            rkid.as_bytes(),
-            &deposit.seq.to_be_bytes(),
-            &id.0,
-            &admitted_at.to_be_bytes(),
-            &give_up_at.to_be_bytes(),
-            &len.to_be_bytes(),
-            bytes,
-        ])?;
-        let (seg, off) = location(self.state.active.id, end - u64::from(len))?;
-        self.ix().add_deposit(rkid, &deposit, seg, off)?;
-        Ok(deposit)
-    }
-    fn remove_deposit(&mut self, rkid: &Rkid, seq: u64) -> StoreResult<Option<Deposit>> {
-        let slot = {
-            let ix = self.store.index_read();
-            ix.queue(rkid).and_then(|q| ix.find_seq(q, seq))
-        };
-        let Some(slot) = slot else { return Ok(None) };
-        self.log(&[&[tag::REMOVE], rkid.as_bytes(), &seq.to_be_bytes()])?;
-        self.ix().remove_deposit(slot).map(Some)
-    }
-    fn put_departure(
-        &mut self,
-        rkid: &Rkid,
-        id: &DepositId,
-        record: &DepartureRecord,
-    ) -> StoreResult<()> {
-        let value = rs::encode_departure(record);
-        self.log(&[&[tag::PUT_DEPARTURE], rkid.as_bytes(), &id.0, &value])?;
-        self.ix().put_departure(rkid, id, record)
-    }
-    fn remove_departure(&mut self, rkid: &Rkid, id: &DepositId) -> StoreResult<()> {
-        if self.store.index_read().departure(rkid, id).is_none() {
-            return Ok(());
-        }
-        self.log(&[&[tag::REMOVE_DEPARTURE], rkid.as_bytes(), &id.0])?;
-        self.ix().remove_departure(rkid, id)
-    }
-    fn schedule(&mut self, at: Ms, due: &Due) -> StoreResult<()> {
-        let key = rs::due_key(at, due);
-        self.log(&[&[tag::SCHEDULE, key.len() as u8], &key])?;
-        self.ix().schedule(at, due)
-    }
-    fn unschedule(&mut self, at: Ms, due: &Due) -> StoreResult<()> {
-        let key = rs::due_key(at, due);
-        self.log(&[&[tag::UNSCHEDULE, key.len() as u8], &key])?;
-        self.ix().unschedule(at, due);
-        Ok(())
-    }
-    fn add_elastic_bytes(&mut self, delta: i64) -> StoreResult<()> {
-        let value = self
-            .store
-            .index_read()
-            .occupancy
-            .elastic_bytes
-            .saturating_add_signed(delta);
-        self.log(&[&[tag::ELASTIC], &value.to_be_bytes()])?;
-        self.ix().occupancy_mut().elastic_bytes = value;
-        Ok(())
-    }
-    fn put_declaration(&mut self, record: &DeclarationRecord) -> StoreResult<()> {
-        let value = rs::cat(&[&record.revision.to_be_bytes(), &record.document]);
-        let len = u32::try_from(value.len())
-            .map_err(|_| corrupt(format!("declaration of {} bytes", value.len())))?;
-        self.log(&[&[tag::PUT_DECLARATION], &len.to_be_bytes(), &value])?;
-        self.redb_ops += 1;
-        rs::put(self.redb()?, META, META_DECLARATION, &value).map(drop)
-    }
-    fn quarantine(
-        &mut self,
-        rkid: &Rkid,
-        deposit: &Deposit,
-        at: Ms,
-        reason: &str,
-    ) -> StoreResult<()> {
-        let (segment, offset) = self
-            .image(rkid, deposit.seq)
-            .map_or((u64::MAX, 0), |i| (u64::from(i.seg), u64::from(i.off)));
-        let value = rs::quarantine_value(deposit, at, segment, offset, reason);
-        let len = u32::try_from(value.len())
-            .map_err(|_| corrupt(format!("quarantine record of {} bytes", value.len())))?;
-        self.log(&[
-            &[tag::QUARANTINE],
-            rkid.as_bytes(),
-            &deposit.seq.to_be_bytes(),
-            &len.to_be_bytes(),
-            &value,
-        ])?;
-        self.ix().put_quarantine((*rkid, deposit.seq), value);
-        Ok(())
-    }
-}
-
-/// A deposit's location in the index: segment and offset as `u32`.
-fn location(segment: u64, offset: u64) -> StoreResult<(u32, u32)> {
-    Ok((
-        u32::try_from(segment).map_err(|_| corrupt("segment id over 2^32"))?,
-        u32::try_from(offset).map_err(|_| corrupt("segment over 4 GiB"))?,
-    ))
 }
 
 impl Store for LogStore {
@@ -1206,7 +737,7 @@ impl Store for LogStore {
         let inner = &*self.inner;
         let ix = inner.index_read();
         let version = ix.committed;
-        let redb = inner.db()?.begin_read().map_err(engine)?;
+        let redb = inner.db()?.begin_read().map_err(db_error)?;
         *lock(&inner.readers).entry(version).or_insert(0) += 1;
         drop(ix);
         Ok(LogRead {
@@ -1232,12 +763,12 @@ impl Store for LogStore {
     }
 
     fn sync(&self, pending: PendingSync) -> StoreResult<()> {
-        self.inner.sync(pending);
+        self.inner.log.sync(pending);
         Ok(())
     }
 
     fn sync_visible(&self) -> StoreResult<()> {
-        self.inner.sync_visible();
+        self.inner.log.sync_visible();
         Ok(())
     }
 
@@ -1245,23 +776,13 @@ impl Store for LogStore {
         self.inner.db_failed.store(true, Ordering::SeqCst);
     }
 
-    fn issue_challenge(&self, challenge: Challenge) -> StoreResult<()> {
-        self.inner.challenges.issue(challenge);
-        Ok(())
-    }
-    fn take_challenge(&self, principal_challenge: &[u8; 32]) -> StoreResult<Option<Challenge>> {
-        Ok(self.inner.challenges.take(principal_challenge))
-    }
-    fn purge_challenges(&self, now: Ms) -> StoreResult<usize> {
-        Ok(self.inner.challenges.purge(now))
-    }
-    fn challenge_count(&self) -> usize {
-        self.inner.challenges.len()
+    fn challenges(&self) -> &ChallengeTable {
+        &self.inner.challenges
     }
 
     /// One bounded compaction step (the background thread does the rest).
     fn maintenance_step(&self) -> StoreResult<()> {
-        self.compact_step(MAINTENANCE_SCAN).map(drop)
+        self.compact_step(crate::MAINTENANCE_SCAN).map(drop)
     }
 
     fn size(&self) -> StoreResult<crate::StoreSize> {
@@ -1280,7 +801,7 @@ impl Store for LogStore {
         let (segments, log_bytes) = files(&inner.log_dir)?;
         let (_, snapshot_bytes) = files(&inner.snap_dir)?;
         let redb_bytes = fs
-            .file_len(&inner.dir.join(crate::redb_store::INDEX_FILE))?
+            .file_len(&inner.dir.join(crate::store_id::INDEX_FILE))?
             .unwrap_or(0);
         let (base, active) = {
             let state = inner.gate();
@@ -1303,176 +824,5 @@ impl Store for LogStore {
             index_bytes: Some(ix.heap_bytes() as u64),
             oldest_deposit_at: ix.oldest_admitted_at(),
         })
-    }
-}
-
-/// Deposit slots one maintenance step examines.
-const MAINTENANCE_SCAN: usize = 4_096;
-
-// ---------------------------------------------------------------------------
-// Kill points (the crash test's)
-// ---------------------------------------------------------------------------
-
-/// The file-writing steps of the log store where the crash test
-/// (`carrier/tests/store_crash.rs`; `upgrade-log` in
-/// `storage/tests/log_store.rs`, where an upgrade runs) can kill the process: in the middle of a
-/// snapshot, after a snapshot is durable and before older ones go, in the
-/// middle of zero-filling a segment, after a new segment's header and
-/// before its first record, in the middle of reclaiming segments, after a
-/// compaction's copy is logged and before its commit, after a record
-/// reached the file and before redb's commit and the sync, in recovery
-/// after the new segment is made and before redb's commit, and in the
-/// middle of an upgrade's log.
-pub const KILL_POINTS: [&str; 9] = [
-    "snapshot-chunk",
-    "snapshot-durable",
-    "spare-fill",
-    "rotate-header",
-    "reclaim",
-    "compact-moved",
-    "record-written",
-    "open-new-segment",
-    "upgrade-log",
-];
-
-static KILL_ARMED: AtomicBool = AtomicBool::new(false);
-static KILL_AT: Mutex<Option<(&'static str, u64)>> = Mutex::new(None);
-
-/// **Test hook, never for production**: the process aborts (no cleanup,
-/// as a SIGKILL) at the `nth` pass through step `name` (one of
-/// [`KILL_POINTS`]).
-#[doc(hidden)]
-pub fn arm_kill_point(name: &str, nth: u64) {
-    if let Some(point) = KILL_POINTS.iter().find(|p| **p == name) {
-        *lock(&KILL_AT) = Some((point, nth.max(1)));
-        KILL_ARMED.store(true, Ordering::SeqCst);
-    }
-}
-
-/// A kill point (see [`KILL_POINTS`]).
-pub(crate) fn kill_point(name: &str) {
-    if !KILL_ARMED.load(Ordering::Relaxed) {
-        return;
-    }
-    let mut at = lock(&KILL_AT);
-    if let Some((point, n)) = at.as_mut()
-        && *point == name
-    {
-        *n -= 1;
-        if *n == 0 {
-            eprintln!("rltp-storage: kill point {name} reached; aborting");
-            std::process::abort();
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------
-// Backup
-// ---------------------------------------------------------------------------
-
-/// What a backup of a [`LogStore`] copies, consistent without pausing the
-/// writer: redb's rows as of one commit (a read transaction; `applied`
-/// rewritten to where the log stood then), the latest durable snapshot,
-/// and every log segment a held deposit lives in or the snapshot's replay
-/// reads, the last one up to where the log stood at that commit. Restored,
-/// the store opens by loading the snapshot and replaying the log up to
-/// that commit. The files are held open, so none that the copy needs goes
-/// away while it lives; the in-memory index is not held (a long backup
-/// retains nothing of the writer's).
-pub struct LogBackup {
-    redb: ReadTransaction,
-    end: (u64, u64),
-    occupancy: Occupancy,
-    declaration: Option<u64>,
-    /// `(path relative to the store dir, file, bytes to copy)`.
-    files: Vec<(String, Arc<dyn StoreFile>, u64)>,
-}
-
-impl LogBackup {
-    fn take(store: &LogStore) -> StoreResult<LogBackup> {
-        let inner = &*store.inner;
-        let state = inner.gate();
-        let end = (state.active.id, state.active.end());
-        let base = state.snapshot_base;
-        let redb = {
-            let _ix = inner.index_read();
-            inner.db()?.begin_read().map_err(engine)?
-        };
-        let occupancy = inner.index_read().occupancy;
-        let mut files = Vec::new();
-        if let Some((name, file)) = housekeeping::snapshot_file(inner, base)? {
-            let len = file.len()?;
-            files.push((format!("snap/{name}"), file, len));
-        }
-        for id in housekeeping::live_segments(inner, base, end.0)? {
-            let file = inner.file(id)?;
-            let len = if id == end.0 { end.1 } else { file.len()? };
-            files.push((format!("log/{}", record::segment_name(id)), file, len));
-        }
-        drop(state);
-        // Nothing the backup holds may be a batch a crash could undo.
-        store.sync_visible()?;
-        let declaration = query::declaration(&redb)?.map(|d| d.revision);
-        Ok(LogBackup {
-            redb,
-            end,
-            occupancy,
-            declaration,
-            files,
-        })
-    }
-
-    /// The counters as of the copy.
-    pub fn occupancy(&self) -> Occupancy {
-        self.occupancy
-    }
-
-    /// The declaration revision as of the copy.
-    pub fn declaration_revision(&self) -> Option<u64> {
-        self.declaration
-    }
-
-    /// Calls `f(table, key, value)` for every row of redb's tables (with
-    /// `applied` naming where the copied log ends).
-    ///
-    /// # Errors
-    /// The first error of `f`, or a [`StoreError`] from the reads.
-    pub fn for_each_row(
-        &self,
-        mut f: impl FnMut(&str, &[u8], &[u8]) -> StoreResult<()>,
-    ) -> StoreResult<()> {
-        let applied = rs::cat(&[&self.end.0.to_be_bytes(), &self.end.1.to_be_bytes()]);
-        for def in [BINDINGS, TOMBSTONES, EVICTION, META] {
-            let name = redb::TableHandle::name(&def).to_owned();
-            self.redb.scan(
-                def,
-                (std::ops::Bound::Unbounded, std::ops::Bound::Unbounded),
-                |k, v| {
-                    let v = if name == "meta" && k == rs::META_APPLIED {
-                        &applied[..]
-                    } else {
-                        v
-                    };
-                    f(&name, k, v)?;
-                    Ok(true)
-                },
-            )?;
-        }
-        Ok(())
-    }
-
-    /// The files to copy: `(path relative to the store dir, file, bytes)`.
-    pub fn files(&self) -> &[(String, Arc<dyn StoreFile>, u64)] {
-        &self.files
-    }
-}
-
-/// Whether a store file name (relative, `/`-separated, inside the store
-/// dir) is one a log store backup may hold.
-pub fn is_store_file(path: &str) -> bool {
-    match path.split_once('/') {
-        Some(("log", name)) => record::parse_segment_name(name).is_some(),
-        Some(("snap", name)) => record::parse_snapshot_name(name).is_some(),
-        _ => false,
     }
 }

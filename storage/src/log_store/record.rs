@@ -61,8 +61,8 @@
 #[cfg(test)]
 use crate::StoreError;
 use crate::StoreResult;
+use crate::cursor::Cursor;
 use crate::fs::StoreFile;
-use crate::oplog::Cursor;
 
 /// Bytes of a segment header.
 pub(crate) const SEGMENT_HEADER: u64 = 64;

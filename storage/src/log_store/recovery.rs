@@ -28,23 +28,23 @@
 use super::index::Index;
 use super::record::{self, SEGMENT_HEADER, SegmentHeader, tag};
 use super::snapshot;
-use super::{
-    FORMAT, House, Inner, LogOptions, META_COUNTS, META_LEGACY, OpenReport, WriterState, damaged,
-    location,
-};
+use super::{FORMAT, House, Inner, LogOptions, OpenReport, WriterState, location};
+use crate::cursor::Cursor;
+use crate::failure::damaged;
+use crate::failure::{corrupt, db_error};
 use crate::fs::{Open, StoreFile, StoreFs};
-use crate::oplog::Cursor;
-use crate::redb_store::{
-    self as rs, BINDINGS, EVICTION, META, META_APPLIED, META_FORMAT, META_SEQ_FLOOR, META_STORE_ID,
-    StoreId, TOMBSTONES, Tables as _, corrupt, engine,
+use crate::schema::{
+    self as rs, BINDINGS, EVICTION, META, META_APPLIED, META_COUNTS, META_FORMAT, META_LEGACY,
+    META_SEQ_FLOOR, META_STORE_ID, TOMBSTONES, Tables as _,
 };
 use crate::segment::ActiveSegment;
-use crate::{DeclarationRecord, Deposit, DepositId, PendingSync, StoreError, StoreResult};
+use crate::store_id::StoreId;
+use crate::{DeclarationRecord, Deposit, DepositId, OpenError, OpenResult, StoreResult};
 use redb::{Durability, WriteTransaction};
 use rltp_proofs::multikey::Rkid;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::Instant;
 
@@ -52,7 +52,7 @@ use std::time::Instant;
 type Pos = (u64, u64);
 
 /// The segment files present: id → length.
-pub(super) fn scan_log(fs: &dyn StoreFs, dir: &Path) -> StoreResult<BTreeMap<u64, u64>> {
+pub(super) fn scan_log(fs: &dyn StoreFs, dir: &Path) -> OpenResult<BTreeMap<u64, u64>> {
     let mut out = BTreeMap::new();
     for name in fs.list(dir)? {
         let Some(id) = record::parse_segment_name(&name) else {
@@ -67,7 +67,7 @@ pub(super) fn scan_log(fs: &dyn StoreFs, dir: &Path) -> StoreResult<BTreeMap<u64
     Ok(out)
 }
 
-fn scan_snapshots(fs: &dyn StoreFs, dir: &Path) -> StoreResult<Vec<Pos>> {
+fn scan_snapshots(fs: &dyn StoreFs, dir: &Path) -> OpenResult<Vec<Pos>> {
     let mut out = Vec::new();
     for name in fs.list(dir)? {
         match record::parse_snapshot_name(&name) {
@@ -112,52 +112,29 @@ pub(super) fn create_with_header(
     Ok(file)
 }
 
-pub(super) fn open(dir: &Path, options: LogOptions) -> StoreResult<Inner> {
+pub(super) fn open(dir: &Path, options: LogOptions) -> OpenResult<Inner> {
     open_inner(dir, options, false)
 }
 
-fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> StoreResult<Inner> {
+fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> OpenResult<Inner> {
     let started = Instant::now();
     let fs = Arc::clone(&options.fs);
     let log_dir = dir.join("log");
     let snap_dir = dir.join("snap");
-    let db_path = dir.join(crate::redb_store::INDEX_FILE);
+    let db_path = dir.join(crate::store_id::INDEX_FILE);
     fs.create_dir_all(&log_dir)?;
     fs.create_dir_all(&snap_dir)?;
-    let segments = scan_log(&*fs, &log_dir)?;
-    let snapshots = scan_snapshots(&*fs, &snap_dir)?;
-    let index_len = fs.file_len(&db_path)?;
-    let legacy = legacy_segments(&*fs, dir)?;
-    let mut with_records = Vec::new();
-    for &id in segments.keys() {
-        if holds_records(&*fs, &log_dir, id)? {
-            with_records.push(id);
-        }
-    }
-    let holds_data = !with_records.is_empty() || !snapshots.is_empty();
-    let absent = index_len.is_none_or(|len| len == 0);
-    if absent && (holds_data || !legacy.is_empty() || options.expect_store_id.is_some()) {
-        return Err(missing(
-            &db_path,
-            index_len.is_some(),
-            &with_records,
-            &snapshots,
-            &options,
-        ));
-    }
+    let Survey {
+        segments,
+        snapshots,
+        with_records,
+        needs_index,
+    } = survey(&*fs, dir, &db_path, &options)?;
     let db = rs::open_db(&*fs, &db_path, options.cache_bytes)?;
     fs.sync_dir(dir)?;
-    let format = {
-        let txn = rs::begin(&db, true)?;
-        let format = txn.get_with(META, META_FORMAT, |v| {
-            Ok(v.try_into().map(u32::from_be_bytes).ok())
-        })?;
-        drop(txn);
-        format
-    };
-    match format {
+    match index_format(&db)? {
         None => {
-            if holds_data || !legacy.is_empty() || options.expect_store_id.is_some() {
+            if needs_index {
                 return Err(missing(&db_path, true, &with_records, &snapshots, &options));
             }
             create_fresh(&*fs, &log_dir, &db, &segments)?;
@@ -172,23 +149,18 @@ fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> StoreResult<In
             return Err(corrupt(format!(
                 "{}: store format {other:?}, expected {FORMAT} (or 1, 2: the redb store's, upgraded)",
                 db_path.display()
-            )));
+            ))
+            .into());
         }
     }
     // Listed again: a fresh store made its first segment.
     let segments = scan_log(&*fs, &log_dir)?;
-    let mut txn = rs::begin(&db, true)?;
+    let txn = rs::begin(&db, true)?;
     for def in [BINDINGS, TOMBSTONES, EVICTION, META] {
-        txn.open_table(def).map_err(engine)?;
+        txn.open_table(def).map_err(db_error)?;
     }
     let store_id = held_store_id(&txn, &db_path, options.expect_store_id)?;
-    let seq_floor = rs::get_u64(&txn, META, META_SEQ_FLOOR)?.unwrap_or(0);
-    let mut counts = txn
-        .get_with(META, META_COUNTS, |v| {
-            Ok((rs::u64_at(v, 0)?, rs::u64_at(v, 8)?))
-        })?
-        .unwrap_or((0, 0));
-    let applied = rs::applied(&txn)?.ok_or_else(|| corrupt("the index names no log position"))?;
+    let (seq_floor, mut counts, applied) = read_meta(&txn)?;
     if txn.get_with(META, META_LEGACY, |_| Ok(()))?.is_some() {
         super::migrate::remove_legacy(&*fs, dir)?;
         rs::del(&txn, META, META_LEGACY)?;
@@ -199,45 +171,11 @@ fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> StoreResult<In
         upgraded,
         ..OpenReport::default()
     };
-    let (chosen, stale_snapshots) =
-        choose_snapshot(&*fs, &snap_dir, &segments, &snapshots, store_id)?;
-    let (base, mut index, snapshot_bytes) = match chosen {
-        Some((pos, index, bytes)) => {
-            report.snapshot = Some(pos);
-            report.snapshot_bytes = bytes;
-            (pos, index, bytes)
-        }
-        None => {
-            let genesis = first_segment(&*fs, &log_dir, &segments, store_id)?.ok_or_else(|| {
-                damaged(format!(
-                    "{} holds no whole snapshot{} and its log does not begin with the store's first segment \
-                     (the snapshot is missing, or the segments before {} were reclaimed): the store cannot be rebuilt",
-                    dir.display(),
-                    if snapshots.is_empty() { "" } else { " (each one is damaged)" },
-                    segments.keys().next().map_or("its first".into(), |id| format!("{id:016x}")),
-                ))
-            })?;
-            ((genesis, SEGMENT_HEADER), Index::new(), 0)
-        }
-    };
+    let (stale_snapshots, (base, mut index, snapshot_bytes)) =
+        choose_base(&*fs, dir, &segments, &snapshots, store_id, &mut report)?;
     // The replay.
     let from = base.min(applied);
-    if !segments.contains_key(&from.0) {
-        return Err(damaged(if applied < base {
-            format!(
-                "{} (its redb state) is older than its log: it needs segment {:016x}, which is gone",
-                db_path.display(),
-                applied.0
-            )
-        } else {
-            format!(
-                "the log segment {:016x} the snapshot begins in is missing from {}",
-                from.0,
-                log_dir.display()
-            )
-        }));
-    }
-    let replay_started = Instant::now();
+    refuse_missing_start(&segments, from, (base, applied), &db_path, &log_dir)?;
     let mut apply = Apply {
         index: &mut index,
         txn: Some(&txn),
@@ -246,12 +184,300 @@ fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> StoreResult<In
         counts: &mut counts,
         ops: 0,
     };
-    let walk = walk_chain(&*fs, &log_dir, &segments, store_id, from, &mut apply)?;
+    let walk = replay_log(
+        &*fs,
+        &log_dir,
+        (&segments, store_id),
+        from,
+        &mut apply,
+        &mut report,
+    )?;
+    // Every file accounted for.
+    let referenced = referenced_segments(&index, &segments, &log_dir)?;
+    let obsolete = classify(
+        &*fs,
+        &log_dir,
+        &segments,
+        &walk,
+        &referenced,
+        from.0,
+        store_id,
+    )?;
+    let end = walk.end;
+    refuse_ahead_of_log(end, (base, applied), &db_path, &log_dir)?;
+    tidy(&*fs, dir, &obsolete, &stale_snapshots)?;
+    sync_replayed(&*fs, &log_dir, &segments, (from, end), &obsolete)?;
+    // A new segment, linked to the chain's end.
+    let next = segments.keys().next_back().copied().unwrap_or(0).max(end.0) + 1;
+    let file = start_segment(&*fs, &log_dir, (next, end), store_id, txn, counts)?;
+    let start = (next, SEGMENT_HEADER);
+    index.occupancy.bindings = counts.0;
+    index.occupancy.tombstones = counts.1;
+    index.commit(false, None)?;
+    report.load_micros = started.elapsed().as_micros() as u64;
+    let state = WriterState {
+        active: ActiveSegment::over(next, Arc::clone(&file), SEGMENT_HEADER),
+        void_pending: None,
+        spare: None,
+        next_segment: next + 1,
+        since_snapshot: walk.since_base,
+        snapshot_base: base,
+        redb_applied: start,
+        redb_ops: 0,
+        last_snapshot_bytes: snapshot_bytes,
+        compaction_cursor: 0,
+        snapshot: None,
+    };
+    Ok(assemble(
+        dir,
+        options,
+        (db, index, state),
+        (store_id, seq_floor),
+        (next, file),
+        report,
+    ))
+}
+
+/// Where a replayed operation sits: its segment, where its record's body
+/// starts, and whether the in-memory index is to hold it.
+#[derive(Debug, Clone, Copy)]
+struct Place {
+    segment: u64,
+    body_at: u64,
+    memory: bool,
+}
+
+/// Replays the log from `from` along the chain into `apply`, timed into
+/// `report`.
+fn replay_log(
+    fs: &dyn StoreFs,
+    log_dir: &Path,
+    (segments, store_id): (&BTreeMap<u64, u64>, StoreId),
+    from: Pos,
+    apply: &mut Apply<'_>,
+    report: &mut OpenReport,
+) -> OpenResult<Walk> {
+    let started = Instant::now();
+    let walk = walk_chain(fs, log_dir, segments, store_id, from, apply)?;
     report.ops = apply.ops;
     report.records = walk.records;
     report.replayed_bytes = walk.bytes;
-    report.replay_micros = replay_started.elapsed().as_micros() as u64;
-    // Every file accounted for.
+    report.replay_micros = started.elapsed().as_micros() as u64;
+    Ok(walk)
+}
+
+/// The `meta` format the index holds (`None`: no store in it).
+fn index_format(db: &redb::Database) -> StoreResult<Option<Option<u32>>> {
+    let txn = rs::begin(db, true)?;
+    txn.get_with(META, META_FORMAT, |v| {
+        Ok(v.try_into().map(u32::from_be_bytes).ok())
+    })
+}
+
+/// The seq floor, the `(bindings, tombstones)` counts and redb's
+/// `applied` position, from `meta`.
+fn read_meta(txn: &WriteTransaction) -> StoreResult<(u64, (u64, u64), Pos)> {
+    let seq_floor = rs::get_u64(txn, META, META_SEQ_FLOOR)?.unwrap_or(0);
+    let counts = txn
+        .get_with(META, META_COUNTS, |v| {
+            Ok((rs::u64_at(v, 0)?, rs::u64_at(v, 8)?))
+        })?
+        .unwrap_or((0, 0));
+    let applied = rs::applied(txn)?.ok_or_else(|| corrupt("the index names no log position"))?;
+    Ok((seq_floor, counts, applied))
+}
+
+/// Creates segment `next`, linked to the log's `end`, and commits redb
+/// durably with `applied` at its start and the replayed counts.
+fn start_segment(
+    fs: &dyn StoreFs,
+    log_dir: &Path,
+    (next, end): (u64, Pos),
+    store_id: StoreId,
+    mut txn: WriteTransaction,
+    counts: (u64, u64),
+) -> OpenResult<Arc<dyn StoreFile>> {
+    let header = SegmentHeader {
+        id: next,
+        store_id: store_id.0,
+        prev: end,
+    };
+    let file = create_with_header(fs, log_dir, &header)?;
+    super::kill_point("open-new-segment");
+    rs::put(
+        &txn,
+        META,
+        META_APPLIED,
+        &rs::cat(&[&next.to_be_bytes(), &SEGMENT_HEADER.to_be_bytes()]),
+    )?;
+    rs::put(
+        &txn,
+        META,
+        META_COUNTS,
+        &rs::cat(&[&counts.0.to_be_bytes(), &counts.1.to_be_bytes()]),
+    )?;
+    txn.set_durability(Durability::Immediate)
+        .map_err(db_error)?;
+    txn.commit().map_err(db_error)?;
+    Ok(file)
+}
+
+/// The store's state, once recovered.
+fn assemble(
+    dir: &Path,
+    options: LogOptions,
+    (db, index, state): (redb::Database, Index, WriterState),
+    (store_id, seq_floor): (StoreId, u64),
+    (next, file): (u64, Arc<dyn StoreFile>),
+    report: OpenReport,
+) -> Inner {
+    let (base, start) = (state.snapshot_base, state.redb_applied);
+    if report.records > 0 {
+        tracing::info!(
+            records = report.records,
+            bytes = report.replayed_bytes,
+            snapshot = ?report.snapshot,
+            micros = report.load_micros,
+            "recovered the store from its snapshot and log"
+        );
+    }
+    let files = HashMap::from([(next, file)]);
+    Inner {
+        dir: dir.to_owned(),
+        log_dir: dir.join("log"),
+        snap_dir: dir.join("snap"),
+        db_path: dir.join(crate::store_id::INDEX_FILE),
+        index: RwLock::new(index),
+        writer: Mutex::new(state),
+        db: RwLock::new(Some(Arc::new(db))),
+        db_failed: AtomicBool::new(false),
+        readers: Mutex::new(BTreeMap::new()),
+        files: Mutex::new(files),
+        log: crate::log_sync::LogSync::new(start),
+        store_id,
+        seq_floor: crate::SeqFloor::new(seq_floor),
+        challenges: crate::ChallengeTable::default(),
+        house: Mutex::new(House {
+            spare: options.preallocate,
+            ..House::default()
+        }),
+        house_wake: Condvar::new(),
+        opened: Mutex::new(report),
+        bounds: Mutex::new((base, start)),
+        gate_wanted: AtomicBool::new(false),
+        options,
+    }
+}
+
+/// The files a store directory holds, before anything is written.
+struct Survey {
+    segments: BTreeMap<u64, u64>,
+    snapshots: Vec<Pos>,
+    /// Log segments holding a record.
+    with_records: Vec<u64>,
+    /// The directory holds data (or must hold a store): no fresh index.
+    needs_index: bool,
+}
+
+/// Lists the log, the snapshots and the legacy segments, and refuses a
+/// missing or empty index where the directory holds data.
+fn survey(
+    fs: &dyn StoreFs,
+    dir: &Path,
+    db_path: &Path,
+    options: &LogOptions,
+) -> OpenResult<Survey> {
+    let log_dir = dir.join("log");
+    let segments = scan_log(fs, &log_dir)?;
+    let snapshots = scan_snapshots(fs, &dir.join("snap"))?;
+    let index_len = fs.file_len(db_path)?;
+    let legacy = legacy_segments(fs, dir)?;
+    let mut with_records = Vec::new();
+    for &id in segments.keys() {
+        if holds_records(fs, &log_dir, id)? {
+            with_records.push(id);
+        }
+    }
+    let holds_data = !with_records.is_empty() || !snapshots.is_empty();
+    let needs_index = holds_data || !legacy.is_empty() || options.expect_store_id.is_some();
+    if index_len.is_none_or(|len| len == 0) && needs_index {
+        return Err(missing(
+            db_path,
+            index_len.is_some(),
+            &with_records,
+            &snapshots,
+            options,
+        ));
+    }
+    Ok(Survey {
+        segments,
+        snapshots,
+        with_records,
+        needs_index,
+    })
+}
+
+/// Where the in-memory index starts: the newest whole snapshot, or the
+/// store's first segment (an empty index); and the stale snapshots.
+#[allow(clippy::type_complexity)]
+fn choose_base(
+    fs: &dyn StoreFs,
+    dir: &Path,
+    segments: &BTreeMap<u64, u64>,
+    snapshots: &[Pos],
+    store_id: StoreId,
+    report: &mut OpenReport,
+) -> OpenResult<(Vec<Pos>, (Pos, Index, u64))> {
+    let (chosen, stale) = choose_snapshot(fs, &dir.join("snap"), segments, snapshots, store_id)?;
+    if let Some((pos, index, bytes)) = chosen {
+        report.snapshot = Some(pos);
+        report.snapshot_bytes = bytes;
+        return Ok((stale, (pos, index, bytes)));
+    }
+    let genesis = first_segment(fs, &dir.join("log"), segments, store_id)?.ok_or_else(|| {
+        damaged(format!(
+            "{} holds no whole snapshot{} and its log does not begin with the store's first segment \
+             (the snapshot is missing, or the segments before {} were reclaimed): the store cannot be rebuilt",
+            dir.display(),
+            if snapshots.is_empty() { "" } else { " (each one is damaged)" },
+            segments.keys().next().map_or("its first".into(), |id| format!("{id:016x}")),
+        ))
+    })?;
+    Ok((stale, ((genesis, SEGMENT_HEADER), Index::new(), 0)))
+}
+
+/// Refuses a replay whose first segment is gone.
+fn refuse_missing_start(
+    segments: &BTreeMap<u64, u64>,
+    from: Pos,
+    (base, applied): (Pos, Pos),
+    db_path: &Path,
+    log_dir: &Path,
+) -> OpenResult<()> {
+    if segments.contains_key(&from.0) {
+        return Ok(());
+    }
+    Err(damaged(if applied < base {
+        format!(
+            "{} (its redb state) is older than its log: it needs segment {:016x}, which is gone",
+            db_path.display(),
+            applied.0
+        )
+    } else {
+        format!(
+            "the log segment {:016x} the snapshot begins in is missing from {}",
+            from.0,
+            log_dir.display()
+        )
+    }))
+}
+
+/// The segments held deposits live in, every one of them present.
+fn referenced_segments(
+    index: &Index,
+    segments: &BTreeMap<u64, u64>,
+    log_dir: &Path,
+) -> OpenResult<BTreeSet<u64>> {
     let referenced: BTreeSet<u64> = index
         .segs
         .iter()
@@ -270,16 +496,17 @@ fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> StoreResult<In
             missing.join(", ")
         )));
     }
-    let obsolete = classify(
-        &*fs,
-        &log_dir,
-        &segments,
-        &walk,
-        &referenced,
-        from.0,
-        store_id,
-    )?;
-    let end = walk.end;
+    Ok(referenced)
+}
+
+/// Refuses an index or a snapshot that holds more of the log than the
+/// log itself (the log ends at `end`).
+fn refuse_ahead_of_log(
+    end: Pos,
+    (base, applied): (Pos, Pos),
+    db_path: &Path,
+    log_dir: &Path,
+) -> OpenResult<()> {
     if applied > end {
         return Err(damaged(format!(
             "{} (its redb state) is newer than its log: it holds the log up to segment {:016x} offset {}, \
@@ -302,102 +529,42 @@ fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> StoreResult<In
             end.1
         )));
     }
+    Ok(())
+}
 
-    for &id in &obsolete {
+/// Removes the obsolete log segments and the stale snapshots, durably.
+fn tidy(fs: &dyn StoreFs, dir: &Path, obsolete: &[u64], stale: &[Pos]) -> OpenResult<()> {
+    let (log_dir, snap_dir) = (dir.join("log"), dir.join("snap"));
+    for &id in obsolete {
         fs.remove_file(&log_dir.join(record::segment_name(id)))?;
     }
-    for &pos in &stale_snapshots {
+    for &pos in stale {
         fs.remove_file(&snap_dir.join(record::snapshot_name(pos)))?;
     }
     fs.sync_dir(&log_dir)?;
     fs.sync_dir(&snap_dir)?;
-    // What was replayed becomes durable before anything names its end: a
-    // killed process's last records may still be only in the page cache
-    // (written, never synced, so never answered), and the new segment's
-    // header and redb's `applied` below point past them. Without this, a
-    // power cut after this open would lose them from under a header that
-    // names them, and the next open would refuse the log as damaged.
+    Ok(())
+}
+
+/// Makes what was replayed durable before anything names its end: a
+/// killed process's last records may still be only in the page cache
+/// (written, never synced, so never answered), and the new segment's
+/// header and redb's `applied` point past them. Without this, a power cut
+/// after the open would lose them from under a header that names them,
+/// and the next open would refuse the log as damaged.
+fn sync_replayed(
+    fs: &dyn StoreFs,
+    log_dir: &Path,
+    segments: &BTreeMap<u64, u64>,
+    (from, end): (Pos, Pos),
+    obsolete: &[u64],
+) -> OpenResult<()> {
     for (&id, _) in segments.range(from.0..=end.0) {
         if !obsolete.contains(&id) {
-            open_segment(&*fs, &log_dir, id)?.sync_data()?;
+            open_segment(fs, log_dir, id)?.sync_data()?;
         }
     }
-    // A new segment, linked to the chain's end.
-    let next = segments.keys().next_back().copied().unwrap_or(0).max(end.0) + 1;
-    let header = SegmentHeader {
-        id: next,
-        store_id: store_id.0,
-        prev: end,
-    };
-    let file = create_with_header(&*fs, &log_dir, &header)?;
-    super::kill_point("open-new-segment");
-    let start = (next, SEGMENT_HEADER);
-    rs::put(
-        &txn,
-        META,
-        META_APPLIED,
-        &rs::cat(&[&start.0.to_be_bytes(), &start.1.to_be_bytes()]),
-    )?;
-    rs::put(
-        &txn,
-        META,
-        META_COUNTS,
-        &rs::cat(&[&counts.0.to_be_bytes(), &counts.1.to_be_bytes()]),
-    )?;
-    txn.set_durability(Durability::Immediate).map_err(engine)?;
-    txn.commit().map_err(engine)?;
-    index.occupancy.bindings = counts.0;
-    index.occupancy.tombstones = counts.1;
-    index.commit(false, None)?;
-    report.load_micros = started.elapsed().as_micros() as u64;
-    if report.records > 0 {
-        tracing::info!(
-            records = report.records,
-            bytes = report.replayed_bytes,
-            snapshot = ?report.snapshot,
-            micros = report.load_micros,
-            "recovered the store from its snapshot and log"
-        );
-    }
-    let files = HashMap::from([(next, Arc::clone(&file))]);
-    Ok(Inner {
-        dir: dir.to_owned(),
-        log_dir,
-        snap_dir,
-        db_path,
-        index: RwLock::new(index),
-        writer: Mutex::new(WriterState {
-            active: ActiveSegment::over(next, file, SEGMENT_HEADER),
-            void_pending: None,
-            spare: None,
-            next_segment: next + 1,
-            since_snapshot: walk.since_base,
-            snapshot_base: base,
-            redb_applied: start,
-            redb_ops: 0,
-            last_snapshot_bytes: snapshot_bytes,
-            compaction_cursor: 0,
-            snapshot: None,
-        }),
-        db: RwLock::new(Some(Arc::new(db))),
-        db_failed: AtomicBool::new(false),
-        readers: Mutex::new(BTreeMap::new()),
-        files: Mutex::new(files),
-        durable: Mutex::new(start),
-        visible: Mutex::new(PendingSync::default()),
-        store_id,
-        seq_floor: AtomicU64::new(seq_floor),
-        challenges: crate::challenges::ChallengeTable::default(),
-        house: Mutex::new(House {
-            spare: options.preallocate,
-            ..House::default()
-        }),
-        house_wake: Condvar::new(),
-        opened: Mutex::new(report),
-        bounds: Mutex::new((base, start)),
-        gate_wanted: AtomicBool::new(false),
-        options,
-    })
+    Ok(())
 }
 
 /// The refusal of a missing, empty or storeless index.
@@ -407,13 +574,13 @@ fn missing(
     with_records: &[u64],
     snapshots: &[Pos],
     options: &LogOptions,
-) -> StoreError {
+) -> OpenError {
     let mut held = with_records.to_vec();
     held.extend(snapshots.iter().map(|(seg, _)| *seg));
     held.sort_unstable();
     held.dedup();
-    let mut error = rs::missing_index(db_path, exists, &held, options.expect_store_id);
-    if let StoreError::Damaged(what) = &mut error
+    let mut error = crate::store_id::missing_index(db_path, exists, &held, options.expect_store_id);
+    if let OpenError::Damaged(what) = &mut error
         && !snapshots.is_empty()
     {
         what.push_str(&format!(" ({} snapshot(s) in snap/)", snapshots.len()));
@@ -440,7 +607,7 @@ fn held_store_id(
     txn: &WriteTransaction,
     db_path: &Path,
     expected: Option<StoreId>,
-) -> StoreResult<StoreId> {
+) -> OpenResult<StoreId> {
     let held = txn
         .get_with(META, META_STORE_ID, |v| {
             Ok(<[u8; 16]>::try_from(v).ok().map(StoreId))
@@ -482,7 +649,7 @@ fn create_fresh(
     )?;
     let txn = rs::begin(db, true)?;
     for def in [BINDINGS, TOMBSTONES, EVICTION, META] {
-        txn.open_table(def).map_err(engine)?;
+        txn.open_table(def).map_err(db_error)?;
     }
     rs::put(&txn, META, META_FORMAT, &FORMAT.to_be_bytes())?;
     rs::put(&txn, META, META_STORE_ID, &store_id.0)?;
@@ -493,7 +660,7 @@ fn create_fresh(
         META_APPLIED,
         &rs::cat(&[&first.to_be_bytes(), &SEGMENT_HEADER.to_be_bytes()]),
     )?;
-    txn.commit().map_err(engine)
+    txn.commit().map_err(db_error)
 }
 
 /// A loaded snapshot: its position, the index, its size.
@@ -585,7 +752,7 @@ pub(super) fn walk_chain(
     store_id: StoreId,
     from: Pos,
     apply: &mut Apply<'_>,
-) -> StoreResult<Walk> {
+) -> OpenResult<Walk> {
     let mut walk = Walk {
         chain: Vec::new(),
         end: from,
@@ -664,7 +831,7 @@ fn classify(
     referenced: &BTreeSet<u64>,
     from: u64,
     store_id: StoreId,
-) -> StoreResult<Vec<u64>> {
+) -> OpenResult<Vec<u64>> {
     let on_chain: BTreeSet<u64> = walk.chain.iter().copied().collect();
     let mut obsolete = Vec::new();
     for &id in segments.keys() {
@@ -755,8 +922,9 @@ pub(super) fn catch_up(inner: &Inner, state: &mut WriterState) -> StoreResult<()
         &rs::cat(&[&counts.0.to_be_bytes(), &counts.1.to_be_bytes()]),
     )?;
     let mut txn = txn;
-    txn.set_durability(Durability::Immediate).map_err(engine)?;
-    txn.commit().map_err(engine)?;
+    txn.set_durability(Durability::Immediate)
+        .map_err(db_error)?;
+    txn.commit().map_err(db_error)?;
     state.redb_applied = end;
     state.redb_ops = 0;
     inner.publish_bounds(state);
@@ -789,166 +957,204 @@ impl Apply<'_> {
         while !c.done() {
             let op = c.u8()?;
             self.ops += 1;
-            match op {
-                tag::APPEND => {
-                    let rkid = Rkid::from_bytes(c.arr32()?);
-                    let seq = c.u64()?;
-                    let id = DepositId(c.arr32()?);
-                    let (admitted_at, give_up_at, len) = (c.u64()?, c.u64()?, c.u32()?);
-                    let offset = rec.body_at + c.pos() as u64;
-                    c.take(len as usize)?;
-                    if memory {
-                        let (seg, off) = location(segment, offset)?;
-                        let ix = &mut *self.index;
-                        match ix.queue(&rkid).and_then(|q| ix.find_seq(q, seq)) {
-                            Some(slot) => {
-                                let d = ix.deps.get(slot);
-                                if (d.seg, d.off) != (seg, off) {
-                                    ix.move_deposit(slot, seg, off);
-                                }
-                            }
-                            None => {
-                                let deposit = Deposit {
-                                    seq,
-                                    id,
-                                    len,
-                                    admitted_at,
-                                    give_up_at,
-                                };
-                                ix.add_deposit(&rkid, &deposit, seg, off)?;
-                            }
-                        }
-                    }
-                }
-                tag::REMOVE => {
-                    let rkid = Rkid::from_bytes(c.arr32()?);
-                    let seq = c.u64()?;
-                    if memory {
-                        let ix = &mut *self.index;
-                        if let Some(slot) = ix.queue(&rkid).and_then(|q| ix.find_seq(q, seq)) {
-                            ix.remove_deposit(slot)?;
-                        }
-                    }
-                }
-                tag::MOVE => {
-                    let rkid = Rkid::from_bytes(c.arr32()?);
-                    let seq = c.u64()?;
-                    let len = c.u32()?;
-                    let offset = rec.body_at + c.pos() as u64;
-                    c.take(len as usize)?;
-                    if memory {
-                        let (seg, off) = location(segment, offset)?;
-                        let ix = &mut *self.index;
-                        if let Some(slot) = ix.queue(&rkid).and_then(|q| ix.find_seq(q, seq)) {
-                            ix.move_deposit(slot, seg, off);
-                        }
-                    }
-                }
-                tag::PUT_DEPARTURE => {
-                    let rkid = Rkid::from_bytes(c.arr32()?);
-                    let id = DepositId(c.arr32()?);
-                    let record = rs::decode_departure(c.take(9)?)?;
-                    if memory {
-                        self.index.put_departure(&rkid, &id, &record)?;
-                    }
-                }
-                tag::REMOVE_DEPARTURE => {
-                    let rkid = Rkid::from_bytes(c.arr32()?);
-                    let id = DepositId(c.arr32()?);
-                    if memory {
-                        self.index.remove_departure(&rkid, &id)?;
-                    }
-                }
-                tag::SCHEDULE | tag::UNSCHEDULE => {
-                    let (at, due) = rs::decode_due(record::take_u8_len(&mut c)?)?;
-                    if memory {
-                        if op == tag::SCHEDULE {
-                            self.index.schedule(at, &due)?;
-                        } else {
-                            self.index.unschedule(at, &due);
-                        }
-                    }
-                }
-                tag::ELASTIC => {
-                    let value = c.u64()?;
-                    if memory {
-                        self.index.occupancy_mut().elastic_bytes = value;
-                    }
-                }
-                tag::QUARANTINE => {
-                    let rkid = Rkid::from_bytes(c.arr32()?);
-                    let seq = c.u64()?;
-                    let len = c.u32()?;
-                    let value = c.take(len as usize)?.to_vec();
-                    if memory {
-                        self.index.put_quarantine((rkid, seq), value);
-                    }
-                }
-                tag::NEXT_SEQ => {
-                    let rkid = Rkid::from_bytes(c.arr32()?);
-                    let next = c.u64()?;
-                    if memory {
-                        self.index.raise_next_seq(&rkid, next)?;
-                    }
-                }
-                tag::PUT_BINDING => {
-                    let rkid = Rkid::from_bytes(c.arr32()?);
-                    let value = c.take(57)?;
-                    rs::decode_binding(value)?;
-                    if memory {
-                        self.index.set_bound(&rkid, true)?;
-                    }
-                    if let (true, Some(txn)) = (redb, self.txn)
-                        && rs::put(txn, BINDINGS, rkid.as_bytes(), value)?.is_none()
-                    {
-                        self.counts.0 += 1;
-                    }
-                }
-                tag::REMOVE_BINDING => {
-                    let rkid = Rkid::from_bytes(c.arr32()?);
-                    if memory {
-                        self.index.set_bound(&rkid, false)?;
-                    }
-                    if let (true, Some(txn)) = (redb, self.txn)
-                        && rs::del(txn, BINDINGS, rkid.as_bytes())?.is_some()
-                    {
-                        self.counts.0 = self.counts.0.saturating_sub(1);
-                    }
-                }
-                tag::PUT_TOMBSTONE => {
-                    let rkid = Rkid::from_bytes(c.arr32()?);
-                    let tombstone = rs::decode_tombstone(c.take(16)?)?;
-                    if let (true, Some(txn)) = (redb, self.txn)
-                        && rs::put_tombstone(txn, &rkid, &tombstone)?
-                    {
-                        self.counts.1 += 1;
-                    }
-                }
-                tag::REMOVE_TOMBSTONE => {
-                    let rkid = Rkid::from_bytes(c.arr32()?);
-                    if let (true, Some(txn)) = (redb, self.txn)
-                        && rs::remove_tombstone(txn, &rkid)?.is_some()
-                    {
-                        self.counts.1 = self.counts.1.saturating_sub(1);
-                    }
-                }
-                tag::PUT_DECLARATION => {
-                    let len = c.u32()?;
-                    let value = c.take(len as usize)?;
-                    let record = DeclarationRecord {
-                        revision: rs::u64_at(value, 0)?,
-                        document: value.get(8..).unwrap_or_default().to_vec(),
-                    };
-                    if let (true, Some(txn)) = (redb, self.txn) {
-                        let value = rs::cat(&[&record.revision.to_be_bytes(), &record.document]);
-                        rs::put(txn, META, rs::META_DECLARATION, &value)?;
-                    }
-                }
-                other => return Err(corrupt(format!("log record: operation tag {other}"))),
+            let at = Place {
+                segment,
+                body_at: rec.body_at,
+                memory,
+            };
+            if !self.index_op(op, &mut c, at)? && !self.redb_op(op, &mut c, memory, redb)? {
+                return Err(corrupt(format!("log record: operation tag {op}")));
             }
         }
         // Each record is its own transaction of the index.
         self.index.commit(false, None)?;
         Ok(())
+    }
+
+    /// Applies `op` if it changes the in-memory index only (the queue
+    /// data); returns whether it was one.
+    fn index_op(&mut self, op: u8, c: &mut Cursor<'_>, at: Place) -> StoreResult<bool> {
+        let Place {
+            segment,
+            body_at,
+            memory,
+        } = at;
+        match op {
+            tag::APPEND => {
+                let rkid = Rkid::from_bytes(c.arr32()?);
+                let seq = c.u64()?;
+                let id = DepositId(c.arr32()?);
+                let (admitted_at, give_up_at, len) = (c.u64()?, c.u64()?, c.u32()?);
+                let offset = body_at + c.pos() as u64;
+                c.take(len as usize)?;
+                if memory {
+                    let deposit = Deposit {
+                        seq,
+                        id,
+                        len,
+                        admitted_at,
+                        give_up_at,
+                    };
+                    self.place(&rkid, &deposit, location(segment, offset)?)?;
+                }
+            }
+            tag::REMOVE => {
+                let rkid = Rkid::from_bytes(c.arr32()?);
+                let seq = c.u64()?;
+                if memory {
+                    let ix = &mut *self.index;
+                    if let Some(slot) = ix.queue(&rkid).and_then(|q| ix.find_seq(q, seq)) {
+                        ix.remove_deposit(slot)?;
+                    }
+                }
+            }
+            tag::MOVE => {
+                let rkid = Rkid::from_bytes(c.arr32()?);
+                let seq = c.u64()?;
+                let len = c.u32()?;
+                let offset = body_at + c.pos() as u64;
+                c.take(len as usize)?;
+                if memory {
+                    let (seg, off) = location(segment, offset)?;
+                    let ix = &mut *self.index;
+                    if let Some(slot) = ix.queue(&rkid).and_then(|q| ix.find_seq(q, seq)) {
+                        ix.move_deposit(slot, seg, off);
+                    }
+                }
+            }
+            tag::PUT_DEPARTURE => {
+                let rkid = Rkid::from_bytes(c.arr32()?);
+                let id = DepositId(c.arr32()?);
+                let record = rs::decode_departure(c.take(9)?)?;
+                if memory {
+                    self.index.put_departure(&rkid, &id, &record)?;
+                }
+            }
+            tag::REMOVE_DEPARTURE => {
+                let rkid = Rkid::from_bytes(c.arr32()?);
+                let id = DepositId(c.arr32()?);
+                if memory {
+                    self.index.remove_departure(&rkid, &id)?;
+                }
+            }
+            tag::SCHEDULE | tag::UNSCHEDULE => {
+                let (at, due) = rs::decode_due(record::take_u8_len(c)?)?;
+                if memory {
+                    if op == tag::SCHEDULE {
+                        self.index.schedule(at, &due)?;
+                    } else {
+                        self.index.unschedule(at, &due);
+                    }
+                }
+            }
+            tag::ELASTIC => {
+                let value = c.u64()?;
+                if memory {
+                    self.index.occupancy_mut().elastic_bytes = value;
+                }
+            }
+            tag::QUARANTINE => {
+                let rkid = Rkid::from_bytes(c.arr32()?);
+                let seq = c.u64()?;
+                let len = c.u32()?;
+                let value = c.take(len as usize)?.to_vec();
+                if memory {
+                    self.index.put_quarantine((rkid, seq), value);
+                }
+            }
+            tag::NEXT_SEQ => {
+                let rkid = Rkid::from_bytes(c.arr32()?);
+                let next = c.u64()?;
+                if memory {
+                    self.index.raise_next_seq(&rkid, next)?;
+                }
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Puts replayed deposit `deposit` of `rkid` at `(seg, off)`: added,
+    /// or moved there if the index holds it elsewhere already.
+    fn place(&mut self, rkid: &Rkid, deposit: &Deposit, (seg, off): (u32, u32)) -> StoreResult<()> {
+        let ix = &mut *self.index;
+        match ix.queue(rkid).and_then(|q| ix.find_seq(q, deposit.seq)) {
+            Some(slot) => {
+                let d = ix.deps.get(slot);
+                if (d.seg, d.off) != (seg, off) {
+                    ix.move_deposit(slot, seg, off);
+                }
+                Ok(())
+            }
+            None => ix.add_deposit(rkid, deposit, seg, off).map(drop),
+        }
+    }
+
+    /// Applies `op` if it changes redb (bindings, tombstones, the
+    /// declaration); returns whether it was one.
+    fn redb_op(
+        &mut self,
+        op: u8,
+        c: &mut Cursor<'_>,
+        memory: bool,
+        redb: bool,
+    ) -> StoreResult<bool> {
+        match op {
+            tag::PUT_BINDING => {
+                let rkid = Rkid::from_bytes(c.arr32()?);
+                let value = c.take(57)?;
+                rs::decode_binding(value)?;
+                if memory {
+                    self.index.set_bound(&rkid, true)?;
+                }
+                if let (true, Some(txn)) = (redb, self.txn)
+                    && rs::put(txn, BINDINGS, rkid.as_bytes(), value)?.is_none()
+                {
+                    self.counts.0 += 1;
+                }
+            }
+            tag::REMOVE_BINDING => {
+                let rkid = Rkid::from_bytes(c.arr32()?);
+                if memory {
+                    self.index.set_bound(&rkid, false)?;
+                }
+                if let (true, Some(txn)) = (redb, self.txn)
+                    && rs::del(txn, BINDINGS, rkid.as_bytes())?.is_some()
+                {
+                    self.counts.0 = self.counts.0.saturating_sub(1);
+                }
+            }
+            tag::PUT_TOMBSTONE => {
+                let rkid = Rkid::from_bytes(c.arr32()?);
+                let tombstone = rs::decode_tombstone(c.take(16)?)?;
+                if let (true, Some(txn)) = (redb, self.txn)
+                    && rs::put_tombstone(txn, &rkid, &tombstone)?
+                {
+                    self.counts.1 += 1;
+                }
+            }
+            tag::REMOVE_TOMBSTONE => {
+                let rkid = Rkid::from_bytes(c.arr32()?);
+                if let (true, Some(txn)) = (redb, self.txn)
+                    && rs::remove_tombstone(txn, &rkid)?.is_some()
+                {
+                    self.counts.1 = self.counts.1.saturating_sub(1);
+                }
+            }
+            tag::PUT_DECLARATION => {
+                let len = c.u32()?;
+                let value = c.take(len as usize)?;
+                let record = DeclarationRecord {
+                    revision: rs::u64_at(value, 0)?,
+                    document: value.get(8..).unwrap_or_default().to_vec(),
+                };
+                if let (true, Some(txn)) = (redb, self.txn) {
+                    let value = rs::cat(&[&record.revision.to_be_bytes(), &record.document]);
+                    rs::put(txn, META, rs::META_DECLARATION, &value)?;
+                }
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
     }
 }

@@ -34,9 +34,12 @@
 //! it was written): recovery takes the previous one.
 
 use super::index::{Index, NIL};
-use super::{Inner, damaged, record};
+use super::{Inner, record};
+use crate::failure::damaged;
+use crate::failure::{corrupt, db_error, lock};
 use crate::fs::{Open, StoreFile, StoreFs};
-use crate::redb_store::{self as rs, META, StoreId, corrupt, engine, lock};
+use crate::schema::{self as rs, META};
+use crate::store_id::StoreId;
 use crate::{DepartureRecord, Deposit, DepositId, StoreResult};
 use redb::Durability;
 use rltp_proofs::multikey::Rkid;
@@ -107,6 +110,29 @@ fn le(buf: &mut Vec<u8>, v: u64) {
     buf.extend_from_slice(&v.to_le_bytes());
 }
 
+/// Copies the deposits of queue `c.qid` after `c.last_seq`, within
+/// `budget`; returns whether the queue's list is done.
+fn copy_deposits(ix: &Index, c: &mut Cursor, buf: &mut Vec<u8>, budget: &mut usize) -> bool {
+    let mut at = ix.first_after(c.qid, c.last_seq);
+    while at != NIL && *budget > 0 {
+        let d = ix.deps.get(at);
+        buf.push(b'D');
+        le(buf, d.seq);
+        buf.extend_from_slice(&d.id);
+        le(buf, d.admitted_at);
+        le(buf, d.give_up_at);
+        buf.extend_from_slice(&d.seg.to_le_bytes());
+        buf.extend_from_slice(&d.off.to_le_bytes());
+        buf.extend_from_slice(&d.len().to_le_bytes());
+        buf.push(u8::from(ix.give_up_flagged(at)));
+        c.counts[1] += 1;
+        c.last_seq = Some(d.seq);
+        *budget -= 1;
+        at = ix.next_in_queue(at);
+    }
+    at == NIL
+}
+
 /// Copies up to [`CHUNK`] entries; returns whether the snapshot is complete.
 fn copy_chunk(ix: &Index, c: &mut Cursor, buf: &mut Vec<u8>) -> bool {
     let mut budget = CHUNK;
@@ -131,24 +157,7 @@ fn copy_chunk(ix: &Index, c: &mut Cursor, buf: &mut Vec<u8>) -> bool {
                     buf.push(u8::from(q.bound()));
                     buf.extend_from_slice(&c.qid.to_le_bytes());
                     budget = budget.saturating_sub(1);
-                    let mut at = ix.first_after(c.qid, c.last_seq);
-                    while at != NIL && budget > 0 {
-                        let d = ix.deps.get(at);
-                        buf.push(b'D');
-                        le(buf, d.seq);
-                        buf.extend_from_slice(&d.id);
-                        le(buf, d.admitted_at);
-                        le(buf, d.give_up_at);
-                        buf.extend_from_slice(&d.seg.to_le_bytes());
-                        buf.extend_from_slice(&d.off.to_le_bytes());
-                        buf.extend_from_slice(&d.len().to_le_bytes());
-                        buf.push(u8::from(ix.give_up_flagged(at)));
-                        c.counts[1] += 1;
-                        c.last_seq = Some(d.seq);
-                        budget -= 1;
-                        at = ix.next_in_queue(at);
-                    }
-                    if at == NIL {
+                    if copy_deposits(ix, c, buf, &mut budget) {
                         c.qid += 1;
                         c.last_seq = None;
                     }
@@ -261,11 +270,12 @@ fn take_inner(inner: &Inner) -> StoreResult<()> {
         rs::put(
             &txn,
             META,
-            super::META_COUNTS,
+            crate::schema::META_COUNTS,
             &rs::cat(&[&o.bindings.to_be_bytes(), &o.tombstones.to_be_bytes()]),
         )?;
-        txn.set_durability(Durability::Immediate).map_err(engine)?;
-        txn.commit().map_err(engine)?;
+        txn.set_durability(Durability::Immediate)
+            .map_err(db_error)?;
+        txn.commit().map_err(db_error)?;
         state.redb_applied = pos;
         state.redb_ops = 0;
         state.since_snapshot = 0;
@@ -376,7 +386,8 @@ const READ_CHUNK: usize = 4 << 20;
 /// trailer); refused if it is another store's.
 ///
 /// # Errors
-/// [`crate::StoreError::Damaged`] for another store's snapshot; I/O errors.
+/// [`crate::OpenError::Damaged`] (in [`crate::StoreError::Open`]) for
+/// another store's snapshot; I/O errors.
 pub(super) fn load(
     fs: &dyn StoreFs,
     path: &Path,
@@ -477,7 +488,8 @@ pub(super) fn load(
             "the snapshot {} belongs to another store ({})",
             path.display(),
             StoreId(header[12..28].try_into().unwrap_or_default())
-        )));
+        ))
+        .into());
     }
     ix.set_loading(false);
     ix.commit(false, None)?;

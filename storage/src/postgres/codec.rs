@@ -157,23 +157,48 @@ pub(super) fn meta_u64(bytes: &[u8], what: &str) -> StoreResult<u64> {
         .map_err(|_| StoreError::Corrupt(format!("meta {what} of {} bytes", bytes.len())))
 }
 
+/// A PostgreSQL error and the statement (or step) it failed, with its
+/// SQLSTATE when the server sent one: the message reads
+/// `postgres <what>: <error> (SQLSTATE <code>)`, the error stays the source.
+#[derive(Debug)]
+pub(super) struct PgFailure {
+    what: String,
+    source: tokio_postgres::Error,
+}
+
+impl std::fmt::Display for PgFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "postgres {}: {}", self.what, self.source)?;
+        match self.source.code() {
+            Some(code) => write!(f, " (SQLSTATE {})", code.code()),
+            None => Ok(()),
+        }
+    }
+}
+
+impl std::error::Error for PgFailure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
 /// Maps a PostgreSQL error to a store error (an engine fault: answered
 /// `unavailable`, PROTOCOL.md §12), naming the SQLSTATE when there is one;
 /// a serialization failure or a deadlock is a [`StoreError::Conflict`]
 /// (the writer runs the batch again).
-pub(super) fn pg_error(what: &str, e: &tokio_postgres::Error) -> StoreError {
+pub(super) fn pg_error(what: &str, e: tokio_postgres::Error) -> StoreError {
     use tokio_postgres::error::SqlState;
-    match e.code() {
-        Some(code)
-            if *code == SqlState::T_R_SERIALIZATION_FAILURE
-                || *code == SqlState::T_R_DEADLOCK_DETECTED =>
-        {
-            StoreError::Conflict(format!("postgres {what}: {e} (SQLSTATE {})", code.code()))
-        }
-        Some(code) => {
-            StoreError::Engine(format!("postgres {what}: {e} (SQLSTATE {})", code.code()))
-        }
-        None => StoreError::Engine(format!("postgres {what}: {e}")),
+    let conflict = e.code().is_some_and(|code| {
+        *code == SqlState::T_R_SERIALIZATION_FAILURE || *code == SqlState::T_R_DEADLOCK_DETECTED
+    });
+    let failure = Box::new(PgFailure {
+        what: what.to_owned(),
+        source: e,
+    });
+    if conflict {
+        StoreError::Conflict(failure)
+    } else {
+        StoreError::Postgres(failure)
     }
 }
 

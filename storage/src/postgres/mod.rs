@@ -57,8 +57,9 @@ mod write;
 pub use read::PgRead;
 pub use write::PgWrite;
 
-use crate::challenges::ChallengeTable;
-use crate::{AdmissionHook, Challenge, Ms, Store, StoreError, StoreResult};
+use crate::ChallengeTable;
+use crate::failure::Context;
+use crate::{AdmissionHook, BoxError, OpenError, OpenResult, Store, StoreError, StoreResult};
 use codec::pg_error;
 use rltp_proofs::multikey::Rkid;
 use std::future::Future;
@@ -188,6 +189,14 @@ impl Io {
         &self,
         future: impl Future<Output = StoreResult<T>> + Send + 'static,
     ) -> StoreResult<T> {
+        self.run_as(future)
+    }
+
+    /// [`Io::run`] for a future of another error type (opening's).
+    fn run_as<T: Send + 'static, E: From<StoreError> + Send + 'static>(
+        &self,
+        future: impl Future<Output = Result<T, E>> + Send + 'static,
+    ) -> Result<T, E> {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         self.handle()?.spawn(async move {
             let _ = tx.send(future.await);
@@ -220,24 +229,23 @@ enum Connector {
 }
 
 impl Connector {
-    fn new(tls: &PgTls) -> StoreResult<Connector> {
+    fn new(tls: &PgTls) -> OpenResult<Connector> {
         match tls {
             PgTls::Disable => Ok(Connector::Plain),
             PgTls::Require { ca_file } => {
-                let pem = std::fs::read(ca_file).map_err(|e| {
-                    StoreError::Engine(format!("postgres ca-file {}: {e}", ca_file.display()))
-                })?;
+                let pem = std::fs::read(ca_file)
+                    .map_err(|e| settings(format!("ca-file {}", ca_file.display()), e))?;
                 let mut roots = rustls::RootCertStore::empty();
                 for cert in rustls_pemfile_certs(&pem)? {
-                    roots.add(cert).map_err(|e| {
-                        StoreError::Engine(format!("postgres ca-file {}: {e}", ca_file.display()))
-                    })?;
+                    roots
+                        .add(cert)
+                        .map_err(|e| settings(format!("ca-file {}", ca_file.display()), e))?;
                 }
                 let config = rustls::ClientConfig::builder_with_provider(Arc::new(
                     rustls::crypto::ring::default_provider(),
                 ))
                 .with_safe_default_protocol_versions()
-                .map_err(|e| StoreError::Engine(format!("postgres tls: {e}")))?
+                .map_err(|e| settings("tls", e))?
                 .with_root_certificates(roots)
                 .with_no_client_auth();
                 Ok(Connector::Tls(
@@ -254,7 +262,7 @@ impl Connector {
                 let (client, connection) = config
                     .connect(tokio_postgres::NoTls)
                     .await
-                    .map_err(|e| pg_error("connect", &e))?;
+                    .map_err(|e| pg_error("connect", e))?;
                 tokio::spawn(async move {
                     if let Err(e) = connection.await {
                         tracing::debug!(error = %e, "postgres connection ended");
@@ -266,7 +274,7 @@ impl Connector {
                 let (client, connection) = config
                     .connect(tls.clone())
                     .await
-                    .map_err(|e| pg_error("connect", &e))?;
+                    .map_err(|e| pg_error("connect", e))?;
                 tokio::spawn(async move {
                     if let Err(e) = connection.await {
                         tracing::debug!(error = %e, "postgres connection ended");
@@ -279,13 +287,11 @@ impl Connector {
 }
 
 /// The certificates of a PEM file.
-fn rustls_pemfile_certs(
-    pem: &[u8],
-) -> StoreResult<Vec<rustls::pki_types::CertificateDer<'static>>> {
+fn rustls_pemfile_certs(pem: &[u8]) -> OpenResult<Vec<rustls::pki_types::CertificateDer<'static>>> {
     use rustls::pki_types::pem::PemObject as _;
     rustls::pki_types::CertificateDer::pem_slice_iter(pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| StoreError::Engine(format!("postgres ca-file: {e}")))
+        .map_err(|e| settings("ca-file", e))
 }
 
 /// The connection settings of `options`: its URL, its connect timeout,
@@ -293,11 +299,8 @@ fn rustls_pemfile_certs(
 fn client_config(
     options: &PgOptions,
     application_name: &str,
-) -> StoreResult<tokio_postgres::Config> {
-    let mut config: tokio_postgres::Config = options
-        .url
-        .parse()
-        .map_err(|e| StoreError::Engine(format!("postgres url: {e}")))?;
+) -> OpenResult<tokio_postgres::Config> {
+    let mut config: tokio_postgres::Config = options.url.parse().map_err(|e| settings("url", e))?;
     config.connect_timeout(options.connect_timeout);
     if config.get_application_name().is_none() {
         config.application_name(application_name);
@@ -353,9 +356,11 @@ impl PgStore {
     /// starts the admission listener.
     ///
     /// # Errors
-    /// [`StoreError::Engine`] if the database cannot be reached or its
-    /// schema is newer than this binary's.
-    pub fn open(options: PgOptions) -> StoreResult<PgStore> {
+    /// [`OpenError::Refused`] for a schema newer than this binary's or a
+    /// database without durability, [`OpenError::Settings`] for unusable
+    /// connection settings, [`StoreError::Postgres`] (in
+    /// [`OpenError::Store`]) if the database cannot be reached.
+    pub fn open(options: PgOptions) -> OpenResult<PgStore> {
         let config = client_config(&options, "rltp-carrier")?;
         let connector = Connector::new(&options.tls)?;
         let io = Io::new()?;
@@ -379,11 +384,11 @@ impl PgStore {
                 .wait_timeout(Some(options.connect_timeout))
                 .create_timeout(Some(options.connect_timeout))
                 .build()
-                .map_err(|e| StoreError::Engine(format!("postgres pool: {e}")))?
+                .map_err(|e| settings("pool", e))?
         };
         let store_id = {
             let (config, connector) = (config.clone(), connector.clone());
-            io.run(async move {
+            io.run_as(async move {
                 let client = connector.connect(&config).await?;
                 migrate(&client).await
             })?
@@ -412,23 +417,24 @@ impl PgStore {
     /// store id, no listener.
     ///
     /// # Errors
-    /// [`StoreError::Engine`] if the database cannot be reached, runs
+    /// [`OpenError::Store`] if the database cannot be reached,
+    /// [`OpenError::Refused`] if it runs
     /// without durability, holds no carrier schema (`rltp-carrier migrate`
     /// makes it) or a schema newer than this binary's.
-    pub fn check(options: &PgOptions) -> StoreResult<PgCheck> {
+    pub fn check(options: &PgOptions) -> OpenResult<PgCheck> {
         let config = client_config(options, "rltp-carrier-check")?;
         let connector = Connector::new(&options.tls)?;
         let io = Io::new()?;
-        io.run(async move {
+        io.run_as(async move {
             let client = connector.connect(&config).await?;
             check_durability(&client).await?;
             let exists: bool = client
                 .query_one("SELECT to_regclass('rltp_meta') IS NOT NULL", &[])
                 .await
-                .map_err(|e| pg_error("schema check", &e))?
+                .map_err(|e| pg_error("schema check", e))?
                 .get(0);
             if !exists {
-                return Err(StoreError::Engine(
+                return Err(OpenError::Refused(
                     "the database holds no carrier schema (rltp_meta): run `rltp-carrier migrate --config FILE`"
                         .into(),
                 ));
@@ -439,16 +445,17 @@ impl PgStore {
                     client
                         .query_opt("SELECT value FROM rltp_meta WHERE name = $1", &[&name])
                         .await
-                        .map_err(|e| pg_error("rltp_meta", &e))
+                        .map_err(|e| pg_error("rltp_meta", e))
                         .map(|row| row.map(|r| r.get::<_, Vec<u8>>(0)))
                 }
             };
             let schema_version = match meta("schema_version").await? {
-                Some(bytes) => schema::decode_version(&bytes)
-                    .map_err(|e| StoreError::Engine(e.to_string()))?,
+                Some(bytes) => {
+                    schema::decode_version(&bytes).map_err(|e| OpenError::Refused(e.into()))?
+                }
                 None => 0,
             };
-            schema::pending(schema_version).map_err(|e| StoreError::Engine(e.to_string()))?;
+            schema::pending(schema_version).map_err(|e| OpenError::Refused(e.into()))?;
             let store_id = match meta("store_id").await? {
                 Some(bytes) => Some(<[u8; 16]>::try_from(bytes.as_slice()).map_err(|_| {
                     StoreError::Corrupt("rltp_meta.store_id is not 16 bytes".into())
@@ -492,7 +499,7 @@ impl PgStore {
                     lock_timeout.as_millis()
                 ))
                 .await
-                .map_err(|e| pg_error("session settings", &e))?;
+                .map_err(|e| pg_error("session settings", e))?;
             Ok(client)
         })?;
         let client = Arc::new(client);
@@ -534,17 +541,17 @@ impl PgStore {
     /// consistent snapshot.
     ///
     /// # Errors
-    /// [`StoreError::Engine`] if the database cannot be read.
+    /// [`StoreError::Postgres`] if the database cannot be read.
     pub fn integrity_check(&self) -> StoreResult<PgIntegrity> {
         let pool = self.readers.clone();
         self.io.run(async move {
             let c = pool
                 .get()
                 .await
-                .map_err(|e| StoreError::Engine(format!("postgres pool: {e}")))?;
+                .map_err(|e| StoreError::Postgres(Context::new("postgres pool", e)))?;
             c.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 1")
                 .await
-                .map_err(|e| pg_error("integrity snapshot", &e))?;
+                .map_err(|e| pg_error("integrity snapshot", e))?;
             let mut problems = Vec::new();
             let (o, quarantined) = queries::occupancy(&c, false).await?;
             let row = c
@@ -557,7 +564,7 @@ impl PgStore {
                     &[],
                 )
                 .await
-                .map_err(|e| pg_error("integrity counts", &e))?;
+                .map_err(|e| pg_error("integrity counts", e))?;
             let counts: [i64; 5] = [row.get(0), row.get(1), row.get(2), row.get(3), row.get(4)];
             let both: i64 = c
                 .query_one(
@@ -565,7 +572,7 @@ impl PgStore {
                     &[],
                 )
                 .await
-                .map_err(|e| pg_error("integrity counts", &e))?
+                .map_err(|e| pg_error("integrity counts", e))?
                 .get(0);
             let held = [
                 ("bindings", o.bindings),
@@ -597,7 +604,7 @@ impl PgStore {
                 for row in c
                     .query(sql, &[])
                     .await
-                    .map_err(|e| pg_error("integrity check", &e))?
+                    .map_err(|e| pg_error("integrity check", e))?
                 {
                     let name: String = row.get(0);
                     problems.push(format!("{what}: {name}"));
@@ -617,7 +624,7 @@ impl PgStore {
     /// database was restored from a backup: `PROTOCOL.md` §7).
     ///
     /// # Errors
-    /// [`StoreError::Engine`].
+    /// [`StoreError::Postgres`].
     pub fn raise_seq_floor(&self, floor: u64) -> StoreResult<()> {
         let client = self.writer_client()?;
         // Big-endian bytes order as the numbers do, so the greater wins.
@@ -632,8 +639,16 @@ impl PgStore {
                 )
                 .await
                 .map(drop)
-                .map_err(|e| pg_error("raise seq floor", &e))
+                .map_err(|e| pg_error("raise seq floor", e))
         })
+    }
+}
+
+/// A connection setting that cannot be used ([`OpenError::Settings`]).
+fn settings(what: impl Into<String>, error: impl Into<BoxError>) -> OpenError {
+    OpenError::Settings {
+        what: what.into(),
+        source: error.into(),
     }
 }
 
@@ -646,12 +661,12 @@ fn manager_config() -> deadpool_postgres::ManagerConfig {
 /// Applies pending migrations in one transaction each (under an advisory
 /// lock, so two nodes starting together migrate once) and returns the
 /// store id (made on first use).
-async fn migrate(client: &Client) -> StoreResult<[u8; 16]> {
+async fn migrate(client: &Client) -> OpenResult<[u8; 16]> {
     const LOCK: i64 = 0x0072_6c74_706d_6967; // "rltpmig"
     client
         .execute("SELECT pg_advisory_lock($1)", &[&LOCK])
         .await
-        .map_err(|e| pg_error("migration lock", &e))?;
+        .map_err(|e| pg_error("migration lock", e))?;
     let result = migrate_locked(client).await;
     let _ = client
         .execute("SELECT pg_advisory_unlock($1)", &[&LOCK])
@@ -663,29 +678,32 @@ async fn migrate(client: &Client) -> StoreResult<[u8; 16]> {
 /// `fsync` or `full_page_writes` off (a crash then corrupts or drops
 /// committed transactions). `synchronous_commit` is set to `on` by every
 /// writer session, whatever the server's default.
-async fn check_durability(client: &Client) -> StoreResult<()> {
+async fn check_durability(client: &Client) -> OpenResult<()> {
     for setting in ["fsync", "full_page_writes"] {
         let row = client
             .query_one(&format!("SHOW {setting}"), &[])
             .await
-            .map_err(|e| pg_error("read settings", &e))?;
+            .map_err(|e| pg_error("read settings", e))?;
         let value: String = row.get(0);
         if value != "on" {
-            return Err(StoreError::Engine(format!(
-                "the database runs with {setting} = {value}: a crash could lose committed \
-                 transactions, so admitted deposits; set {setting} = on"
-            )));
+            return Err(OpenError::Refused(
+                format!(
+                    "the database runs with {setting} = {value}: a crash could lose committed \
+                     transactions, so admitted deposits; set {setting} = on"
+                )
+                .into(),
+            ));
         }
     }
     Ok(())
 }
 
-async fn migrate_locked(client: &Client) -> StoreResult<[u8; 16]> {
+async fn migrate_locked(client: &Client) -> OpenResult<[u8; 16]> {
     check_durability(client).await?;
     let exists: bool = client
         .query_one("SELECT to_regclass('rltp_meta') IS NOT NULL", &[])
         .await
-        .map_err(|e| pg_error("schema check", &e))?
+        .map_err(|e| pg_error("schema check", e))?
         .get(0);
     let version = if exists {
         match client
@@ -694,16 +712,16 @@ async fn migrate_locked(client: &Client) -> StoreResult<[u8; 16]> {
                 &[],
             )
             .await
-            .map_err(|e| pg_error("schema version", &e))?
+            .map_err(|e| pg_error("schema version", e))?
         {
             Some(row) => schema::decode_version(row.get::<_, &[u8]>(0))
-                .map_err(|e| StoreError::Engine(e.to_string()))?,
+                .map_err(|e| OpenError::Refused(e.into()))?,
             None => 0,
         }
     } else {
         0
     };
-    let pending = schema::pending(version).map_err(|e| StoreError::Engine(e.to_string()))?;
+    let pending = schema::pending(version).map_err(|e| OpenError::Refused(e.into()))?;
     for (to, sql) in pending {
         let sql = format!(
             "BEGIN; {sql}; INSERT INTO rltp_meta (name, value) VALUES ('schema_version', '\\x{:08x}') \
@@ -713,7 +731,7 @@ async fn migrate_locked(client: &Client) -> StoreResult<[u8; 16]> {
         client
             .batch_execute(&sql)
             .await
-            .map_err(|e| pg_error(&format!("migration {to}"), &e))?;
+            .map_err(|e| pg_error(&format!("migration {to}"), e))?;
         tracing::info!(version = to, "postgres schema migrated");
     }
     let fresh: [u8; 16] = rand::random();
@@ -723,13 +741,13 @@ async fn migrate_locked(client: &Client) -> StoreResult<[u8; 16]> {
             &[&fresh.as_slice()],
         )
         .await
-        .map_err(|e| pg_error("store id", &e))?;
+        .map_err(|e| pg_error("store id", e))?;
     let row = client
         .query_one("SELECT value FROM rltp_meta WHERE name = 'store_id'", &[])
         .await
-        .map_err(|e| pg_error("store id", &e))?;
+        .map_err(|e| pg_error("store id", e))?;
     <[u8; 16]>::try_from(row.get::<_, &[u8]>(0))
-        .map_err(|_| StoreError::Corrupt("rltp_meta.store_id is not 16 bytes".into()))
+        .map_err(|_| StoreError::Corrupt("rltp_meta.store_id is not 16 bytes".into()).into())
 }
 
 async fn listen_once(
@@ -763,7 +781,7 @@ async fn listen_once(
             let (client, mut connection) = config
                 .connect($tls)
                 .await
-                .map_err(|e| pg_error("listen connect", &e))?;
+                .map_err(|e| pg_error("listen connect", e))?;
             let mut messages =
                 futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
             let statement = format!("LISTEN {ADMISSIONS_CHANNEL}");
@@ -773,13 +791,13 @@ async fn listen_once(
             loop {
                 tokio::select! {
                     done = &mut listen, if !listening => {
-                        done.map_err(|e| pg_error("listen", &e))?;
+                        done.map_err(|e| pg_error("listen", e))?;
                         listening = true;
                     }
                     message = messages.next() => match message {
                         Some(Ok(tokio_postgres::AsyncMessage::Notification(n))) => notify(n.payload()),
                         Some(Ok(_)) => {}
-                        Some(Err(e)) => return Err(pg_error("listen", &e)),
+                        Some(Err(e)) => return Err(pg_error("listen", e)),
                         None => return Ok(()),
                     },
                 }
@@ -826,21 +844,8 @@ impl Store for PgStore {
         self.drop_writer();
     }
 
-    fn issue_challenge(&self, challenge: Challenge) -> StoreResult<()> {
-        self.challenges.issue(challenge);
-        Ok(())
-    }
-
-    fn take_challenge(&self, principal_challenge: &[u8; 32]) -> StoreResult<Option<Challenge>> {
-        Ok(self.challenges.take(principal_challenge))
-    }
-
-    fn purge_challenges(&self, now: Ms) -> StoreResult<usize> {
-        Ok(self.challenges.purge(now))
-    }
-
-    fn challenge_count(&self) -> usize {
-        self.challenges.len()
+    fn challenges(&self) -> &ChallengeTable {
+        &self.challenges
     }
 
     fn on_remote_admission(&self, hook: AdmissionHook) {
@@ -857,7 +862,7 @@ impl Store for PgStore {
             let c = pool
                 .get()
                 .await
-                .map_err(|e| StoreError::Engine(format!("postgres pool: {e}")))?;
+                .map_err(|e| StoreError::Postgres(Context::new("postgres pool", e)))?;
             let row = c
                 .query_one(
                     "SELECT pg_database_size(current_database()), \
@@ -867,7 +872,7 @@ impl Store for PgStore {
                     &[],
                 )
                 .await
-                .map_err(|e| pg_error("store size", &e))?;
+                .map_err(|e| pg_error("store size", e))?;
             let disk: i64 = row.get(0);
             let oldest: Option<i64> = row.get(1);
             Ok(crate::StoreSize {

@@ -20,7 +20,7 @@ async fn rows(
     client
         .query_typed(sql, params)
         .await
-        .map_err(|e| pg_error(what, &e))
+        .map_err(|e| pg_error(what, e))
 }
 
 async fn one(
@@ -325,7 +325,7 @@ pub(super) async fn binding_phases(client: &Client) -> StoreResult<BindingPhases
         &[],
     )
     .await?
-    .ok_or_else(|| StoreError::Engine("count bindings: no row".into()))?;
+    .ok_or_else(|| StoreError::Postgres("count bindings: no row".into()))?;
     Ok(BindingPhases {
         live: codec::unsigned(row.get(0), "live count")?,
         closing: codec::unsigned(row.get(1), "closing count")?,

@@ -3,6 +3,7 @@
 //! dropped.
 
 use super::{PgStore, codec::pg_error, queries};
+use crate::failure::Context;
 use crate::{
     Binding, BindingPhases, DeclarationRecord, DepartureRecord, Deposit, DepositId, Due, Ms,
     Occupancy, ReadTxn, StoreError, StoreResult, Tombstone,
@@ -30,12 +31,12 @@ impl<'a> PgRead<'a> {
             let conn = pool
                 .get()
                 .await
-                .map_err(|e| StoreError::Engine(format!("postgres pool: {e}")))?;
+                .map_err(|e| StoreError::Postgres(Context::new("postgres pool", e)))?;
             // The snapshot is taken by a transaction's first statement, not
             // by BEGIN: take it now.
             conn.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 1")
                 .await
-                .map_err(|e| pg_error("begin snapshot", &e))?;
+                .map_err(|e| pg_error("begin snapshot", e))?;
             Ok(Arc::new(conn))
         })?;
         Ok(PgRead {

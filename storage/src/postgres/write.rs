@@ -143,7 +143,7 @@ fn pipeline(client: Arc<Client>, statements: Vec<Statement>) -> Pending {
                     .query_typed(s.sql, &params)
                     .await
                     .map(drop)
-                    .map_err(|e| pg_error(s.what, &e))
+                    .map_err(|e| pg_error(s.what, e))
             }
         });
         futures_util::future::try_join_all(futures).await.map(drop)
@@ -163,7 +163,7 @@ impl<'a> PgWrite<'a> {
             let lock = queries::occupancy(&c, true);
             let floor = queries::meta_u64(&c, "seq_floor");
             let (begin, lock, floor) = tokio::join!(begin, lock, floor);
-            begin.map_err(|e| pg_error("begin", &e))?;
+            begin.map_err(|e| pg_error("begin", e))?;
             Ok((lock?, floor?))
         })?;
         Ok(PgWrite {
@@ -245,7 +245,7 @@ impl<'a> PgWrite<'a> {
             let commit = client.batch_execute("COMMIT");
             tokio::pin!(commit);
             match tokio::time::timeout(timeout, &mut commit).await {
-                Ok(done) => done.map_err(|e| pg_error("commit", &e)),
+                Ok(done) => done.map_err(|e| pg_error("commit", e)),
                 Err(_) => {
                     // No confirmation in time (a synchronous standby that is
                     // gone): cancel the wait. PostgreSQL keeps the commit
@@ -253,9 +253,12 @@ impl<'a> PgWrite<'a> {
                     // carrier answers `unavailable` and the retry meets s3.
                     cancel(&client, &connector).await;
                     let _ = tokio::time::timeout(Duration::from_secs(5), commit).await;
-                    Err(StoreError::Engine(format!(
-                        "postgres commit: not confirmed within {timeout:?} (outcome unknown)"
-                    )))
+                    Err(StoreError::Postgres(
+                        format!(
+                            "postgres commit: not confirmed within {timeout:?} (outcome unknown)"
+                        )
+                        .into(),
+                    ))
                 }
             }
         })
@@ -336,7 +339,18 @@ impl Inner {
     /// The buffered mutations as statements (and forgets them).
     fn drain(&mut self) -> StoreResult<Vec<Statement>> {
         let mut out = Vec::new();
-        // bindings
+        self.drain_bindings(&mut out)?;
+        self.drain_tombstones(&mut out)?;
+        self.drain_queues(&mut out)?;
+        self.drain_deposits(&mut out)?;
+        self.drain_departures(&mut out)?;
+        self.drain_due(&mut out)?;
+        self.drain_quarantine(&mut out)?;
+        Ok(out)
+    }
+
+    /// Pushes onto `out` the statements for the bindings written or deleted.
+    fn drain_bindings(&mut self, out: &mut Vec<Statement>) -> StoreResult<()> {
         let (mut up, mut gone) = (BindingColumns::default(), Vec::new());
         for rkid in std::mem::take(&mut self.dirty_bindings) {
             match self.bindings.get(&rkid).copied().flatten() {
@@ -356,7 +370,11 @@ impl Inner {
         if !up.rkid.is_empty() {
             out.push(up.statement());
         }
-        // tombstones
+        Ok(())
+    }
+
+    /// Pushes onto `out` the statements for the tombstones written or deleted.
+    fn drain_tombstones(&mut self, out: &mut Vec<Statement>) -> StoreResult<()> {
         let (mut rkids, mut generations, mut released, mut gone) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for rkid in std::mem::take(&mut self.dirty_tombstones) {
@@ -392,7 +410,11 @@ impl Inner {
                 .param(released, Type::INT8_ARRAY),
             );
         }
-        // queues
+        Ok(())
+    }
+
+    /// Pushes onto `out` the statements for the queue counters.
+    fn drain_queues(&mut self, out: &mut Vec<Statement>) -> StoreResult<()> {
         let (mut rkids, mut last, mut bytes) = (Vec::new(), Vec::new(), Vec::new());
         for rkid in std::mem::take(&mut self.dirty_queues) {
             let q = self.queues.get(&rkid).copied().unwrap_or_default();
@@ -414,7 +436,11 @@ impl Inner {
                 .param(bytes, Type::INT8_ARRAY),
             );
         }
-        // deposits
+        Ok(())
+    }
+
+    /// Pushes onto `out` the statements for the deposits removed and appended.
+    fn drain_deposits(&mut self, out: &mut Vec<Statement>) -> StoreResult<()> {
         let removed = std::mem::take(&mut self.removed);
         if !removed.is_empty() {
             let mut rkids = Vec::with_capacity(removed.len());
@@ -441,7 +467,11 @@ impl Inner {
             }
             out.push(c.statement());
         }
-        // departures
+        Ok(())
+    }
+
+    /// Pushes onto `out` the statements for the departure records written or deleted.
+    fn drain_departures(&mut self, out: &mut Vec<Statement>) -> StoreResult<()> {
         let (mut rkids, mut ids, mut concluded, mut forget) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let (mut gone_rkids, mut gone_ids) = (Vec::new(), Vec::new());
@@ -485,7 +515,11 @@ impl Inner {
                 .param(forget, Type::INT8_ARRAY),
             );
         }
-        // due index
+        Ok(())
+    }
+
+    /// Pushes onto `out` the statements for the due entries added and removed.
+    fn drain_due(&mut self, out: &mut Vec<Statement>) -> StoreResult<()> {
         let (mut add, mut del) = (DueColumns::default(), DueColumns::default());
         for (key, present) in std::mem::take(&mut self.due) {
             if present {
@@ -510,7 +544,11 @@ impl Inner {
                  ON CONFLICT DO NOTHING",
             ));
         }
-        // quarantine records
+        Ok(())
+    }
+
+    /// Pushes onto `out` the statements for the quarantine records and the declaration.
+    fn drain_quarantine(&mut self, out: &mut Vec<Statement>) -> StoreResult<()> {
         for (rkid, d, at, reason) in std::mem::take(&mut self.quarantine) {
             out.push(
                 Statement::new(
@@ -528,7 +566,6 @@ impl Inner {
                 .param(reason, Type::TEXT),
             );
         }
-        // the declaration
         if let Some(record) = self.declaration.take() {
             let mut value = record.revision.to_be_bytes().to_vec();
             value.extend_from_slice(&record.document);
@@ -541,7 +578,7 @@ impl Inner {
                 .param(value, Type::BYTEA),
             );
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -671,7 +708,7 @@ impl Drop for PgWrite<'_> {
                 client
                     .batch_execute("ROLLBACK")
                     .await
-                    .map_err(|e| pg_error("rollback", &e))
+                    .map_err(|e| pg_error("rollback", e))
             });
             if rolled_back.is_err() {
                 self.store.drop_writer();
@@ -827,7 +864,7 @@ impl WriteTxn for PgWrite<'_> {
         let existed = self.binding_cached(rkid)?.is_some();
         let inner = self.inner.get_mut();
         if !existed {
-            inner.occupancy.bindings += 1;
+            inner.occupancy.binding_added();
         }
         inner.bindings.insert(*rkid, Some(*binding));
         inner.dirty_bindings.insert(*rkid);
@@ -837,7 +874,7 @@ impl WriteTxn for PgWrite<'_> {
         let removed = self.binding_cached(rkid)?;
         if removed.is_some() {
             let inner = self.inner.get_mut();
-            inner.occupancy.bindings -= 1;
+            inner.occupancy.binding_removed();
             inner.bindings.insert(*rkid, None);
             inner.dirty_bindings.insert(*rkid);
         }
@@ -847,7 +884,7 @@ impl WriteTxn for PgWrite<'_> {
         let existed = self.tombstone_cached(rkid)?.is_some();
         let inner = self.inner.get_mut();
         if !existed {
-            inner.occupancy.tombstones += 1;
+            inner.occupancy.tombstone_added();
         }
         inner.tombstones.insert(*rkid, Some(*tombstone));
         inner.dirty_tombstones.insert(*rkid);
@@ -857,7 +894,7 @@ impl WriteTxn for PgWrite<'_> {
         let removed = self.tombstone_cached(rkid)?;
         if removed.is_some() {
             let inner = self.inner.get_mut();
-            inner.occupancy.tombstones -= 1;
+            inner.occupancy.tombstone_removed();
             inner.tombstones.insert(*rkid, None);
             inner.dirty_tombstones.insert(*rkid);
         }
@@ -871,11 +908,10 @@ impl WriteTxn for PgWrite<'_> {
         admitted_at: Ms,
         give_up_at: Ms,
     ) -> StoreResult<Deposit> {
-        let len = u32::try_from(bytes.len())
-            .map_err(|_| StoreError::Corrupt(format!("deposit of {} bytes", bytes.len())))?;
+        let len = crate::deposit_len(bytes)?;
         let mut queue = self.queue_cached(rkid)?;
         let inner = self.inner.get_mut();
-        queue.last_seq = queue.last_seq.max(inner.seq_floor) + 1;
+        queue.last_seq = crate::next_seq(queue.last_seq, inner.seq_floor);
         queue.bytes += u64::from(len);
         inner.queues.insert(*rkid, queue);
         inner.dirty_queues.insert(*rkid);
@@ -890,8 +926,7 @@ impl WriteTxn for PgWrite<'_> {
             .appended
             .insert((*rkid, deposit.seq), (deposit, bytes.to_vec()));
         inner.identity.insert((*rkid, *id), Some(deposit));
-        inner.occupancy.total_bytes += u64::from(len);
-        inner.occupancy.deposits += 1;
+        inner.occupancy.deposit_added(len);
         inner.admitted.insert(*rkid);
         Ok(deposit)
     }
@@ -927,12 +962,10 @@ impl WriteTxn for PgWrite<'_> {
         let mut queue = self.queue_cached(rkid)?;
         let inner = self.inner.get_mut();
         inner.identity.insert((*rkid, deposit.id), None);
-        let len = u64::from(deposit.len);
-        queue.bytes = queue.bytes.saturating_sub(len);
+        queue.bytes = queue.bytes.saturating_sub(u64::from(deposit.len));
         inner.queues.insert(*rkid, queue);
         inner.dirty_queues.insert(*rkid);
-        inner.occupancy.total_bytes -= len;
-        inner.occupancy.deposits -= 1;
+        inner.occupancy.deposit_removed(deposit.len);
         Ok(Some(deposit))
     }
     fn put_departure(
@@ -974,7 +1007,7 @@ impl WriteTxn for PgWrite<'_> {
     }
     fn add_elastic_bytes(&mut self, delta: i64) -> StoreResult<()> {
         let o = &mut self.inner.get_mut().occupancy;
-        o.elastic_bytes = o.elastic_bytes.saturating_add_signed(delta);
+        o.add_elastic(delta);
         Ok(())
     }
     fn put_declaration(&mut self, record: &DeclarationRecord) -> StoreResult<()> {

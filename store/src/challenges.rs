@@ -1,7 +1,7 @@
-//! Live challenges held in memory (§5a.3): the embedded stores keep them
-//! here, so a restart forgets every one of them — indistinguishable from
-//! all of them expiring, and never a way to accept a consumed challenge
-//! twice.
+//! Live challenges held in memory (§5a.3): every backend keeps them here
+//! (its [`crate::Store::challenges`]), so a restart forgets every one of
+//! them — indistinguishable from all of them expiring, and never a way to
+//! accept a consumed challenge twice.
 //!
 //! The table is keyed by what strangers ask for, so its memory follows
 //! what is live: every purge gives back the capacity a flood left
@@ -9,9 +9,11 @@
 //! once a flood's challenges have expired (issue 13: a flood of 10⁶
 //! challenges kept 300 MiB resident after every one had expired).
 
-use crate::{Challenge, Ms};
+use crate::Ms;
+use rltp_proofs::multikey::Rkid;
 use std::collections::HashMap;
 use std::hash::Hash;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// Below this many slots a table keeps its allocation (not worth giving back).
 const KEEP_SLOTS: usize = 1024;
@@ -25,7 +27,23 @@ pub fn release_capacity<K: Eq + Hash, V>(map: &mut HashMap<K, V>) {
         map.shrink_to((map.len() * 2).max(KEEP_SLOTS));
     }
 }
-use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// A live challenge (§5a.3): 32 random bytes bound to an `rkid` and a
+/// purpose, valid until `expires_at`. For `register`/`rebind` it also holds
+/// the address challenge that was sealed to the `rkid`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Challenge {
+    /// The queue the challenge was issued for.
+    pub rkid: Rkid,
+    /// The purpose it was issued for.
+    pub purpose: rltp_proofs::proof::Purpose,
+    /// The principal challenge (the lookup key).
+    pub principal_challenge: [u8; 32],
+    /// The address challenge sealed to `rkid` (register/rebind only).
+    pub address_challenge: Option<[u8; 32]>,
+    /// Expiry instant: issue time + `challenge-lifetime` (ms).
+    pub expires_at: Ms,
+}
 
 /// Live challenges keyed by their principal challenge.
 #[derive(Debug, Default)]

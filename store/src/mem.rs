@@ -6,8 +6,8 @@
 //! the whole state and replaces it at commit.
 
 use crate::{
-    Binding, Challenge, DeclarationRecord, DepartureRecord, Deposit, DepositId, Due, Ms, Occupancy,
-    ReadTxn, Store, StoreResult, Tombstone, WriteTxn,
+    Binding, ChallengeTable, DeclarationRecord, DepartureRecord, Deposit, DepositId, Due, Ms,
+    Occupancy, ReadTxn, Store, StoreResult, Tombstone, WriteTxn,
 };
 use rltp_proofs::multikey::Rkid;
 use std::collections::{BTreeMap, BTreeSet};
@@ -39,7 +39,7 @@ pub struct MemState {
 pub struct MemStore {
     state: Mutex<Arc<MemState>>,
     writer: Mutex<()>,
-    challenges: crate::challenges::ChallengeTable,
+    challenges: ChallengeTable,
 }
 
 impl MemStore {
@@ -139,14 +139,14 @@ impl ReadTxn for MemState {
 impl WriteTxn for MemState {
     fn put_binding(&mut self, rkid: &Rkid, binding: &Binding) -> StoreResult<()> {
         if self.bindings.insert(*rkid, *binding).is_none() {
-            self.occupancy.bindings += 1;
+            self.occupancy.binding_added();
         }
         Ok(())
     }
     fn remove_binding(&mut self, rkid: &Rkid) -> StoreResult<Option<Binding>> {
         let removed = self.bindings.remove(rkid);
         if removed.is_some() {
-            self.occupancy.bindings -= 1;
+            self.occupancy.binding_removed();
         }
         Ok(removed)
     }
@@ -154,7 +154,7 @@ impl WriteTxn for MemState {
         if let Some(old) = self.tombstones.insert(*rkid, *tombstone) {
             self.eviction_order.remove(&(old.released_at, *rkid));
         } else {
-            self.occupancy.tombstones += 1;
+            self.occupancy.tombstone_added();
         }
         self.eviction_order.insert((tombstone.released_at, *rkid));
         Ok(())
@@ -163,7 +163,7 @@ impl WriteTxn for MemState {
         let removed = self.tombstones.remove(rkid);
         if let Some(t) = removed {
             self.eviction_order.remove(&(t.released_at, *rkid));
-            self.occupancy.tombstones -= 1;
+            self.occupancy.tombstone_removed();
         }
         Ok(removed)
     }
@@ -176,9 +176,8 @@ impl WriteTxn for MemState {
         give_up_at: Ms,
     ) -> StoreResult<Deposit> {
         let seq = self.next_seq.entry(*rkid).or_insert(0);
-        *seq += 1;
-        let len = u32::try_from(bytes.len())
-            .map_err(|_| crate::StoreError::Corrupt("deposit over 4 GiB".into()))?;
+        *seq = crate::next_seq(*seq, 0);
+        let len = crate::deposit_len(bytes)?;
         let deposit = Deposit {
             seq: *seq,
             id: *id,
@@ -190,8 +189,7 @@ impl WriteTxn for MemState {
             .insert((*rkid, deposit.seq), (deposit, Arc::new(bytes.to_vec())));
         self.identity.insert((*rkid, deposit.id), deposit.seq);
         *self.queue_bytes.entry(*rkid).or_insert(0) += u64::from(len);
-        self.occupancy.total_bytes += u64::from(len);
-        self.occupancy.deposits += 1;
+        self.occupancy.deposit_added(len);
         Ok(deposit)
     }
     fn remove_deposit(&mut self, rkid: &Rkid, seq: u64) -> StoreResult<Option<Deposit>> {
@@ -199,15 +197,13 @@ impl WriteTxn for MemState {
             return Ok(None);
         };
         self.identity.remove(&(*rkid, deposit.id));
-        let len = u64::from(deposit.len);
         if let Some(bytes) = self.queue_bytes.get_mut(rkid) {
-            *bytes -= len;
+            *bytes = bytes.saturating_sub(u64::from(deposit.len));
             if *bytes == 0 {
                 self.queue_bytes.remove(rkid);
             }
         }
-        self.occupancy.total_bytes -= len;
-        self.occupancy.deposits -= 1;
+        self.occupancy.deposit_removed(deposit.len);
         Ok(Some(deposit))
     }
     fn put_departure(
@@ -232,7 +228,7 @@ impl WriteTxn for MemState {
         Ok(())
     }
     fn add_elastic_bytes(&mut self, delta: i64) -> StoreResult<()> {
-        self.occupancy.elastic_bytes = self.occupancy.elastic_bytes.saturating_add_signed(delta);
+        self.occupancy.add_elastic(delta);
         Ok(())
     }
     fn put_declaration(&mut self, record: &DeclarationRecord) -> StoreResult<()> {
@@ -388,17 +384,7 @@ impl Store for MemStore {
         *lock(&self.state) = Arc::new(txn.state);
         Ok(())
     }
-    fn issue_challenge(&self, challenge: Challenge) -> StoreResult<()> {
-        self.challenges.issue(challenge);
-        Ok(())
-    }
-    fn take_challenge(&self, principal_challenge: &[u8; 32]) -> StoreResult<Option<Challenge>> {
-        Ok(self.challenges.take(principal_challenge))
-    }
-    fn purge_challenges(&self, now: Ms) -> StoreResult<usize> {
-        Ok(self.challenges.purge(now))
-    }
-    fn challenge_count(&self) -> usize {
-        self.challenges.len()
+    fn challenges(&self) -> &ChallengeTable {
+        &self.challenges
     }
 }
