@@ -501,7 +501,10 @@ fn capacity_limits_live_in_the_database_and_a_node_that_disagrees_is_refused() {
     // The running node adopts them within a sweep interval.
     let deadline = Instant::now() + Duration::from_secs(20);
     while capacity(port) != 2_000_000 {
-        assert!(Instant::now() < deadline, "A never adopted the published limits");
+        assert!(
+            Instant::now() < deadline,
+            "A never adopted the published limits"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     // The node that was refused joins; one with the old values is refused.

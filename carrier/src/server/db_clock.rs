@@ -238,7 +238,12 @@ mod tests {
         assert!(!ok);
         assert!(line.contains(&rfc3339_utc(ahead)), "{line}");
         check.record(Comparison::of(db - 3 * 86_400_000, db));
-        assert!(check.refusal().unwrap_or_default().contains("behind by 259200000 ms"));
+        assert!(
+            check
+                .refusal()
+                .unwrap_or_default()
+                .contains("behind by 259200000 ms")
+        );
         assert_eq!(check.offset_ms(), Some(-259_200_000));
         check.record(Comparison::of(db - 2_000, db));
         assert_eq!(check.refusal(), None, "back within bound");

@@ -360,7 +360,9 @@ impl Server<PgStore> {
             .store(true, std::sync::atomic::Ordering::SeqCst);
         server
             .aux
-            .push(tokio::spawn(node_limits::adopt_loop(Arc::clone(&server.ctx))));
+            .push(tokio::spawn(node_limits::adopt_loop(Arc::clone(
+                &server.ctx,
+            ))));
         // Deposits admitted through other nodes wake this node's watchers.
         {
             let watchers = Arc::clone(&server.ctx.watchers);
@@ -535,10 +537,13 @@ impl<S: Store> Server<S> {
         };
 
         let clock_check = Arc::new(db_clock::ClockCheck::new(
-            config.store.postgres.as_ref().map_or(
-                crate::defaults::postgres::MAX_CLOCK_OFFSET_MS,
-                |pg| pg.max_clock_offset_ms,
-            ),
+            config
+                .store
+                .postgres
+                .as_ref()
+                .map_or(crate::defaults::postgres::MAX_CLOCK_OFFSET_MS, |pg| {
+                    pg.max_clock_offset_ms
+                }),
         ));
         compare_clocks(&engine, &server_clock, &clock_check).await;
         let endpoint = endpoint(config, &identity)?;
@@ -1067,9 +1072,10 @@ async fn compare_clocks<S: Store>(
         Arc::clone(clock),
         Arc::clone(check),
     );
-    let compared =
-        tokio::task::spawn_blocking(move || check.compare(&*store, &*clock as &dyn crate::clock::Clock))
-            .await;
+    let compared = tokio::task::spawn_blocking(move || {
+        check.compare(&*store, &*clock as &dyn crate::clock::Clock)
+    })
+    .await;
     if let Ok(Err(e)) = compared {
         tracing::warn!(error = %e, "reading the database's clock failed; retrying next interval");
     }

@@ -49,11 +49,7 @@ pub fn check_held_limits(
     };
     let mine = of(configured);
     for (key, node, database) in [
-        (
-            "capacity-bytes",
-            mine.capacity_bytes,
-            held.capacity_bytes,
-        ),
+        ("capacity-bytes", mine.capacity_bytes, held.capacity_bytes),
         ("max-bindings", mine.max_bindings, held.max_bindings),
     ] {
         if node != database {

@@ -250,7 +250,10 @@ fn count<S: Store>(ctx: &Ctx<S>, op: Op, verdict: &str) {
 fn clock_refusal<S: Store>(ctx: &Ctx<S>, op: Op) -> Option<ErrorAnswer> {
     let detail = ctx.clock_check.refusal()?;
     count_unavailable(ctx, op);
-    tracing::debug!(op = op.as_str(), "answered unavailable: the node's clock is not ready");
+    tracing::debug!(
+        op = op.as_str(),
+        "answered unavailable: the node's clock is not ready"
+    );
     Some(ErrorAnswer {
         code: ErrorCode::Unavailable,
         detail,

@@ -40,11 +40,7 @@ pub(super) struct Doorbell {
 
 impl Doorbell {
     /// Starts the task that rings on a connection of its own to `config`.
-    pub(super) fn start(
-        io: &Io,
-        config: tokio_postgres::Config,
-        connector: Connector,
-    ) -> Doorbell {
+    pub(super) fn start(io: &Io, config: tokio_postgres::Config, connector: Connector) -> Doorbell {
         let (queue, rounds) = mpsc::unbounded_channel();
         io.spawn(ringer(rounds, config, connector));
         Doorbell { queue }
@@ -114,11 +110,7 @@ async fn ring(client: &Client, rkids: &BTreeSet<Rkid>) -> StoreResult<()> {
 pub(super) fn payloads(rkids: &BTreeSet<Rkid>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for rkid in rkids {
-        let hex: String = rkid
-            .as_bytes()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let hex: String = rkid.as_bytes().iter().map(|b| format!("{b:02x}")).collect();
         match out.last_mut() {
             Some(last) if last.len() + 1 + hex.len() <= MAX_PAYLOAD => {
                 last.push(' ');
@@ -136,7 +128,10 @@ pub(super) fn rkids_of(payload: &str) -> impl Iterator<Item = Rkid> + '_ {
     payload.split(' ').filter_map(|hex| {
         let bytes: Option<Vec<u8>> = (0..hex.len())
             .step_by(2)
-            .map(|i| hex.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
+            .map(|i| {
+                hex.get(i..i + 2)
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+            })
             .collect();
         bytes
             .and_then(|b| <[u8; 32]>::try_from(b).ok())
