@@ -193,22 +193,23 @@ impl ClockCheck {
         }
     }
 
-    /// The `/readyz` line (after `clock `) and whether it passes.
-    pub fn readyz(&self) -> (bool, String) {
+    /// The `/readyz` line (after `clock `) and whether it passes; `None`
+    /// for a store with no clock of its own (no line).
+    pub fn readyz(&self) -> Option<(bool, String)> {
         match self.state() {
-            State::Own => (true, "ok (the store's own)".to_owned()),
-            State::Unknown => (false, "not compared with the database's yet".to_owned()),
+            State::Own => None,
+            State::Unknown => Some((false, "not compared with the database's yet".to_owned())),
             State::Compared(c) => {
                 let ok = c.offset_ms.unsigned_abs() <= self.bound_ms;
                 let verdict = if ok { "ok" } else { "NOT OK" };
-                (
+                Some((
                     ok,
                     format!(
                         "{verdict}: {}; max-clock-offset-ms {}",
                         c.describe(),
                         self.bound_ms
                     ),
-                )
+                ))
             }
         }
     }
@@ -234,7 +235,7 @@ mod tests {
         assert!(refusal.contains(&rfc3339_utc(db)), "{refusal}");
         assert!(refusal.contains("ahead by 259200000 ms"), "{refusal}");
         assert!(refusal.contains("max-clock-offset-ms = 2000"), "{refusal}");
-        let (ok, line) = check.readyz();
+        let (ok, line) = check.readyz().unwrap_or_default();
         assert!(!ok);
         assert!(line.contains(&rfc3339_utc(ahead)), "{line}");
         check.record(Comparison::of(db - 3 * 86_400_000, db));
@@ -247,6 +248,6 @@ mod tests {
         assert_eq!(check.offset_ms(), Some(-259_200_000));
         check.record(Comparison::of(db - 2_000, db));
         assert_eq!(check.refusal(), None, "back within bound");
-        assert!(check.readyz().0);
+        assert_eq!(check.readyz().map(|(ok, _)| ok), Some(true));
     }
 }

@@ -236,15 +236,17 @@ async fn ready<S: Store>(web: &Arc<Web<S>>) -> Answer {
     let quarantined = blocking(web, |ctx| ReadTxn::quarantined(&ctx.engine.store().read()?))
         .await
         .and_then(Result::ok);
-    let (clock_ok, clock) = web.ctx.clock_check.readyz();
+    // Only a node of a shared database has a clock line (`db_clock`).
+    let clock = web.ctx.clock_check.readyz();
+    let clock_ok = clock.as_ref().is_none_or(|(ok, _)| *ok);
+    let clock = clock.map_or_else(String::new, |(_, line)| format!("clock {line}\n"));
     let lines = format!(
         "store {}
 declaration {}
 draining {}
 lame-duck {}
 store-damage {}
-clock {clock}
-",
+{clock}",
         store
             .as_ref()
             .map_or_else(Clone::clone, |()| "ok".to_owned()),
