@@ -13,7 +13,9 @@
 #   own system cluster is left stopped and never used);
 # - Debian's prometheus, for its promtool (tests/e2e/dashboards.rs runs
 #   `promtool check rules` on deploy/prometheus/alerts.yml);
-# - Debian's groff-base (tests/e2e/json_output.rs renders the manual page).
+# - Debian's groff-base (tests/e2e/json_output.rs renders the manual page);
+# - Debian's libfaketime (tests/e2e/nodes_clock.rs runs a node days ahead of
+#   or behind the database's clock).
 # A prerequisite that cannot be installed stops here with a message that
 # names it; no test is ever skipped for want of one.
 set -euo pipefail
@@ -32,7 +34,7 @@ fi
 # is a command on PATH or an absolute glob).
 missing=()
 for pair in "chromium chromium" "/usr/lib/postgresql/*/bin/initdb postgresql" "promtool prometheus" \
-  "groff groff-base"; do
+  "groff groff-base" "/usr/lib/*/faketime/libfaketime.so.1 libfaketime"; do
   read -r cmd pkg <<<"$pair"
   case "$cmd" in
     /*) compgen -G "$cmd" >/dev/null || missing+=("$pkg") ;;

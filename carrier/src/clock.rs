@@ -12,6 +12,14 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 pub trait Clock: Send + Sync + 'static {
     /// Now, in ms since the Unix epoch.
     fn now(&self) -> Ms;
+    /// What the test clock hook adds to every reading (`PROTOCOL.md` §11),
+    /// ms: 0 but under the hook. A shared database's clock is shifted by
+    /// it too wherever the carrier reads that clock (the writer's batch
+    /// instant, the clock comparison: `PROTOCOL.md` §13), so that the hook
+    /// moves every clock of a test carrier alike.
+    fn test_offset(&self) -> Ms {
+        0
+    }
 }
 
 /// The system clock.

@@ -65,6 +65,7 @@
 //! lock-timeout-ms = 10000
 //! commit-timeout-ms = 10000
 //! notify = true                        # false: a database without LISTEN/NOTIFY
+//! max-clock-offset-ms = 2000            # beyond it from the database's clock: not ready
 //! ```
 //!
 //! Relative paths are relative to the working directory of the process.
@@ -314,6 +315,11 @@ pub struct PostgresConfig {
     /// queue every `sweep-interval-ms`).
     #[serde(default = "default_notify")]
     pub notify: bool,
+    /// Largest offset between this node's clock and the database's, ms;
+    /// beyond it the node is not ready and serves nothing that depends on
+    /// time (`PROTOCOL.md` §13, "One clock").
+    #[serde(default = "default_max_clock_offset_ms")]
+    pub max_clock_offset_ms: u64,
 }
 
 fn default_pool_size() -> u32 {
@@ -330,6 +336,9 @@ fn default_commit_timeout_ms() -> u64 {
 }
 fn default_notify() -> bool {
     crate::defaults::postgres::NOTIFY
+}
+fn default_max_clock_offset_ms() -> u64 {
+    crate::defaults::postgres::MAX_CLOCK_OFFSET_MS
 }
 
 /// `[store.postgres] tls`.
@@ -825,6 +834,7 @@ fn validate_store(store: &StoreConfig) -> Result<(), ConfigError> {
                 ("store.postgres.connect-timeout-ms", pg.connect_timeout_ms),
                 ("store.postgres.lock-timeout-ms", pg.lock_timeout_ms),
                 ("store.postgres.commit-timeout-ms", pg.commit_timeout_ms),
+                ("store.postgres.max-clock-offset-ms", pg.max_clock_offset_ms),
             ] {
                 if !(1..=3_600_000).contains(&v) {
                     return Err(field_error(

@@ -187,6 +187,12 @@ pub mod postgres {
     /// LISTEN/NOTIFY on: PostgreSQL has it, and a watch on one node is
     /// pushed what another admits at once rather than at its next re-read.
     pub const NOTIFY: bool = true;
+    /// Largest offset between a node's clock and the database's before the
+    /// node stops serving what depends on time (`PROTOCOL.md` §13, "One
+    /// clock"): NTP keeps hosts within milliseconds, so two seconds is a
+    /// clock that is wrong, not one that drifts; and a status or a watch
+    /// push judged two seconds off is still within the answer timeouts.
+    pub const MAX_CLOCK_OFFSET_MS: u64 = 2_000;
 }
 
 /// The control socket (`<data-dir>/control.sock`).

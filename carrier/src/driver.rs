@@ -491,17 +491,17 @@ impl<S: Store> Driver<S> {
     }
 
     /// The sweeper (§5a.9): one write transaction whose prelude applies
-    /// every transition due now with no other traffic, then the
-    /// housekeeping ([`Engine::housekeeping`]). Returns the next due
-    /// instant (ms), for the caller's next wake-up.
+    /// every transition due at the batch's instant with no other traffic,
+    /// then the housekeeping ([`Engine::housekeeping`]) at the clock's now:
+    /// challenges and meters are this node's own, stamped on its clock
+    /// (on a shared database the batch's instant is the database's:
+    /// `PROTOCOL.md` §13, "One clock"). Returns the next due instant (ms).
     ///
     /// # Errors
     /// [`EngineError::Unavailable`] if the store fails.
     pub fn sweep(&self) -> Result<Option<Ms>, EngineError> {
-        let (now, next) = self
-            .writer
-            .execute(|txn, now, _| Ok((now, txn.next_due()?)))?;
-        self.engine.housekeeping(&*self.store, now)?;
+        let next = self.writer.execute(|txn, _, _| txn.next_due())?;
+        self.engine.housekeeping(&*self.store, self.clock.now())?;
         Ok(next)
     }
 

@@ -5,7 +5,10 @@
 //! Operations are closures over a [`WriteTxn`], the batch's instant and
 //! the batch's [`Tally`]. The writer takes the first waiting operation,
 //! then every operation that arrived meanwhile (up to `max_batch`), reads
-//! its [`Clock`] **once** (that `now` is the linearization instant of every
+//! its [`Clock`] **once** — or, on a store many nodes share, the
+//! database's clock the transaction read as it began
+//! ([`WriteTxn::store_now`], kept monotone: `PROTOCOL.md` §13 "One
+//! clock") — (that `now` is the linearization instant of every
 //! operation in the batch), calls the engine's prelude directly
 //! ([`Engine::prelude`]: the transitions due at `now`), runs each
 //! operation in arrival order inside **one** write transaction and commits
@@ -216,6 +219,7 @@ impl Writer {
                     clock: &*clock,
                     engine: engine.as_deref(),
                     shared: &thread_shared,
+                    store_time: std::sync::atomic::AtomicU64::new(0),
                 };
                 writer_loop(&batches, &queue, max_batch.max(1));
             })?;
@@ -362,9 +366,35 @@ struct Batches<'a, S> {
     clock: &'a dyn Clock,
     engine: Option<&'a Engine>,
     shared: &'a Shared,
+    /// The last instant a batch took from the store's clock.
+    store_time: std::sync::atomic::AtomicU64,
 }
 
 impl<S> Batches<'_, S> {
+    /// The instant of a batch in `txn` (`PROTOCOL.md` §11, §13 "One
+    /// clock"): the store's clock when it has one (a database many nodes
+    /// share, [`WriteTxn::store_now`]), never earlier than the last batch's
+    /// instant taken from it; else the carrier's own clock.
+    fn batch_now(&self, txn: &dyn WriteTxn) -> Ms {
+        match txn.store_now() {
+            Some(store_now) => {
+                let store_now = store_now.saturating_add(self.clock.test_offset());
+                let last = self
+                    .store_time
+                    .fetch_max(store_now, std::sync::atomic::Ordering::SeqCst);
+                if last > store_now {
+                    tracing::debug!(
+                        store_now,
+                        last,
+                        "the database's clock read behind the last batch's instant: keeping it"
+                    );
+                }
+                last.max(store_now)
+            }
+            None => self.clock.now(),
+        }
+    }
+
     fn report(&self, report: &BatchReport) {
         if let Some(observer) = self.shared.observer.get() {
             observer(report);
@@ -519,7 +549,7 @@ fn run_batch<S: Store>(batches: &Batches<'_, S>, mut batch: Vec<Job>) -> Option<
             }
         };
         // One reading per attempt: the batch's linearization instant.
-        let now = batches.clock.now();
+        let now = batches.batch_now(&txn);
         // The events of this attempt: published only if it becomes durable.
         let mut events = Tally::default();
         // The engine's constants are state of the transaction too (a

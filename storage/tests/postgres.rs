@@ -24,6 +24,104 @@ fn open(options: PgOptions) -> PgStore {
     PgStore::open(options).unwrap_or_else(|e| panic!("open the postgres store: {e}"))
 }
 
+/// The doorbell is rung after `COMMIT`, from a session of its own, never
+/// inside the write transaction (PostgreSQL serializes the commits of
+/// every transaction that issued `NOTIFY`): the notification a listener
+/// receives comes from the backend of the doorbell session
+/// (`application_name` `rltp-carrier-doorbell`), not from the writer's;
+/// and one transaction admitting to three queues rings once, naming all
+/// three.
+#[test]
+fn the_doorbell_rings_once_per_commit_from_a_session_of_its_own() {
+    use futures_util::StreamExt as _;
+    let pg = cluster();
+    let a = open(PgOptions::new(pg.conninfo()));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let config: tokio_postgres::Config = pg.conninfo().parse().unwrap();
+    let (client, mut connection) = runtime
+        .block_on(config.connect(tokio_postgres::NoTls))
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    runtime.spawn(async move {
+        let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+        while let Some(Ok(message)) = messages.next().await {
+            if let tokio_postgres::AsyncMessage::Notification(n) = message {
+                let _ = tx.send((n.process_id(), n.payload().to_owned()));
+            }
+        }
+    });
+    runtime
+        .block_on(client.batch_execute("LISTEN rltp_deposits"))
+        .unwrap();
+    let queues = [rkid(1), rkid(2), rkid(3)];
+    write(&a, |t| {
+        for (n, q) in queues.iter().enumerate() {
+            t.append_deposit(q, &payload(n as u64, 100), 1, 2)?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    let (pid, payload) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let hex = |r: &rltp_proofs::multikey::Rkid| -> String {
+        r.as_bytes().iter().map(|b| format!("{b:02x}")).collect()
+    };
+    let named: Vec<&str> = payload.split(' ').collect();
+    assert_eq!(named, queues.iter().map(hex).collect::<Vec<_>>());
+    let ringer: String = runtime
+        .block_on(client.query_one(
+            "SELECT application_name FROM pg_stat_activity WHERE pid = $1",
+            &[&pid],
+        ))
+        .unwrap()
+        .get(0);
+    assert_eq!(ringer, rltp_storage::postgres::doorbell::APPLICATION_NAME);
+    assert!(
+        rx.recv_timeout(Duration::from_millis(500)).is_err(),
+        "one commit, one doorbell"
+    );
+}
+
+/// Every write transaction reads the database's clock (the one clock of
+/// `PROTOCOL.md` §13) once it holds the global lock: a transaction that
+/// waited for another's lock reads an instant after that one committed,
+/// so the nodes' transactions read it in their serial order.
+#[test]
+fn a_write_transaction_reads_the_database_clock_once_it_holds_the_lock() {
+    let pg = cluster();
+    let a = open(PgOptions::new(pg.conninfo()));
+    let b = Arc::new(open(PgOptions::new(pg.conninfo())));
+    let first = a.begin_write().unwrap();
+    let at_a = first.store_now().expect("the database's clock");
+    let host = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    assert!(at_a.abs_diff(host) < 60_000, "{at_a} vs this host's {host}");
+    let waiting = {
+        let b = Arc::clone(&b);
+        std::thread::spawn(move || {
+            let txn = b.begin_write().unwrap();
+            let at = txn.store_now();
+            b.commit(txn).unwrap();
+            at
+        })
+    };
+    // Hold the lock a while, then commit.
+    std::thread::sleep(Duration::from_millis(500));
+    let committed_at = a.database_clock().unwrap();
+    a.commit(first).unwrap();
+    let at_b = waiting.join().unwrap().expect("the database's clock");
+    assert!(
+        at_b >= committed_at,
+        "B read {at_b}, before A committed at {committed_at}"
+    );
+    assert!(at_b >= at_a + 500, "B read {at_b}, A {at_a}");
+}
+
 /// Two nodes bump one binding's generation 200 times each, read-modify-
 /// write, concurrently: every bump survives (the write transactions of
 /// both nodes are one serial order), and each node reads the other's.
@@ -63,8 +161,9 @@ fn two_nodes_serialize_their_write_transactions() {
 }
 
 /// A deposit admitted through one node reaches the other node's watchers:
-/// the admitting transaction notifies `rltp_deposits`, the other node's
-/// listener hears it once the transaction commits, and never before.
+/// once the admitting transaction committed, its node rings
+/// `rltp_deposits`, and the other node's listener hears it; an aborted
+/// transaction rings nobody.
 #[test]
 fn the_other_node_hears_of_an_admission_once_it_commits() {
     let pg = cluster();

@@ -225,6 +225,15 @@ pub trait WriteTxn: ReadTxn {
         at: Ms,
         reason: &str,
     ) -> StoreResult<()>;
+    /// The clock of the database this transaction runs in (ms since the
+    /// Unix epoch), read as it began, once it held its lock: for a store
+    /// that many carrier nodes share, the one clock every horizon of the
+    /// transaction is stamped and judged on (`PROTOCOL.md` §13, "One
+    /// clock"). `None` (the default) for a store one carrier owns: its own
+    /// clock is then the one clock (`PROTOCOL.md` §11).
+    fn store_now(&self) -> Option<Ms> {
+        None
+    }
 }
 
 /// A carrier store. Implementations are shared between threads; write
@@ -361,6 +370,17 @@ pub trait Store: Send + Sync + 'static {
     /// [`StoreError`] if the files or the database cannot be read.
     fn size(&self) -> StoreResult<StoreSize> {
         Ok(StoreSize::default())
+    }
+
+    /// The clock of a database that many carrier nodes share (ms since
+    /// the Unix epoch), read now in a statement of its own: a node compares
+    /// its own clock with it (`PROTOCOL.md` §13, "One clock"). `None` (the
+    /// default) for a store one carrier owns.
+    ///
+    /// # Errors
+    /// [`StoreError`] if the database cannot be reached.
+    fn database_now(&self) -> StoreResult<Option<Ms>> {
+        Ok(None)
     }
 }
 

@@ -21,6 +21,7 @@ mod dashboards;
 mod exits;
 mod json_output;
 mod nodes;
+mod nodes_clock;
 mod operator;
 mod recipient;
 mod sender;

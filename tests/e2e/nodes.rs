@@ -427,3 +427,98 @@ fn without_notifications_a_watch_finds_other_nodes_deposits_by_re_reading() {
     assert!(a.terminate().success());
     assert!(b.terminate().success());
 }
+
+/// `[limits] capacity-bytes` and `max-bindings` live in the database
+/// (`PROTOCOL.md` §13): the first node stores its own; a node configured
+/// otherwise is refused at start, naming the key, its value and the
+/// database's; `migrate --publish-limits` changes them for every node —
+/// the running node adopts them within a sweep interval, the node that
+/// was refused now joins, and one with the old values is refused.
+#[test]
+fn capacity_limits_live_in_the_database_and_a_node_that_disagrees_is_refused() {
+    let cluster = rltp_pgtest::Cluster::start().unwrap_or_else(|e| panic!("{e}"));
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    let port = free_tcp_port();
+    let config = format!(
+        "{}\n[limits]\nsweep-interval-ms = 100\n\n[metrics]\nlisten = \"127.0.0.1:{port}\"\n",
+        node_config(&cluster)
+    );
+    let a_dir = root.join("a");
+    let a = Carrier::start_with(&Spec::new(&a_dir, &config));
+    let capacity = |port: u16| {
+        let (code, body) = http_get(port, "/metrics");
+        assert_eq!(code, 200, "{body}");
+        body.lines()
+            .find_map(|l| l.strip_prefix("rltp_carrier_capacity_bytes "))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no rltp_carrier_capacity_bytes: {body}"))
+    };
+    let stored = capacity(port);
+    let serve = |dir: &Path, config: &str| {
+        let path = dir.with_extension("toml");
+        std::fs::write(&path, config).unwrap();
+        cli(
+            root,
+            &[
+                "serve",
+                "--data-dir",
+                dir.to_str().unwrap(),
+                "--listen",
+                "127.0.0.1:0",
+                "--config",
+                path.to_str().unwrap(),
+            ],
+        )
+    };
+    let changed = format!(
+        "{}\n[limits]\nsweep-interval-ms = 100\ncapacity-bytes = 2000000\n",
+        node_config(&cluster)
+    );
+    let b_dir = second_data_dir(root, &a_dir);
+    let refused = serve(&b_dir, &changed).expect(2);
+    assert!(
+        refused.stderr.contains(&format!(
+            "[limits] capacity-bytes is 2000000 in this node's configuration but {stored} in the database"
+        )),
+        "{refused:?}"
+    );
+    assert!(refused.stderr.contains("--publish-limits"), "{refused:?}");
+
+    let changed_path = root.join("changed.toml");
+    std::fs::write(&changed_path, &changed).unwrap();
+    let published = cli(
+        root,
+        &[
+            "migrate",
+            "--config",
+            changed_path.to_str().unwrap(),
+            "--publish-limits",
+        ],
+    )
+    .expect(0);
+    assert_eq!(published.value("capacity-bytes"), "2000000");
+    // The running node adopts them within a sweep interval.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while capacity(port) != 2_000_000 {
+        assert!(
+            Instant::now() < deadline,
+            "A never adopted the published limits"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The node that was refused joins; one with the old values is refused.
+    let b = Carrier::start_with(&Spec::new(&b_dir, &changed));
+    let c_dir = root.join("c");
+    std::fs::create_dir_all(&c_dir).unwrap();
+    std::fs::copy(a_dir.join("declaration.key"), c_dir.join("declaration.key")).unwrap();
+    let stale = serve(&c_dir, &node_config(&cluster)).expect(2);
+    assert!(
+        stale.stderr.contains(&format!(
+            "[limits] capacity-bytes is {stored} in this node's configuration but 2000000 in the database"
+        )),
+        "{stale:?}"
+    );
+    assert!(a.terminate().success());
+    assert!(b.terminate().success());
+}

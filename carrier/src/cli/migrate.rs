@@ -1,4 +1,4 @@
-//! `rltp-carrier migrate --config FILE [--data-dir DIR] [--publish-constants]`:
+//! `rltp-carrier migrate --config FILE [--data-dir DIR] [--publish-constants] [--publish-limits]`:
 //! prepares the shared PostgreSQL database of a carrier's nodes
 //! (`[store] backend = "postgres"`, `PROTOCOL.md` §13) without serving.
 //!
@@ -14,9 +14,17 @@
 //!   `orphan-horizon` is re-derived there), every running node adopts it
 //!   within one `sweep-interval-ms`, and a node that starts later must
 //!   have the same `[constants]`. Prints `declaration-revision`.
+//! - With `--publish-limits` it stores the configuration's `[limits]
+//!   capacity-bytes` and `max-bindings` in the database: the way to change
+//!   them for a carrier with several nodes (every node judges capacity
+//!   against the database's values, `PROTOCOL.md` §13). Running nodes
+//!   adopt them within one `sweep-interval-ms`; a node started later with
+//!   other values is refused by name. Prints `capacity-bytes` and
+//!   `max-bindings`.
 //! - With `--after-restore` (every node stopped, the database just
 //!   restored from a backup or a point in time) it raises the floor every
-//!   queue's next `seq` stays above to now × 1024
+//!   queue's next `seq` stays above to now × 1024 (now by the database's
+//!   clock, `PROTOCOL.md` §13 "One clock")
 //!   ([`crate::admin::backup::restore_seq_floor`], the rule `restore`
 //!   applies to the embedded store), so that no `seq` handed out after the
 //!   backup's instant is handed out again (`PROTOCOL.md` §7). Prints
@@ -47,6 +55,11 @@ pub struct Args {
     /// revision, for every node.
     #[arg(long)]
     publish_constants: bool,
+    /// Store the configuration's `[limits] capacity-bytes` and
+    /// `max-bindings` in the database, for every node (running nodes adopt
+    /// them within a sweep interval; a node started later must have them).
+    #[arg(long)]
+    publish_limits: bool,
     /// The database was just restored: raise the `seq` floor past every
     /// `seq` the carrier may have handed out since the backup's instant
     /// (run with every node stopped).
@@ -83,13 +96,25 @@ fn execute(args: &Args) -> Result<u8, Failure> {
         rltp_storage::redb_store::StoreId(store.store_id())
     );
     if args.after_restore {
-        use crate::clock::Clock as _;
-        let floor =
-            crate::admin::backup::restore_seq_floor(crate::clock::SystemClock.now(), 0, None);
+        // The database's clock, the one every node stamps on (§13).
+        let now = store
+            .database_clock()
+            .map_err(|e| Failure::transport(format!("reading the database's clock: {e}")))?;
+        let floor = crate::admin::backup::restore_seq_floor(now, 0, None);
         store
             .raise_seq_floor(floor)
             .map_err(|e| Failure::transport(format!("raising the seq floor: {e}")))?;
         lines.push_str(&format!("seq-floor {floor}\n"));
+    }
+    if args.publish_limits {
+        let limits = server::node_limits::of(&config.limits);
+        store
+            .publish_limits(limits)
+            .map_err(|e| Failure::transport(format!("publishing the capacity limits: {e}")))?;
+        lines.push_str(&format!(
+            "capacity-bytes {}\nmax-bindings {}\n",
+            limits.capacity_bytes, limits.max_bindings
+        ));
     }
     let out = super::output::Output::new("migrate", args.json, tokio::time::Instant::now());
     if !args.publish_constants {

@@ -268,6 +268,10 @@ mod tests {
                 crate::config::PgTlsMode::Disable
             )
         );
+        assert_eq!(
+            pg.max_clock_offset_ms,
+            crate::defaults::postgres::MAX_CLOCK_OFFSET_MS
+        );
         for config in [&shipped, &full] {
             assert_eq!(config.carrier.as_str(), defaults.carrier.as_str());
             assert_eq!(config.listen, defaults.listen);
@@ -320,6 +324,7 @@ mod tests {
             "lock-timeout-ms",
             "commit-timeout-ms",
             "notify",
+            "max-clock-offset-ms",
         ] {
             assert!(
                 uncommented

@@ -267,6 +267,7 @@ fn check_postgres(config: &Config, known: Option<StoreId>) -> Result<Finding, Se
         &config.data_dir,
         Some(&config.constants),
     )?;
+    super::node_limits::check_held_limits(checked.limits, &config.limits)?;
     if let (Some(expected), Some(held)) = (known, checked.store_id.map(StoreId))
         && expected != held
     {

@@ -139,19 +139,19 @@ impl ServerClock {
 
 impl Clock for ServerClock {
     fn now(&self) -> Ms {
-        let now = self.steady.now();
+        self.steady.now().saturating_add(self.test_offset())
+    }
+
+    fn test_offset(&self) -> Ms {
         match &self.test_offset {
-            None => now,
-            Some((path, last)) => {
-                let offset = match read_ms(path) {
-                    Some(offset) => {
-                        last.store(offset, Ordering::SeqCst);
-                        offset
-                    }
-                    None => last.load(Ordering::SeqCst),
-                };
-                now.saturating_add(offset)
-            }
+            None => 0,
+            Some((path, last)) => match read_ms(path) {
+                Some(offset) => {
+                    last.store(offset, Ordering::SeqCst);
+                    offset
+                }
+                None => last.load(Ordering::SeqCst),
+            },
         }
     }
 }

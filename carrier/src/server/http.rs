@@ -6,7 +6,7 @@
 //! |---|---|
 //! | `/metrics` | Prometheus text ([`super::metrics`]); 503 if the store cannot be read |
 //! | `/healthz` | 200 `ok`: the process is up |
-//! | `/readyz` | 200 when the store is open and writable, the declaration is loaded and the carrier is neither draining nor a lame duck; else 503 naming the failed check; the `store-damage` line counts quarantined deposits (still 200: the carrier serves everything else) |
+//! | `/readyz` | 200 when the store is open and writable, the declaration is loaded, the node's clock is within `max-clock-offset-ms` of a shared database's (the `clock` line names both) and the carrier is neither draining nor a lame duck; else 503 naming the failed check; the `store-damage` line counts quarantined deposits (still 200: the carrier serves everything else) |
 //! | `/status` | the operator page ([`super::status_page`]) |
 //!
 //! The writability check commits one empty transaction through the
@@ -174,6 +174,8 @@ fn reading<S: Store>(ctx: &Ctx<S>) -> Result<Reading, StoreError> {
         revision: declaration_view(ctx).map_or(0, |d| d.revision),
         work: engine.counters(),
         clock_steps: ctx.clock.steps(),
+        clock_offset_ms: ctx.clock_check.offset_ms(),
+        clock_offset_exceeded: ctx.clock_check.exceeded().unwrap_or(false),
         size: engine.store().size()?,
         now: engine.now(),
     })
@@ -234,13 +236,17 @@ async fn ready<S: Store>(web: &Arc<Web<S>>) -> Answer {
     let quarantined = blocking(web, |ctx| ReadTxn::quarantined(&ctx.engine.store().read()?))
         .await
         .and_then(Result::ok);
+    // Only a node of a shared database has a clock line (`db_clock`).
+    let clock = web.ctx.clock_check.readyz();
+    let clock_ok = clock.as_ref().is_none_or(|(ok, _)| *ok);
+    let clock = clock.map_or_else(String::new, |(_, line)| format!("clock {line}\n"));
     let lines = format!(
         "store {}
 declaration {}
 draining {}
 lame-duck {}
 store-damage {}
-",
+{clock}",
         store
             .as_ref()
             .map_or_else(Clone::clone, |()| "ok".to_owned()),
@@ -262,7 +268,7 @@ store-damage {}
             None => "unknown (store unreadable)".to_owned(),
         },
     );
-    let ok = !draining && !lame_duck && declaration.is_some() && store.is_ok();
+    let ok = !draining && !lame_duck && declaration.is_some() && store.is_ok() && clock_ok;
     let status = if ok {
         StatusCode::OK
     } else {

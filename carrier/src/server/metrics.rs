@@ -105,6 +105,12 @@ pub struct Reading {
     pub work: rltp_engine::CounterSnapshot,
     /// Wall-clock steps noticed (`PROTOCOL.md` §11).
     pub clock_steps: u64,
+    /// The last offset measured between this node's clock and a shared
+    /// database's, ms (`PROTOCOL.md` §13, "One clock"); `None` without one.
+    pub clock_offset_ms: Option<i64>,
+    /// Whether that offset is beyond `max-clock-offset-ms` (the node is
+    /// then not ready).
+    pub clock_offset_exceeded: bool,
     /// The store's size and its oldest deposit ([`Store::size`]).
     ///
     /// [`Store::size`]: rltp_storage::Store::size
@@ -184,6 +190,10 @@ pub struct Metrics {
     verifications: Counter,
     /// Wall-clock steps noticed.
     clock_steps: Counter,
+    /// This node's clock minus the shared database's, ms.
+    clock_offset_ms: Gauge,
+    /// 1 while that offset is beyond `max-clock-offset-ms`.
+    clock_offset_exceeded: Gauge,
     /// Time to make one batch durable, seconds.
     commit_seconds: Histogram,
     /// Operations per batch.
@@ -319,6 +329,11 @@ impl Metrics {
         let connections_open = gauge("rltp_carrier_quic_connections", HELP_CONNECTIONS);
         let streams_open = gauge("rltp_carrier_quic_streams", HELP_STREAMS);
         let bindings_max = gauge("rltp_carrier_bindings_max", HELP_BINDINGS_MAX);
+        let clock_offset_ms = gauge("rltp_carrier_clock_offset_ms", HELP_CLOCK_OFFSET);
+        let clock_offset_exceeded = gauge(
+            "rltp_carrier_clock_offset_exceeded",
+            HELP_CLOCK_OFFSET_EXCEEDED,
+        );
         let tombstones = gauge("rltp_carrier_tombstones", HELP_TOMBSTONES);
         let tombstones_max = gauge("rltp_carrier_tombstones_max", HELP_TOMBSTONES_MAX);
         let deposits = gauge("rltp_carrier_deposits", HELP_DEPOSITS);
@@ -415,6 +430,8 @@ impl Metrics {
             random_draws,
             verifications,
             clock_steps,
+            clock_offset_ms,
+            clock_offset_exceeded,
             commit_seconds,
             batch_operations,
             store,
@@ -525,6 +542,10 @@ impl Metrics {
         absolute(&self.random_draws, reading.work.random_draws);
         absolute(&self.verifications, reading.work.verifications);
         absolute(&self.clock_steps, reading.clock_steps);
+        self.clock_offset_ms
+            .set(reading.clock_offset_ms.unwrap_or(0));
+        self.clock_offset_exceeded
+            .set(i64::from(reading.clock_offset_exceeded));
         self.store.refresh(&reading.size, reading.now);
     }
 
@@ -600,6 +621,10 @@ const HELP_VERIFICATIONS: &str =
     "Ed25519 proof verifications (a subset of the asymmetric operations)";
 const HELP_CLOCK_STEPS: &str =
     "Wall-clock steps noticed; horizons keep running on the monotonic clock (PROTOCOL.md §11)";
+const HELP_CLOCK_OFFSET: &str = "This node's clock minus the shared database's, ms, at the last \
+     comparison (0 without a shared database); horizons run on the database's (PROTOCOL.md §13)";
+const HELP_CLOCK_OFFSET_EXCEEDED: &str = "1 while this node's clock is beyond \
+     max-clock-offset-ms of the database's: not ready, serving nothing that depends on time";
 const HELP_COMMIT_SECONDS: &str =
     "Time to make one group-commit batch durable (segment fdatasync + redb commit), seconds";
 const HELP_BATCH_OPERATIONS: &str = "Operations per group-commit batch";

@@ -63,10 +63,12 @@
 pub mod check;
 pub mod clock;
 mod control;
+pub mod db_clock;
 pub mod declaration;
 mod http;
 pub mod lineage;
 pub mod metrics;
+pub mod node_limits;
 mod ops;
 pub mod reload;
 pub mod status_page;
@@ -146,6 +148,12 @@ struct Ctx<S: Store> {
     open_connections: signal::Sender<usize>,
     /// The engine's clock (`PROTOCOL.md` §11); the sweeper records its high-water mark.
     clock: Arc<clock::ServerClock>,
+    /// This node's clock against the shared database's (`PROTOCOL.md`
+    /// §13, "One clock"); the sweeper compares them.
+    clock_check: Arc<db_clock::ClockCheck>,
+    /// `capacity-bytes` and `max-bindings` are the shared database's
+    /// ([`node_limits`]): a reload does not change them.
+    limits_in_database: std::sync::atomic::AtomicBool,
     /// Present when the HTTP endpoint is configured.
     metrics: Option<Arc<metrics::Metrics>>,
     /// The instant the whole shutdown must be done by, fixed once when it
@@ -342,10 +350,20 @@ impl Server<PgStore> {
             ));
         }
         check_node_declaration(&store, &data_dir, Some(&config.constants))?;
+        node_limits::claim(&store, &config.limits)?;
         if !matches!(life, lineage::Life::Known(_)) {
             lineage::stamp_clock(&data_dir, store_id, crate::admin::now_ms())?;
         }
-        let server = Server::start_with_store(config, Arc::new(store)).await?;
+        let mut server = Server::start_with_store(config, Arc::new(store)).await?;
+        server
+            .ctx
+            .limits_in_database
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        server
+            .aux
+            .push(tokio::spawn(node_limits::adopt_loop(Arc::clone(
+                &server.ctx,
+            ))));
         // Deposits admitted through other nodes wake this node's watchers.
         {
             let watchers = Arc::clone(&server.ctx.watchers);
@@ -519,6 +537,16 @@ impl<S: Store> Server<S> {
             })??
         };
 
+        let clock_check = Arc::new(db_clock::ClockCheck::new(
+            config
+                .store
+                .postgres
+                .as_ref()
+                .map_or(crate::defaults::postgres::MAX_CLOCK_OFFSET_MS, |pg| {
+                    pg.max_clock_offset_ms
+                }),
+        ));
+        compare_clocks(&engine, &server_clock, &clock_check).await;
         let endpoint = endpoint(config, &identity)?;
         let local_addr = endpoint.local_addr().map_err(|source| ServerError::Io {
             what: "reading the bound address".into(),
@@ -557,6 +585,8 @@ impl<S: Store> Server<S> {
             lame_duck: signal::channel(false).0,
             open_connections: signal::channel(0).0,
             clock: server_clock,
+            clock_check,
+            limits_in_database: std::sync::atomic::AtomicBool::new(false),
             metrics: metrics.clone(),
             drain_deadline: std::sync::OnceLock::new(),
             abandoned: std::sync::atomic::AtomicBool::new(false),
@@ -1026,6 +1056,29 @@ async fn sweeper<S: Store>(ctx: Arc<Ctx<S>>) {
         {
             tracing::warn!(error = %e, "reading the stored declaration failed; retrying next interval");
         }
+        compare_clocks(&ctx.engine, &ctx.clock, &ctx.clock_check).await;
+    }
+}
+
+/// Compares this node's clock with the store's ([`db_clock::ClockCheck`]:
+/// at start and every sweep interval); a failed read keeps the last
+/// comparison and is logged.
+async fn compare_clocks<S: Store>(
+    engine: &Driver<S>,
+    clock: &Arc<clock::ServerClock>,
+    check: &Arc<db_clock::ClockCheck>,
+) {
+    let (store, clock, check) = (
+        Arc::clone(engine.store()),
+        Arc::clone(clock),
+        Arc::clone(check),
+    );
+    let compared = tokio::task::spawn_blocking(move || {
+        check.compare(&*store, &*clock as &dyn crate::clock::Clock)
+    })
+    .await;
+    if let Ok(Err(e)) = compared {
+        tracing::warn!(error = %e, "reading the database's clock failed; retrying next interval");
     }
 }
 

@@ -243,6 +243,23 @@ fn count<S: Store>(ctx: &Ctx<S>, op: Op, verdict: &str) {
     }
 }
 
+/// The `unavailable` answer of every operation that depends on time while
+/// this node's clock is beyond `max-clock-offset-ms` of the database's
+/// (`PROTOCOL.md` §13, "One clock"; [`super::db_clock`]), counted; `None`
+/// while it is within.
+fn clock_refusal<S: Store>(ctx: &Ctx<S>, op: Op) -> Option<ErrorAnswer> {
+    let detail = ctx.clock_check.refusal()?;
+    count_unavailable(ctx, op);
+    tracing::debug!(
+        op = op.as_str(),
+        "answered unavailable: the node's clock is not ready"
+    );
+    Some(ErrorAnswer {
+        code: ErrorCode::Unavailable,
+        detail,
+    })
+}
+
 /// Counts an `unavailable` answer of `op` for the metrics.
 fn count_unavailable<S: Store>(ctx: &Ctx<S>, op: Op) {
     if let Some(m) = &ctx.metrics {
@@ -276,6 +293,12 @@ async fn dispatch<S: Store>(
     recv: &mut FrameReader,
 ) {
     let op = request.op().as_str();
+    if !matches!(request, Request::Declaration)
+        && let Some(refusal) = clock_refusal(ctx, request.op())
+    {
+        write(send, |out| refusal.encode_frame_into(out)).await;
+        return;
+    }
     match request {
         Request::Declaration => {
             let document = current_declaration(ctx);
@@ -444,6 +467,9 @@ async fn submit_unread<S: Store>(
     rkid: Rkid,
     size: u32,
 ) -> Result<SubmitAnswer, ErrorAnswer> {
+    if let Some(refusal) = clock_refusal(ctx, Op::Submit) {
+        return Err(refusal);
+    }
     let verdict = match ctx.engine.submit_unread_async(&rkid).await {
         Ok(verdict) => verdict,
         Err(e) => {
@@ -771,6 +797,10 @@ async fn watch_session<S: Store>(
         let notified = subscription.notify().notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
+        if let Some(refusal) = clock_refusal(ctx, Op::Collect) {
+            write(send, |out| refusal.encode_frame_into(out)).await;
+            return;
+        }
         let engine = ctx.engine.clone();
         let read = blocking(move || engine.watch_page(&rkid, &principal, after, page)).await;
         match read {

@@ -33,7 +33,15 @@ impl<S: Store> Server<S> {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let changes = config::changes(&in_force, new);
-        let next = in_force.with_reloaded(new);
+        let mut next = in_force.with_reloaded(new);
+        let held = ctx
+            .limits_in_database
+            .load(std::sync::atomic::Ordering::SeqCst);
+        if held {
+            // The shared database's, for every node (node_limits).
+            next.limits.capacity_bytes = in_force.limits.capacity_bytes;
+            next.limits.max_bindings = in_force.limits.max_bindings;
+        }
         *ctx.limits
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = next.limits;
@@ -49,6 +57,16 @@ impl<S: Store> Server<S> {
         for change in &changes {
             let (key, old, new) = (&change.key, &change.old, &change.new);
             match change.reload {
+                Reload::Live if held && super::node_limits::HELD_KEYS.contains(&key.as_str()) => {
+                    tracing::warn!(
+                        key,
+                        old,
+                        new,
+                        "config reload: held in the database for every node; publish it with \
+                         `rltp-carrier migrate --config FILE --publish-limits`; the running value \
+                         is kept"
+                    );
+                }
                 Reload::Live => tracing::info!(key, old, new, "config reload: applied"),
                 Reload::Restart => tracing::warn!(
                     key,

@@ -26,11 +26,17 @@
 //! - **Challenges** are held by the node that issued them, in memory (an
 //!   authorization session and its challenges stay on one QUIC connection,
 //!   hence one node, `PROTOCOL.md` §13).
-//! - **Watch pushes across nodes**: every transaction that admits a deposit
-//!   notifies channel `rltp_deposits` with the queue's `rkid` (hex), and
-//!   every node LISTENs and wakes its own watch sessions of that queue
+//! - **Watch pushes across nodes**: once a transaction that admitted
+//!   deposits has committed, the node rings a doorbell from a session of
+//!   its own ([`doorbell`]: channel `rltp_deposits`, payload the queues'
+//!   `rkid`s in hex; never a `NOTIFY` inside the write transaction), and
+//!   every node LISTENs and wakes its own watch sessions of those queues
 //!   ([`Store::on_remote_admission`]); sessions also re-read on their own
-//!   timer, so a database without LISTEN/NOTIFY still delivers.
+//!   timer, so a database without LISTEN/NOTIFY, or a doorbell lost,
+//!   still delivers.
+//! - **One clock**: every write transaction reads the database's clock
+//!   once it holds the lock ([`clock`]); the carrier stamps and judges
+//!   every horizon of the transaction on it, never on a node's own.
 //!
 //! ## How a write transaction talks to the database
 //! Point reads (a binding, a tombstone, a queue's counters, a deposit by
@@ -48,12 +54,16 @@
 //! so they may be called from any thread (the writer thread, the blocking
 //! pool, or inline from an async task, as the embedded store's are).
 
+mod clock;
 mod codec;
+pub mod doorbell;
+mod limits;
 mod queries;
 mod read;
 pub mod schema;
 mod write;
 
+pub use limits::HeldLimits;
 pub use read::PgRead;
 pub use write::PgWrite;
 
@@ -61,14 +71,13 @@ use crate::ChallengeTable;
 use crate::failure::Context;
 use crate::{AdmissionHook, BoxError, OpenError, OpenResult, Store, StoreError, StoreResult};
 use codec::pg_error;
-use rltp_proofs::multikey::Rkid;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio_postgres::Client;
 
-/// The notification channel of admissions (payload: the queue's `rkid`,
-/// lower-case hex).
+/// The notification channel of admissions (payload: the queues' `rkid`s,
+/// lower-case hex, separated by spaces: [`doorbell`]).
 pub const ADMISSIONS_CHANNEL: &str = "rltp_deposits";
 
 /// How a [`PgStore`] reaches its database.
@@ -318,6 +327,9 @@ pub struct PgCheck {
     pub store_id: Option<[u8; 16]>,
     /// The stored declaration, `None` until the first node signs one.
     pub declaration: Option<crate::DeclarationRecord>,
+    /// The capacity limits every node judges against, `None` until the
+    /// first node stores its own ([`PgStore::claim_limits`]).
+    pub limits: Option<HeldLimits>,
 }
 
 /// The PostgreSQL [`Store`].
@@ -335,6 +347,9 @@ pub struct PgStore {
     challenges: ChallengeTable,
     store_id: [u8; 16],
     hook: Arc<Mutex<Option<AdmissionHook>>>,
+    /// Rings the other nodes after each commit that admitted
+    /// ([`doorbell`]); `None` with notifications off.
+    doorbell: Option<doorbell::Doorbell>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -393,7 +408,14 @@ impl PgStore {
                 migrate(&client).await
             })?
         };
+        let doorbell = if options.notify {
+            let config = client_config(&options, doorbell::APPLICATION_NAME)?;
+            Some(doorbell::Doorbell::start(&io, config, connector.clone()))
+        } else {
+            None
+        };
         let store = PgStore {
+            doorbell,
             io,
             config,
             connector,
@@ -463,10 +485,12 @@ impl PgStore {
                 None => None,
             };
             let declaration = queries::declaration(&client).await?;
+            let limits = limits::read(&client).await?;
             Ok(PgCheck {
                 schema_version,
                 store_id,
                 declaration,
+                limits,
             })
         })
     }
@@ -761,18 +785,7 @@ async fn listen_once(
         let Some(hook) = lock(hook).clone() else {
             return;
         };
-        let bytes: Option<Vec<u8>> = (0..payload.len())
-            .step_by(2)
-            .map(|i| {
-                payload
-                    .get(i..i + 2)
-                    .and_then(|h| u8::from_str_radix(h, 16).ok())
-            })
-            .collect();
-        if let Some(rkid) = bytes
-            .and_then(|b| <[u8; 32]>::try_from(b).ok())
-            .map(Rkid::from_bytes)
-        {
+        for rkid in doorbell::rkids_of(payload) {
             hook(&rkid);
         }
     };
@@ -850,6 +863,10 @@ impl Store for PgStore {
 
     fn on_remote_admission(&self, hook: AdmissionHook) {
         *lock(&self.hook) = Some(hook);
+    }
+
+    fn database_now(&self) -> StoreResult<Option<Ms>> {
+        self.database_clock().map(Some)
     }
 
     /// The database's size, and the oldest deposit: each queue's head

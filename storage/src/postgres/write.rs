@@ -8,7 +8,7 @@
 //! range read and at commit.
 
 use super::codec::{self, DueKey, big, pg_error};
-use super::{ADMISSIONS_CHANNEL, Connector, PgStore, queries};
+use super::{Connector, PgStore, clock, queries};
 use crate::{
     Binding, DeclarationRecord, Departure, DepartureRecord, Deposit, DepositId, Due, Ms, Occupancy,
     ReadTxn, StoreError, StoreResult, Tombstone, WriteTxn,
@@ -36,6 +36,8 @@ pub struct PgWrite<'a> {
     client: Arc<Client>,
     _gate: MutexGuard<'a, ()>,
     open: bool,
+    /// The database's clock, read once the lock was held ([`super::clock`]).
+    now: Ms,
     /// The transaction's caches and buffers (reads take `&self` and fill
     /// caches or flush buffers: only the writer thread uses a write
     /// transaction, so a `RefCell` is enough).
@@ -158,19 +160,22 @@ impl<'a> PgWrite<'a> {
         gate: MutexGuard<'a, ()>,
     ) -> StoreResult<PgWrite<'a>> {
         let c = Arc::clone(&client);
-        let ((occupancy, quarantined), seq_floor) = store.io.run(async move {
+        let ((occupancy, quarantined), seq_floor, now) = store.io.run(async move {
             let begin = c.batch_execute("BEGIN ISOLATION LEVEL READ COMMITTED");
             let lock = queries::occupancy(&c, true);
             let floor = queries::meta_u64(&c, "seq_floor");
-            let (begin, lock, floor) = tokio::join!(begin, lock, floor);
+            // Sent after the lock statement, so read once the lock is held.
+            let now = clock::read(&c);
+            let (begin, lock, floor, now) = tokio::join!(begin, lock, floor, now);
             begin.map_err(|e| pg_error("begin", e))?;
-            Ok((lock?, floor?))
+            Ok((lock?, floor?, now?))
         })?;
         Ok(PgWrite {
             store,
             client,
             _gate: gate,
             open: true,
+            now,
             inner: RefCell::new(Inner {
                 occupancy,
                 quarantined,
@@ -202,8 +207,10 @@ impl<'a> PgWrite<'a> {
             .run(pipeline(Arc::clone(&self.client), statements))
     }
 
-    /// Writes everything, the counters and the notifications, and commits;
-    /// `Ok` only once `COMMIT` returned within the commit timeout.
+    /// Writes everything and the counters, and commits; `Ok` only once
+    /// `COMMIT` returned within the commit timeout. Only then are the
+    /// other nodes rung for the queues it admitted to ([`super::doorbell`]:
+    /// no `NOTIFY` is ever part of the write transaction).
     pub(super) fn commit(mut self) -> StoreResult<()> {
         let (mut statements, o, quarantined, admitted) = {
             let mut inner = self.inner.borrow_mut();
@@ -224,23 +231,12 @@ impl<'a> PgWrite<'a> {
             .param(big(o.elastic_bytes)?, Type::INT8)
             .param(big(quarantined)?, Type::INT8),
         );
-        if !admitted.is_empty() && self.store.options.notify {
-            let payloads: Vec<String> = admitted.iter().map(hex).collect();
-            statements.push(
-                Statement::new(
-                    "notify",
-                    "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p",
-                )
-                .param(ADMISSIONS_CHANNEL.to_owned(), Type::TEXT)
-                .param(payloads, Type::TEXT_ARRAY),
-            );
-        }
         let client = Arc::clone(&self.client);
         let timeout = self.store.options.commit_timeout;
         let connector = self.store.connector.clone();
         // From here the transaction is the server's to end (or to keep).
         self.open = false;
-        self.store.io.run(async move {
+        let committed = self.store.io.run(async move {
             pipeline(Arc::clone(&client), statements).await?;
             let commit = client.batch_execute("COMMIT");
             tokio::pin!(commit);
@@ -261,7 +257,14 @@ impl<'a> PgWrite<'a> {
                     ))
                 }
             }
-        })
+        });
+        // The doorbells, now that the commit returned (never inside it).
+        if committed.is_ok()
+            && let Some(doorbell) = &self.store.doorbell
+        {
+            doorbell.ring(admitted);
+        }
+        committed
     }
 
     /// Reads, in one statement, the deposits the give-up entries of a due
@@ -589,10 +592,6 @@ async fn cancel(client: &Client, connector: &Connector) {
         Connector::Plain => token.cancel_query(tokio_postgres::NoTls).await,
         Connector::Tls(tls) => token.cancel_query(tls.clone()).await,
     };
-}
-
-fn hex(rkid: &Rkid) -> String {
-    rkid.as_bytes().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[derive(Default)]
@@ -1079,5 +1078,8 @@ impl WriteTxn for PgWrite<'_> {
             .push((*rkid, *deposit, at, reason.to_owned()));
         inner.quarantined += 1;
         Ok(())
+    }
+    fn store_now(&self) -> Option<Ms> {
+        Some(self.now)
     }
 }
