@@ -13,7 +13,11 @@
 #   own system cluster is left stopped and never used);
 # - Debian's prometheus, for its promtool (tests/e2e/dashboards.rs runs
 #   `promtool check rules` on deploy/prometheus/alerts.yml);
-# - Debian's groff-base (tests/e2e/json_output.rs renders the manual page).
+# - Debian's groff-base (tests/e2e/json_output.rs renders the manual page);
+# - Debian's patroni and etcd-server (pgtest/src/patroni.rs starts a
+#   Patroni-managed primary and synchronous standby over a throwaway etcd
+#   for the failover tortures, tests/torture/failover.rs; the packages'
+#   own etcd service is stopped and never used).
 # A prerequisite that cannot be installed stops here with a message that
 # names it; no test is ever skipped for want of one.
 set -euo pipefail
@@ -32,7 +36,7 @@ fi
 # is a command on PATH or an absolute glob).
 missing=()
 for pair in "chromium chromium" "/usr/lib/postgresql/*/bin/initdb postgresql" "promtool prometheus" \
-  "groff groff-base"; do
+  "groff groff-base" "patroni patroni" "etcd etcd-server"; do
   read -r cmd pkg <<<"$pair"
   case "$cmd" in
     /*) compgen -G "$cmd" >/dev/null || missing+=("$pkg") ;;
@@ -52,6 +56,10 @@ if [ ${#missing[@]} -gt 0 ]; then
     pg_lsclusters -h 2>/dev/null | while read -r version name _; do
       "${as_root[@]}" pg_ctlcluster "$version" "$name" stop 2>/dev/null || true
     done
+  fi
+  # So does etcd-server (on 2379); the tests start their own on free ports.
+  if [[ " ${missing[*]} " == *" etcd-server "* ]] && command -v invoke-rc.d >/dev/null 2>&1; then
+    "${as_root[@]}" invoke-rc.d etcd stop 2>/dev/null || true
   fi
 fi
 
