@@ -4,8 +4,8 @@
 //!
 //! [`Patroni::start`] starts, in one fresh temporary directory, on free
 //! loopback ports:
-//! - a single-member etcd (Debian's `etcd-server` 3.4; Patroni 3.0.2 talks
-//!   to its v3 API through the `etcd3` section);
+//! - a single-member etcd (Debian's `etcd-server` 3.4, with its v2 API on:
+//!   Patroni's `etcd` section, not `etcd3` — see below);
 //! - two Patroni members (Debian's `patroni` 3.0.2), `m1` and `m2`, each
 //!   with its own data directory, PostgreSQL port and REST API port, both
 //!   run as the `postgres` user when the tests run as root (as
@@ -13,8 +13,8 @@
 //!   and short timings ([`TTL`], [`LOOP_WAIT`], [`RETRY_TIMEOUT`]) so that
 //!   a failover completes in seconds;
 //!
-//! and waits until one member leads and the other streams as its
-//! synchronous standby. Nodes reach it with [`Patroni::conninfo`], the
+//! and waits until `m1` leads and `m2` streams as its synchronous
+//! standby. Nodes reach it with [`Patroni::conninfo`], the
 //! multi-host string with `target_session_attrs=read-write`.
 //!
 //! What the faults model:
@@ -33,6 +33,15 @@
 //!   waking, finds the leader key held by the other member and demotes its
 //!   PostgreSQL (immediate shutdown), then starts it as a replica of the
 //!   new leader (`pg_rewind` if its timeline diverged).
+//!
+//! Why etcd's v2 API: Patroni 3.0.2's `etcd3` section renews the leader key
+//! with an unconditional put when its lease has expired, so a leader that
+//! wakes from a freeze overwrites the key its successor took, the
+//! successor demotes and is rewound, and what it committed — and the
+//! carrier acknowledged — is gone. This harness caught it (the SIGSTOP
+//! torture, `tests/torture/failover.rs`); upstream fixed it in Patroni
+//! 3.0.3 (patroni/patroni#2689, #2693). The `etcd` (v2) section renews
+//! with a compare-and-swap on its own name and demotes when that fails.
 //!
 //! Dropping the harness SIGKILLs every process it started (Patroni first,
 //! so nothing restarts PostgreSQL behind it), waits until none is left
@@ -199,8 +208,8 @@ pub struct Patroni {
 }
 
 impl Patroni {
-    /// Starts etcd and two Patroni members and waits until one leads with
-    /// the other streaming as its synchronous standby.
+    /// Starts etcd and two Patroni members and waits until `m1` leads with
+    /// `m2` streaming as its synchronous standby.
     ///
     /// # Errors
     /// [`Error::Missing`] without `patroni` or `etcd`;
@@ -242,9 +251,12 @@ impl Patroni {
             };
             harness.members.push(member);
         }
-        for i in 0..harness.members.len() {
-            harness.start_member(i, &patroni, etcd_port)?;
-        }
+        // m1 first, and m2 once m1 leads: the first host of
+        // [`Patroni::conninfo`] is then always the one a fault hits, the
+        // harder case for a client (it must get past it to the second).
+        harness.start_member(0, &patroni, etcd_port)?;
+        harness.wait_for_role(0, Role::Leader, START_WITHIN)?;
+        harness.start_member(1, &patroni, etcd_port)?;
         harness.wait_ready(START_WITHIN)?;
         Ok(harness)
     }
@@ -278,7 +290,7 @@ impl Patroni {
             .args(["--listen-peer-urls", &peer_url])
             .args(["--initial-advertise-peer-urls", &peer_url])
             .args(["--initial-cluster", &format!("e1={peer_url}")])
-            .args(["--log-level", "warn"])
+            .args(["--log-level", "warn", "--enable-v2=true"])
             .stdin(Stdio::null())
             .stdout(stdout)
             .stderr(stderr);
@@ -323,7 +335,7 @@ namespace: /rltp/
 restapi:
   listen: 127.0.0.1:{rest}
   connect_address: 127.0.0.1:{rest}
-etcd3:
+etcd:
   hosts: 127.0.0.1:{etcd_port}
 bootstrap:
   dcs:
@@ -686,6 +698,17 @@ fn wait_gone(pids: &[u32], within: Duration) -> Result<(), Error> {
 
 impl Drop for Patroni {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            // Keep the logs of a failed test (the directory goes).
+            let keep = std::env::temp_dir().join(format!("{}-logs", self.scope));
+            if std::fs::create_dir_all(&keep).is_ok() {
+                for name in ["m1", "m2", "etcd"] {
+                    let log = format!("{name}.log");
+                    let _ = std::fs::copy(self.path(&log), keep.join(&log));
+                }
+                eprintln!("Patroni harness logs kept in {}", keep.display());
+            }
+        }
         // Patroni first, so that nothing starts PostgreSQL again; then
         // every process the marks find (postmasters, their children,
         // pg_rewind or pg_basebackup a Patroni started), until none is left.
@@ -750,6 +773,7 @@ mod tests {
     fn a_dead_leader_is_replaced_by_its_synchronous_standby() {
         let mut pair = Patroni::start().unwrap_or_else(|e| panic!("{e}"));
         let first = pair.leader().unwrap();
+        assert_eq!(first, 0, "m1 leads after the start");
         assert_eq!(pair.role(1 - first), Role::SyncStandby);
         let (psql, conninfo) = (crate::bin_dir().unwrap().join("psql"), pair.conninfo());
         let via_string = |sql: &str| -> String {
@@ -785,6 +809,7 @@ mod tests {
     fn a_frozen_leader_is_replaced_and_comes_back_as_a_standby() {
         let mut pair = Patroni::start().unwrap_or_else(|e| panic!("{e}"));
         let first = pair.leader().unwrap();
+        assert_eq!(first, 0, "m1 leads after the start");
         pair.psql(first, "CREATE TABLE t (n int); INSERT INTO t VALUES (7)")
             .unwrap();
         assert_eq!(pair.stop_leader().unwrap(), first);
