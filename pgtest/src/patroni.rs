@@ -296,16 +296,15 @@ impl Patroni {
             .stderr(stderr);
         // etcd 3.4 refuses to start on an architecture it does not
         // support unless told to (amd64 and arm64 are supported).
-        if !matches!(std::env::consts::ARCH, "x86_64" | "aarch64") {
-            if let Ok(out) = std::process::Command::new("dpkg")
+        if !matches!(std::env::consts::ARCH, "x86_64" | "aarch64")
+            && let Ok(out) = std::process::Command::new("dpkg")
                 .arg("--print-architecture")
                 .output()
-            {
-                command.env(
-                    "ETCD_UNSUPPORTED_ARCH",
-                    String::from_utf8_lossy(&out.stdout).trim(),
-                );
-            }
+        {
+            command.env(
+                "ETCD_UNSUPPORTED_ARCH",
+                String::from_utf8_lossy(&out.stdout).trim(),
+            );
         }
         self.etcd = Some(command.spawn().map_err(io("start etcd"))?);
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -655,10 +654,9 @@ postgresql:
                 .write_all(b"GET /cluster HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
                 .is_ok()
                 && stream.read_to_string(&mut text).is_ok()
+                && let Some((_, body)) = text.split_once("\r\n\r\n")
             {
-                if let Some((_, body)) = text.split_once("\r\n\r\n") {
-                    return body.to_owned();
-                }
+                return body.to_owned();
             }
         }
         "(no member answered GET /cluster)".to_owned()
