@@ -16,6 +16,10 @@
 # - Debian's groff-base (tests/e2e/json_output.rs renders the manual page);
 # - Debian's libfaketime (tests/e2e/nodes_clock.rs runs a node days ahead of
 #   or behind the database's clock).
+# - Debian's patroni and etcd-server (pgtest/src/patroni.rs starts a
+#   Patroni-managed primary and synchronous standby over a throwaway etcd
+#   for the failover tortures, tests/torture/failover.rs; the packages'
+#   own etcd service is stopped and never used).
 # A prerequisite that cannot be installed stops here with a message that
 # names it; no test is ever skipped for want of one.
 set -euo pipefail
@@ -34,7 +38,7 @@ fi
 # is a command on PATH or an absolute glob).
 missing=()
 for pair in "chromium chromium" "/usr/lib/postgresql/*/bin/initdb postgresql" "promtool prometheus" \
-  "groff groff-base" "/usr/lib/*/faketime/libfaketime.so.1 libfaketime"; do
+  "groff groff-base" "/usr/lib/*/faketime/libfaketime.so.1 libfaketime" "patroni patroni" "etcd etcd-server"; do
   read -r cmd pkg <<<"$pair"
   case "$cmd" in
     /*) compgen -G "$cmd" >/dev/null || missing+=("$pkg") ;;
@@ -54,6 +58,10 @@ if [ ${#missing[@]} -gt 0 ]; then
     pg_lsclusters -h 2>/dev/null | while read -r version name _; do
       "${as_root[@]}" pg_ctlcluster "$version" "$name" stop 2>/dev/null || true
     done
+  fi
+  # So does etcd-server (on 2379); the tests start their own on free ports.
+  if [[ " ${missing[*]} " == *" etcd-server "* ]] && command -v invoke-rc.d >/dev/null 2>&1; then
+    "${as_root[@]}" invoke-rc.d etcd stop 2>/dev/null || true
   fi
 fi
 

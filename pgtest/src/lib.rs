@@ -15,9 +15,16 @@
 //! callers fail the test with it, never skip. `./test.sh` installs the
 //! package.
 //!
+//! [`Patroni`] starts a pair of PostgreSQL servers managed by Patroni over a
+//! single-member etcd, for the failover tests (`patroni` module).
+//!
 //! What it does not do: it is not a production deployment helper (no
 //! authentication: `trust` on loopback), and it never touches a cluster it
 //! did not create.
+
+mod patroni;
+
+pub use patroni::{Patroni, ProcessMarks, Role};
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -33,6 +40,14 @@ pub enum Error {
         "PostgreSQL is not installed ({0}): install Debian's `postgresql` package (./test.sh does)"
     )]
     NotInstalled(String),
+    /// Another program the harness runs is not installed.
+    #[error("`{program}` is not on PATH: install Debian's `{package}` package (./test.sh does)")]
+    Missing {
+        /// The program looked for.
+        program: String,
+        /// The Debian package that provides it.
+        package: String,
+    },
     /// A PostgreSQL program failed.
     #[error("{what} failed: {detail}")]
     Command {
@@ -113,13 +128,13 @@ pub fn free_port() -> Result<u16, Error> {
 
 /// How to run PostgreSQL's programs on this machine.
 #[derive(Debug, Clone)]
-struct Runner {
+pub(crate) struct Runner {
     bin: PathBuf,
     as_postgres: bool,
 }
 
 impl Runner {
-    fn new() -> Result<Runner, Error> {
+    pub(crate) fn new() -> Result<Runner, Error> {
         let bin = bin_dir()?;
         let as_postgres = is_root();
         if as_postgres {
@@ -149,7 +164,32 @@ impl Runner {
         }
     }
 
-    fn run(&self, what: &str, command: &mut Command) -> Result<Output, Error> {
+    /// The directory of PostgreSQL's server programs.
+    pub(crate) fn bin(&self) -> &Path {
+        &self.bin
+    }
+
+    /// A command for `program` (any program, not only PostgreSQL's) that
+    /// runs as the `postgres` user when the tests run as root: its uid
+    /// and gid are set on the process itself, so the child's pid is the
+    /// program's (no `runuser` in between) and signals reach it.
+    pub(crate) fn command_as_postgres(&self, program: &Path) -> Result<Command, Error> {
+        use std::os::unix::process::CommandExt as _;
+        let mut c = Command::new(program);
+        if self.as_postgres {
+            let id = |flag: &str| -> Result<u32, Error> {
+                let out = self.run("id", Command::new("id").args([flag, "postgres"]))?;
+                String::from_utf8_lossy(&out.stdout)
+                    .trim()
+                    .parse()
+                    .map_err(|_| Error::NotInstalled("no `postgres` user".into()))
+            };
+            c.uid(id("-u")?).gid(id("-g")?);
+        }
+        Ok(c)
+    }
+
+    pub(crate) fn run(&self, what: &str, command: &mut Command) -> Result<Output, Error> {
         let out = command.output().map_err(io(what.to_owned()))?;
         if out.status.success() {
             Ok(out)
@@ -166,8 +206,21 @@ impl Runner {
         }
     }
 
+    /// Runs `sql` with `psql` on the server at loopback `port` (tuples
+    /// only, unaligned) and returns stdout.
+    pub(crate) fn psql(&self, port: u16, sql: &str) -> Result<String, Error> {
+        let out = self.run(
+            "psql",
+            self.command("psql")
+                .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+                .args(["-U", "postgres", "-d", "postgres", "-X", "-q", "-t", "-A"])
+                .args(["-v", "ON_ERROR_STOP=1", "-c", sql]),
+        )?;
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    }
+
     /// Gives `path` to the `postgres` user (when running as root).
-    fn own(&self, path: &Path) -> Result<(), Error> {
+    pub(crate) fn own(&self, path: &Path) -> Result<(), Error> {
         if self.as_postgres {
             let out = Command::new("chown")
                 .args(["-R", "postgres:postgres"])
@@ -182,6 +235,30 @@ impl Runner {
             }
         }
         Ok(())
+    }
+}
+
+/// Sends signal `name` (`KILL`, `STOP`, `CONT`) to every process of
+/// `pids`, in order, with kill(1) (the crate forbids `unsafe`, so no
+/// `libc::kill`).
+///
+/// # Errors
+/// [`Error::Command`] if kill fails (a pid that is already gone).
+pub(crate) fn signal(name: &str, pids: &[u32]) -> Result<(), Error> {
+    if pids.is_empty() {
+        return Ok(());
+    }
+    let mut kill = Command::new("kill");
+    kill.arg(format!("-{name}"))
+        .args(pids.iter().map(u32::to_string));
+    let out = kill.output().map_err(io(format!("kill -{name}")))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(Error::Command {
+            what: format!("kill -{name} {pids:?}"),
+            detail: String::from_utf8_lossy(&out.stderr).into_owned(),
+        })
     }
 }
 
@@ -367,15 +444,7 @@ impl Cluster {
     /// # Errors
     /// [`Error::Command`] if psql fails.
     pub fn psql(&self, sql: &str) -> Result<String, Error> {
-        let out = self.runner.run(
-            "psql",
-            self.runner
-                .command("psql")
-                .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
-                .args(["-U", "postgres", "-d", "postgres", "-X", "-q", "-t", "-A"])
-                .args(["-v", "ON_ERROR_STOP=1", "-c", sql]),
-        )?;
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        self.runner.psql(self.port, sql)
     }
 
     /// Runs `pgbench` against `conninfo` (libpq parameters; host and port
@@ -438,10 +507,7 @@ impl Cluster {
             return Ok(());
         }
         let pid = self.pid()?;
-        self.runner.run(
-            "kill -KILL",
-            Command::new("kill").args(["-KILL", &pid.to_string()]),
-        )?;
+        signal("KILL", &[pid])?;
         // The backends notice their postmaster is gone; stop the rest.
         let deadline = Instant::now() + Duration::from_secs(10);
         while Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {

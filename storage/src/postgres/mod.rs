@@ -213,6 +213,25 @@ impl Io {
         rx.recv().map_err(|_| StoreError::Closed)?
     }
 
+    /// [`Io::run`], giving up after `within` (a server that stopped
+    /// answering: its connection stays open and silent, and nothing
+    /// else would end the wait).
+    fn run_within<T: Send + 'static>(
+        &self,
+        within: Duration,
+        future: impl Future<Output = StoreResult<T>> + Send + 'static,
+    ) -> StoreResult<T> {
+        self.run(async move {
+            tokio::time::timeout(within, future)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(StoreError::Postgres(
+                        format!("postgres: no answer within {within:?}").into(),
+                    ))
+                })
+        })
+    }
+
     /// Runs `future` on the store's runtime without waiting.
     fn spawn(&self, future: impl Future<Output = ()> + Send + 'static) {
         if let Ok(handle) = self.handle() {
@@ -264,8 +283,40 @@ impl Connector {
         }
     }
 
-    /// One connection, its driver spawned on the current runtime.
+    /// One connection to the first host of `config` that takes it, in
+    /// order. Each host's whole attempt — TCP, TLS, startup and the
+    /// `target_session_attrs` check — is bounded by the connect timeout,
+    /// as libpq bounds it: tokio-postgres bounds only the TCP connect, so
+    /// a host whose kernel accepts but whose server never answers (frozen,
+    /// or stuck on a dead disk) would hold every attempt, and the next
+    /// host — the new primary after a failover — would never be tried.
     async fn connect(&self, config: &tokio_postgres::Config) -> StoreResult<Client> {
+        let within = config
+            .get_connect_timeout()
+            .copied()
+            .unwrap_or(Duration::from_secs(5));
+        let mut failure = StoreError::Postgres("postgres url: no host".into());
+        for one in each_host(config) {
+            match tokio::time::timeout(within, self.connect_one(&one)).await {
+                Ok(Ok(client)) => return Ok(client),
+                Ok(Err(e)) => failure = e,
+                Err(_) => {
+                    failure = StoreError::Postgres(
+                        format!(
+                            "postgres connect: {:?} did not answer within {within:?}",
+                            one.get_hosts()
+                        )
+                        .into(),
+                    );
+                }
+            }
+        }
+        Err(failure)
+    }
+
+    /// One connection to `config`'s host, its driver spawned on the
+    /// current runtime.
+    async fn connect_one(&self, config: &tokio_postgres::Config) -> StoreResult<Client> {
         match self {
             Connector::Plain => {
                 let (client, connection) = config
@@ -293,6 +344,80 @@ impl Connector {
             }
         }
     }
+}
+
+/// `config` once per host, with that host's port and `hostaddr` and every
+/// other setting, in order (from a random host with
+/// `load_balance_hosts=random`); a single-host `config` as it is.
+fn each_host(config: &tokio_postgres::Config) -> Vec<tokio_postgres::Config> {
+    use tokio_postgres::config::{Host, LoadBalanceHosts};
+    let (hosts, addrs, ports) = (
+        config.get_hosts(),
+        config.get_hostaddrs(),
+        config.get_ports(),
+    );
+    let count = hosts.len().max(addrs.len());
+    if count <= 1 {
+        return vec![config.clone()];
+    }
+    let mut each: Vec<tokio_postgres::Config> = (0..count)
+        .map(|i| {
+            let mut one = tokio_postgres::Config::new();
+            match hosts.get(i) {
+                Some(Host::Tcp(name)) => {
+                    one.host(name);
+                }
+                Some(Host::Unix(path)) => {
+                    one.host_path(path);
+                }
+                None => {}
+            }
+            if let Some(addr) = addrs.get(i) {
+                one.hostaddr(*addr);
+            }
+            if let Some(port) = ports.get(i).or(ports.first()) {
+                one.port(*port);
+            }
+            if let Some(v) = config.get_user() {
+                one.user(v);
+            }
+            if let Some(v) = config.get_password() {
+                one.password(v);
+            }
+            if let Some(v) = config.get_dbname() {
+                one.dbname(v);
+            }
+            if let Some(v) = config.get_options() {
+                one.options(v);
+            }
+            if let Some(v) = config.get_application_name() {
+                one.application_name(v);
+            }
+            if let Some(v) = config.get_connect_timeout() {
+                one.connect_timeout(*v);
+            }
+            if let Some(v) = config.get_tcp_user_timeout() {
+                one.tcp_user_timeout(*v);
+            }
+            if let Some(v) = config.get_keepalives_interval() {
+                one.keepalives_interval(v);
+            }
+            if let Some(v) = config.get_keepalives_retries() {
+                one.keepalives_retries(v);
+            }
+            one.ssl_mode(config.get_ssl_mode())
+                .ssl_negotiation(config.get_ssl_negotiation())
+                .keepalives(config.get_keepalives())
+                .keepalives_idle(config.get_keepalives_idle())
+                .target_session_attrs(config.get_target_session_attrs())
+                .channel_binding(config.get_channel_binding());
+            one
+        })
+        .collect();
+    if config.get_load_balance_hosts() == LoadBalanceHosts::Random {
+        each.rotate_left(usize::from(rand::random::<u16>()) % count);
+    }
+    each
 }
 
 /// The certificates of a PEM file.
@@ -515,7 +640,10 @@ impl PgStore {
         *writer = None;
         let (config, connector) = (self.config.clone(), self.connector.clone());
         let lock_timeout = self.options.lock_timeout;
-        let client = self.io.run(async move {
+        // Each host within the connect timeout, then one round trip.
+        let hosts = u32::try_from(self.config.get_hosts().len().max(1)).unwrap_or(u32::MAX);
+        let within = self.options.connect_timeout * hosts + self.round_trip();
+        let client = self.io.run_within(within, async move {
             let client = connector.connect(&config).await?;
             client
                 .batch_execute(&format!(
@@ -529,6 +657,17 @@ impl PgStore {
         let client = Arc::new(client);
         *writer = Some(Arc::clone(&client));
         Ok(client)
+    }
+
+    /// Longest one round trip of a transaction may take: a statement
+    /// waits at most `lock-timeout-ms` for a lock, a `COMMIT` at most
+    /// `commit-timeout-ms` and then 5 s for its cancellation. Past it the
+    /// server has stopped answering (a frozen or cut-off host): the
+    /// operation fails (`unavailable`), the writer's connection is dropped
+    /// for a fresh one, which finds the host that now accepts writes, and
+    /// a reader's connection is not reused.
+    fn round_trip(&self) -> Duration {
+        self.options.lock_timeout + self.options.commit_timeout + Duration::from_secs(5)
     }
 
     /// Forgets the writer's connection (after a failure).
@@ -875,7 +1014,7 @@ impl Store for PgStore {
     /// departed deposits held: `pg_stat_user_tables.n_dead_tup`).
     fn size(&self) -> StoreResult<crate::StoreSize> {
         let pool = self.readers.clone();
-        self.io.run(async move {
+        self.io.run_within(self.round_trip(), async move {
             let c = pool
                 .get()
                 .await

@@ -27,7 +27,8 @@ impl std::fmt::Debug for PgRead<'_> {
 impl<'a> PgRead<'a> {
     pub(super) fn begin(store: &'a PgStore) -> StoreResult<PgRead<'a>> {
         let pool = store.readers.clone();
-        let conn = store.io.run(async move {
+        let within = store.round_trip();
+        let conn = store.io.run_within(within, async move {
             let conn = pool
                 .get()
                 .await
@@ -57,7 +58,9 @@ impl<'a> PgRead<'a> {
             .as_ref()
             .map(Arc::clone)
             .ok_or(StoreError::Closed)?;
-        self.store.io.run(query(conn))
+        self.store
+            .io
+            .run_within(self.store.round_trip(), query(conn))
     }
 }
 

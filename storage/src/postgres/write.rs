@@ -160,7 +160,8 @@ impl<'a> PgWrite<'a> {
         gate: MutexGuard<'a, ()>,
     ) -> StoreResult<PgWrite<'a>> {
         let c = Arc::clone(&client);
-        let ((occupancy, quarantined), seq_floor, now) = store.io.run(async move {
+        let within = store.round_trip();
+        let ((occupancy, quarantined), seq_floor, now) = store.io.run_within(within, async move {
             let begin = c.batch_execute("BEGIN ISOLATION LEVEL READ COMMITTED");
             let lock = queries::occupancy(&c, true);
             let floor = queries::meta_u64(&c, "seq_floor");
@@ -192,7 +193,10 @@ impl<'a> PgWrite<'a> {
         F: FnOnce(Arc<Client>) -> Fut,
         Fut: Future<Output = StoreResult<T>> + Send + 'static,
     {
-        self.store.io.run(query(Arc::clone(&self.client)))
+        let within = self.store.round_trip();
+        self.store
+            .io
+            .run_within(within, query(Arc::clone(&self.client)))
     }
 
     /// Writes every buffered mutation, so that a range read that follows
@@ -202,9 +206,9 @@ impl<'a> PgWrite<'a> {
         if statements.is_empty() {
             return Ok(());
         }
-        self.store
-            .io
-            .run(pipeline(Arc::clone(&self.client), statements))
+        let within = self.store.round_trip();
+        let statements = pipeline(Arc::clone(&self.client), statements);
+        self.store.io.run_within(within, statements)
     }
 
     /// Writes everything and the counters, and commits; `Ok` only once
@@ -236,7 +240,8 @@ impl<'a> PgWrite<'a> {
         let connector = self.store.connector.clone();
         // From here the transaction is the server's to end (or to keep).
         self.open = false;
-        let committed = self.store.io.run(async move {
+        let within = self.store.round_trip();
+        let committed = self.store.io.run_within(within, async move {
             pipeline(Arc::clone(&client), statements).await?;
             let commit = client.batch_execute("COMMIT");
             tokio::pin!(commit);
@@ -703,7 +708,8 @@ impl Drop for PgWrite<'_> {
         if self.open {
             // Aborted: nothing of it is kept (the lock goes with it).
             let client = Arc::clone(&self.client);
-            let rolled_back = self.store.io.run(async move {
+            let within = self.store.options.connect_timeout;
+            let rolled_back = self.store.io.run_within(within, async move {
                 client
                     .batch_execute("ROLLBACK")
                     .await
