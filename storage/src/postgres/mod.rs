@@ -69,7 +69,7 @@ pub use write::PgWrite;
 
 use crate::ChallengeTable;
 use crate::failure::Context;
-use crate::{AdmissionHook, BoxError, OpenError, OpenResult, Store, StoreError, StoreResult};
+use crate::{AdmissionHook, BoxError, Ms, OpenError, OpenResult, Store, StoreError, StoreResult};
 use codec::pg_error;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
