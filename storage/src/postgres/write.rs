@@ -161,16 +161,17 @@ impl<'a> PgWrite<'a> {
     ) -> StoreResult<PgWrite<'a>> {
         let c = Arc::clone(&client);
         let within = store.round_trip();
-        let ((occupancy, quarantined), seq_floor, now) = store.io.run_within(within, async move {
-            let begin = c.batch_execute("BEGIN ISOLATION LEVEL READ COMMITTED");
-            let lock = queries::occupancy(&c, true);
-            let floor = queries::meta_u64(&c, "seq_floor");
-            // Sent after the lock statement, so read once the lock is held.
-            let now = clock::read(&c);
-            let (begin, lock, floor, now) = tokio::join!(begin, lock, floor, now);
-            begin.map_err(|e| pg_error("begin", e))?;
-            Ok((lock?, floor?, now?))
-        })?;
+        let ((occupancy, quarantined), seq_floor, now) =
+            store.io.run_within(within, async move {
+                let begin = c.batch_execute("BEGIN ISOLATION LEVEL READ COMMITTED");
+                let lock = queries::occupancy(&c, true);
+                let floor = queries::meta_u64(&c, "seq_floor");
+                // Sent after the lock statement, so read once the lock is held.
+                let now = clock::read(&c);
+                let (begin, lock, floor, now) = tokio::join!(begin, lock, floor, now);
+                begin.map_err(|e| pg_error("begin", e))?;
+                Ok((lock?, floor?, now?))
+            })?;
         Ok(PgWrite {
             store,
             client,
