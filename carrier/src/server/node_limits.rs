@@ -10,10 +10,10 @@
 //!   --check` says the same).
 //! - `rltp-carrier migrate --config FILE --publish-limits` stores the
 //!   file's values for every node; each running node adopts them within
-//!   one `sweep-interval-ms` ([`adopt_loop`]), and a node started later
+//!   one `sweep-interval-ms` (`adopt_loop`), and a node started later
 //!   must be configured with them.
 //! - A reload (SIGHUP) does not change them on such a node
-//!   ([`Ctx::limits_in_database`]).
+//!   (`Ctx::limits_in_database`).
 
 use super::{Ctx, ServerError};
 use crate::config::LimitsConfig;

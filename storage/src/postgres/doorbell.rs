@@ -7,7 +7,7 @@
 //! every node's commits wait on each other's flushes.
 //!
 //! The write transaction hands the `rkid`s it admitted to
-//! [`Doorbell::ring`] once its commit returned; one task rings them on the
+//! `Doorbell::ring` once its commit returned; one task rings them on the
 //! doorbell connection (`application_name` `rltp-carrier-doorbell`,
 //! `synchronous_commit = off`: a lost doorbell costs a delay, never a
 //! deposit), coalescing everything queued meanwhile: one statement per

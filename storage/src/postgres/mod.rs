@@ -35,7 +35,7 @@
 //!   timer, so a database without LISTEN/NOTIFY, or a doorbell lost,
 //!   still delivers.
 //! - **One clock**: every write transaction reads the database's clock
-//!   once it holds the lock ([`clock`]); the carrier stamps and judges
+//!   once it holds the lock (`clock.rs`); the carrier stamps and judges
 //!   every horizon of the transaction on it, never on a node's own.
 //!
 //! ## How a write transaction talks to the database
