@@ -161,14 +161,18 @@ impl Model {
                 return Err(violation(
                     REDELIVERED,
                     format!(
-                        "party {party} collected seq {seq} ({id:?}) after its conclusion was acknowledged"
+                        "party {party} collected seq {seq} ({}) after its conclusion was acknowledged",
+                        id.to_multibase()
                     ),
                 ));
             }
             if DepositId::of(bytes) != *id {
                 return Err(violation(
                     LOST,
-                    format!("party {party} collected seq {seq}: its bytes are not those of {id:?}"),
+                    format!(
+                        "party {party} collected seq {seq}: its bytes are not those of {}",
+                        id.to_multibase()
+                    ),
                 ));
             }
         }
@@ -230,9 +234,11 @@ impl Model {
                 return Ok(Err(violation(
                     invariant,
                     format!(
-                        "party {party}'s deposit {id:?} (admitted at {}) is gone at {now} \
+                        "party {party}'s deposit {} (admitted at {}) is gone at {now} \
                          (departure {departure:?}, removable from {}): {what}",
-                        held.admitted_at, held.removable_at
+                        id.to_multibase(),
+                        held.admitted_at,
+                        held.removable_at
                     ),
                 )));
             }
@@ -264,9 +270,10 @@ impl Model {
                     return Ok(Err(violation(
                         invariant,
                         format!(
-                            "party {party}'s deposit {:?} is held again (seq {}) after its \
+                            "party {party}'s deposit {} is held again (seq {}) after its \
                              conclusion was acknowledged",
-                            d.id, d.seq
+                            d.id.to_multibase(),
+                            d.seq
                         ),
                     )));
                 }
@@ -275,8 +282,10 @@ impl Model {
                         return Ok(Err(violation(
                             SEQ,
                             format!(
-                                "party {party}'s seq {} was handed to {before:?} and now to {:?}",
-                                d.seq, d.id
+                                "party {party}'s seq {} was handed to {} and now to {}",
+                                d.seq,
+                                before.to_multibase(),
+                                d.id.to_multibase()
                             ),
                         )));
                     }
