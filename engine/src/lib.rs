@@ -31,7 +31,11 @@
 //! that is the shell's (`rltp-carrier`: the group-commit writer, the
 //! clocks, the rate meter, QUIC). So every rule runs in a unit test with
 //! an injected instant, and days of horizons pass in microseconds
-//! (`engine/tests/horizons.rs`).
+//! (`engine/tests/horizons.rs`). The rule tests (`engine/tests/engine_*.rs`:
+//! every engine section of the shipped vectors, the rules beyond them,
+//! property tests, the event counts) drive the engine one step at a time on
+//! a thread-free harness (`engine/tests/common/mod.rs`), and the `rltp-sim`
+//! crate runs it over the log store on a simulated disk from one seed.
 //!
 //! Errors: a store failure is never a verdict; the caller answers it as
 //! the retriable transport-level `unavailable` (`PROTOCOL.md` §6), never

@@ -11,7 +11,7 @@
 //! every section that needs it, never a skip.
 //!
 //! What this crate does **not** do: it runs no carrier (the engine's
-//! sections of `carrier-proof.json` run in `carrier/tests/engine_vectors.rs`
+//! sections of `carrier-proof.json` run in `engine/tests/engine_vectors.rs`
 //! through this resolver, and the wire-observable ones in the shell's
 //! `conformance` runner), and no other crate resolves the vector
 //! directory: this is the one resolver.

@@ -1,6 +1,8 @@
-//! Shared test harness for the carrier engine: the shipped vectors, real
-//! keys derived like the vectors, real signed proofs, exact-size envelopes
-//! and an engine over any `Store` driven by a manual clock.
+//! Shared test harness for the shell's tests of the engine's `Driver`
+//! (the writer, the clocks, the meter): real keys, real signed proofs,
+//! exact-size envelopes and a driver over any `Store` read from a manual
+//! clock. The engine's own rule tests run without the shell, on the
+//! thread-free harness in `engine/tests/common/mod.rs`.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::panic, missing_docs)]
 
@@ -9,9 +11,9 @@ use rltp_carrier::clock::ManualClock;
 use rltp_carrier::driver::Driver;
 use rltp_engine::table::State;
 use rltp_engine::{
-    BudgetMeter, Collected, Concluded, EngineConfig, EngineConstants, Limits, Meter, SessionError,
+    BudgetMeter, Collected, Concluded, EngineConfig, EngineConstants, Meter, SessionError,
 };
-use rltp_proofs::identity::{CarrierId, control_principal};
+use rltp_proofs::identity::CarrierId;
 use rltp_proofs::multikey::{DidKey, Rkid};
 use rltp_proofs::proof::{Purpose, UnsignedProof};
 use rltp_proofs::seal::SealedEnvelope;
@@ -43,28 +45,6 @@ pub fn s(v: &Value) -> &str {
         .unwrap_or_else(|| panic!("expected a string, got {v}"))
 }
 
-pub fn u(v: &Value) -> u64 {
-    v.as_u64()
-        .unwrap_or_else(|| panic!("expected an integer, got {v}"))
-}
-
-pub fn arr(v: &Value) -> &Vec<Value> {
-    v.as_array()
-        .unwrap_or_else(|| panic!("expected an array, got {v}"))
-}
-
-pub fn hex(s: &str) -> Vec<u8> {
-    assert!(s.len().is_multiple_of(2), "odd hex length: {s}");
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
-}
-
-pub fn hex32(s: &str) -> [u8; 32] {
-    hex(s).try_into().unwrap()
-}
-
 // ---------------------------------------------------------------------------
 // Keys
 // ---------------------------------------------------------------------------
@@ -90,14 +70,6 @@ impl Principal {
         Principal { key, did }
     }
 
-    /// Identity §7a.4: the control principal of `nonce` at this carrier
-    /// under the vectors' root IKM.
-    pub fn derived(nonce: &[u8; 32]) -> Principal {
-        let ikm = hex(s(&load("identity-derivation.json")["rootIkm"]));
-        let (key, did) = control_principal(&ikm, &carrier_id(), nonce);
-        Principal { key, did }
-    }
-
     /// A fresh principal from a label (not tied to any vector).
     pub fn labelled(label: &str) -> Principal {
         Principal::from_seed(rltp_proofs::encoding::sha256(label.as_bytes()))
@@ -106,30 +78,6 @@ impl Principal {
     pub fn did_string(&self) -> String {
         self.did.to_did_key()
     }
-}
-
-/// The three principals of the vectors: `keys.principal` (the canonical
-/// nonce-1 principal), `keys.otherPrincipal` (nonce-2) and the rotation
-/// principal (nonce-3), each derived and checked against its did:key.
-pub struct VectorPrincipals {
-    pub p: Principal,
-    pub other: Principal,
-    pub rotation: Principal,
-}
-
-pub fn vector_principals() -> VectorPrincipals {
-    let v = carrier_proof();
-    let keys = &v["keys"];
-    let p = Principal::from_seed(hex32(s(&keys["principalSeed"])));
-    assert_eq!(p.did_string(), s(&keys["principal"]));
-    let tie = &v["generationMonotonicity"]["equalGenerationTie"];
-    let canonical = Principal::derived(&hex32(s(&tie["registerCanonicalNonce"])));
-    assert_eq!(canonical.did_string(), s(&keys["principal"]));
-    let other = Principal::derived(&hex32(s(&tie["registerSupersededNonce"])));
-    assert_eq!(other.did_string(), s(&keys["otherPrincipal"]));
-    let rotation = Principal::derived(&hex32(s(&tie["rotationNonce"])));
-    assert_eq!(rotation.did_string(), s(&tie["rotationPrincipal"]));
-    VectorPrincipals { p, other, rotation }
 }
 
 /// An X25519 address key: the secret (needed to open a sealed challenge)
@@ -154,13 +102,6 @@ impl RkidKey {
         RkidKey::from_secret(rltp_proofs::encoding::sha256(label.as_bytes()))
     }
 
-    /// A documented sample key, checked against its multikey in the vector.
-    pub fn vector(label: &str, multikey: &str) -> RkidKey {
-        let key = RkidKey::labelled(label);
-        assert_eq!(key.rkid.to_multikey(), multikey, "{label}");
-        key
-    }
-
     /// A fresh random key.
     pub fn random() -> RkidKey {
         let mut secret = [0u8; 32];
@@ -169,27 +110,12 @@ impl RkidKey {
     }
 }
 
-/// `keys.rkid` and `keys.otherRkid` of carrier-proof.json.
-pub fn vector_rkids() -> (RkidKey, RkidKey) {
-    let v = carrier_proof();
-    (
-        RkidKey::vector("rltp/vector/carrier-proof/rkid-1", s(&v["keys"]["rkid"])),
-        RkidKey::vector(
-            "rltp/vector/carrier-proof/rkid-2",
-            s(&v["keys"]["otherRkid"]),
-        ),
-    )
-}
-
 // ---------------------------------------------------------------------------
 // Envelopes
 // ---------------------------------------------------------------------------
 
 /// Bytes of a JCS envelope that are not the ciphertext's base64url.
 pub const ENVELOPE_OVERHEAD: usize = 154;
-/// The smallest valid envelope (17-byte ciphertext), bytes.
-pub const MIN_ENVELOPE: usize = 177;
-
 fn ct_len_for(size: usize) -> Option<usize> {
     let c = size.checked_sub(ENVELOPE_OVERHEAD)?;
     let n = match c % 4 {
@@ -199,11 +125,6 @@ fn ct_len_for(size: usize) -> Option<usize> {
         _ => return None,
     };
     (17..=65_552).contains(&n).then_some(n)
-}
-
-/// Whether an envelope of exactly `size` bytes exists.
-pub fn envelope_size_ok(size: usize) -> bool {
-    ct_len_for(size).is_some()
 }
 
 /// A shape-valid sealed envelope for `rkid` of exactly `size` bytes; its
@@ -229,22 +150,6 @@ pub fn envelope(rkid: &Rkid, size: usize, salt: &str) -> Vec<u8> {
     .to_bytes();
     assert_eq!(bytes.len(), size);
     bytes
-}
-
-/// Envelope sizes, each at most `max_piece` bytes, summing to exactly
-/// `total` bytes.
-pub fn sizes_summing_to(total: usize, max_piece: usize) -> Vec<usize> {
-    let mut sizes = Vec::new();
-    let mut rest = total;
-    while rest > 0 {
-        let piece = (MIN_ENVELOPE..=rest.min(max_piece))
-            .rev()
-            .find(|&p| envelope_size_ok(p) && (rest - p == 0 || rest - p >= 2 * MIN_ENVELOPE + 4))
-            .unwrap_or_else(|| panic!("cannot split {rest} bytes"));
-        sizes.push(piece);
-        rest -= piece;
-    }
-    sizes
 }
 
 // ---------------------------------------------------------------------------
@@ -402,13 +307,6 @@ impl<S: Store> Harness<S> {
         self.clock.advance(ms);
     }
 
-    pub fn set_limits(&self, capacity_bytes: u64, max_bindings: u64) {
-        self.engine.set_limits(Limits {
-            capacity_bytes,
-            max_bindings,
-        });
-    }
-
     /// A signed register/rebind proof over a freshly issued challenge
     /// (the sealed address challenge opened with the rkid secret).
     pub fn registration_proof(
@@ -457,10 +355,6 @@ impl<S: Store> Harness<S> {
         self.present(Purpose::Register, key, principal, generation)
     }
 
-    pub fn rebind(&self, key: &RkidKey, principal: &Principal, generation: u64) -> Verdict {
-        self.present(Purpose::Rebind, key, principal, generation)
-    }
-
     pub fn present(
         &self,
         purpose: Purpose,
@@ -493,21 +387,6 @@ impl<S: Store> Harness<S> {
         self.engine.submit(rkid, bytes).unwrap()
     }
 
-    /// Submits envelopes summing to exactly `total` bytes; all admitted.
-    pub fn fill(&self, rkid: &Rkid, total: usize, salt: &str) -> Vec<DepositId> {
-        let max = rltp_proofs::envelope::MAX_ENVELOPE_BYTES
-            .min(usize::try_from(self.engine.constants().max_queue_bytes).unwrap());
-        sizes_summing_to(total, max)
-            .into_iter()
-            .enumerate()
-            .map(|(i, size)| {
-                let bytes = envelope(rkid, size, &format!("{salt}/{i}"));
-                assert_eq!(self.submit(rkid, &bytes), SubmitVerdict::Admitted);
-                DepositId::of(&bytes)
-            })
-            .collect()
-    }
-
     pub fn binding(&self, rkid: &Rkid) -> Option<Binding> {
         self.engine.store().read().unwrap().binding(rkid).unwrap()
     }
@@ -534,15 +413,6 @@ impl<S: Store> Harness<S> {
         }
     }
 
-    pub fn queue_bytes(&self, rkid: &Rkid) -> u64 {
-        self.engine
-            .store()
-            .read()
-            .unwrap()
-            .queue_bytes(rkid)
-            .unwrap()
-    }
-
     pub fn held_ids(&self, rkid: &Rkid) -> Vec<DepositId> {
         self.engine
             .store()
@@ -555,60 +425,8 @@ impl<S: Store> Harness<S> {
             .collect()
     }
 
-    pub fn occupancy(&self) -> rltp_storage::Occupancy {
-        self.engine.store().read().unwrap().occupancy().unwrap()
-    }
-
-    /// Due-index entries naming `rkid`.
-    pub fn due_for(&self, rkid: &Rkid) -> Vec<(u64, rltp_storage::Due)> {
-        use rltp_storage::Due;
-        self.engine
-            .store()
-            .read()
-            .unwrap()
-            .due(u64::MAX, usize::MAX)
-            .unwrap()
-            .into_iter()
-            .filter(|(_, d)| match d {
-                Due::OrphanExpiry(r) | Due::Deadline(r) | Due::GiveUp(r, _) | Due::Forget(r, _) => {
-                    r == rkid
-                }
-            })
-            .collect()
-    }
-
-    pub fn challenges_live(&self) -> usize {
-        self.engine.store().challenge_count()
-    }
-
     pub fn sweep(&self) {
         self.engine.sweep().unwrap();
-    }
-
-    /// Drives `rkid` (bound under `principal` at `generation`) to
-    /// `closing` by letting its orphan horizon pass; returns the deadline.
-    pub fn wind_up(&self, rkid: &Rkid) -> u64 {
-        let b = self.binding(rkid).unwrap();
-        let c = self.engine.constants();
-        self.set(b.last_collection_at + c.orphan_horizon_ms);
-        self.sweep();
-        match self.binding(rkid).unwrap().phase {
-            rltp_storage::Phase::Closing { deadline } => deadline,
-            rltp_storage::Phase::Live => panic!("{rkid} did not enter closing"),
-        }
-    }
-
-    /// Drives a closing `rkid` through its deadline to `released`.
-    pub fn release(&self, rkid: &Rkid) {
-        let deadline = match self.binding(rkid).map(|b| b.phase) {
-            Some(rltp_storage::Phase::Closing { deadline }) => deadline,
-            _ => self.wind_up(rkid),
-        };
-        if self.now() < deadline {
-            self.set(deadline);
-        }
-        self.sweep();
-        assert_eq!(self.state(rkid), State::Released);
     }
 }
 

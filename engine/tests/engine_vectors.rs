@@ -1,8 +1,9 @@
 //! The carrier engine driven through every case of the shipped
-//! `carrier-proof.json` engine sections, with a manual clock, real keys
-//! and real signed proofs, against the in-memory reference store and the
-//! real redb store. Each section asserts how many cases it ran against the
-//! number in the file.
+//! `carrier-proof.json` engine sections, one step at a time with a manual
+//! clock (`common::Carrier`: no thread), real keys and real signed proofs,
+//! against the in-memory reference store, the log store and the redb
+//! store. Each section asserts how many cases it ran against the number in
+//! the file.
 
 #![allow(clippy::unwrap_used, clippy::panic, missing_docs)]
 
@@ -18,7 +19,6 @@ use rltp_storage::{DepositId, Due, Phase, Store};
 use rltp_wire::verdict::{SubmitVerdict, Verdict};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Barrier};
 
 fn harness<F: StoreFactory>(f: &F) -> Harness<F::S> {
     Harness::new(f.make())
@@ -191,9 +191,9 @@ fn binding_lifecycle_runtime<F: StoreFactory>(f: &F) {
             }
             "eviction" => {
                 // Lower the bound to 0: only a tombstone can be evicted.
-                let mut c = h.engine.constants();
+                let mut c = h.carrier.constants();
                 c.max_binding_tombstones = 0;
-                h.engine.apply_constants(c, None).unwrap();
+                h.carrier.apply_constants(c, None).unwrap();
             }
             i => panic!("input {i}"),
         }
@@ -483,7 +483,7 @@ fn bound_revision<F: StoreFactory>(f: &F) {
     assert_eq!(h.occupancy().tombstones, before.len() as u64);
     // The revision lowers the bound: the trim is one linearized step.
     c.max_binding_tombstones = u(&br["revision"]["declared"]);
-    h.engine.apply_constants(c, None).unwrap();
+    h.carrier.apply_constants(c, None).unwrap();
     let after: Vec<&str> = arr(&br["after"]["store"]).iter().map(s).collect();
     let evicted: Vec<&str> = arr(&br["after"]["evicted"]).iter().map(s).collect();
     assert_eq!(h.occupancy().tombstones, after.len() as u64);
@@ -722,7 +722,7 @@ fn cross_traffic_meter<F: StoreFactory>(f: &F) {
     let mut ran = 0;
     for case in cases {
         let h = harness(f);
-        let floor = h.engine.constants().queue_floor as usize;
+        let floor = h.carrier.constants().queue_floor as usize;
         let (target, other) = (RkidKey::random(), RkidKey::random());
         assert_eq!(h.register(&target, &ps.p, 1), Verdict::Registered);
         assert_eq!(h.register(&other, &ps.other, 1), Verdict::Registered);
@@ -767,7 +767,7 @@ fn cross_traffic_meter<F: StoreFactory>(f: &F) {
 }
 
 // ---------------------------------------------------------------------------
-// stateAtomicity (real threads)
+// stateAtomicity (races as the writer serializes them)
 // ---------------------------------------------------------------------------
 
 fn state_atomicity<F: StoreFactory>(f: &F) {
@@ -788,20 +788,16 @@ fn state_atomicity<F: StoreFactory>(f: &F) {
                         h.registration_proof(Purpose::Register, &key, &ps.other, 1)
                             .unwrap(),
                     ];
-                    let barrier = Arc::new(Barrier::new(2));
-                    let verdicts: Vec<Verdict> = std::thread::scope(|scope| {
-                        let handles: Vec<_> = proofs
-                            .iter()
-                            .map(|proof| {
-                                let (engine, barrier) = (h.engine.clone(), barrier.clone());
-                                scope.spawn(move || {
-                                    barrier.wait();
-                                    engine.register(proof).unwrap()
-                                })
-                            })
-                            .collect();
-                        handles.into_iter().map(|t| t.join().unwrap()).collect()
-                    });
+                    // The race as the writer serializes it: both in one
+                    // batch, each round the other one first.
+                    let mut order: Vec<&[u8]> = proofs.iter().map(Vec::as_slice).collect();
+                    if round % 2 == 1 {
+                        order.reverse();
+                    }
+                    let mut verdicts = h.carrier.register_together(&order).unwrap();
+                    if round % 2 == 1 {
+                        verdicts.reverse();
+                    }
                     let winners = verdicts
                         .iter()
                         .filter(|v| **v == Verdict::Registered)
@@ -825,28 +821,17 @@ fn state_atomicity<F: StoreFactory>(f: &F) {
                 let h = harness(f);
                 let key = RkidKey::random();
                 assert_eq!(h.register(&key, &ps.p, 1), Verdict::Registered);
-                let max = h.engine.constants().max_queue_bytes as usize;
+                let max = h.carrier.constants().max_queue_bytes as usize;
                 let d = 1_000;
                 // Room for exactly one more deposit of `d` bytes.
                 h.fill(&key.rkid, max - d - 400, "atomicity");
                 let deposits: Vec<Vec<u8>> = (0..2)
                     .map(|i| envelope(&key.rkid, d, &format!("race{i}")))
                     .collect();
-                let barrier = Arc::new(Barrier::new(2));
-                let verdicts: Vec<SubmitVerdict> = std::thread::scope(|scope| {
-                    let handles: Vec<_> = deposits
-                        .iter()
-                        .map(|bytes| {
-                            let (engine, barrier, rkid) =
-                                (h.engine.clone(), barrier.clone(), key.rkid);
-                            scope.spawn(move || {
-                                barrier.wait();
-                                engine.submit(&rkid, bytes).unwrap()
-                            })
-                        })
-                        .collect();
-                    handles.into_iter().map(|t| t.join().unwrap()).collect()
-                });
+                // The race as the writer serializes it: one batch.
+                let race: Vec<(Rkid, &[u8])> =
+                    deposits.iter().map(|d| (key.rkid, d.as_slice())).collect();
+                let verdicts = h.carrier.submit_together(&race).unwrap();
                 let admitted = verdicts
                     .iter()
                     .filter(|v| **v == SubmitVerdict::Admitted)
@@ -871,25 +856,17 @@ fn state_atomicity<F: StoreFactory>(f: &F) {
                 h.advance(5);
                 assert_eq!(h.register(&b, &ps.p, 1), Verdict::Registered);
                 h.advance(c.orphan_horizon_ms + c.give_up_horizon_ms + 10);
-                // Two sweepers and traffic race the two deadline transitions.
-                let barrier = Arc::new(Barrier::new(3));
-                std::thread::scope(|scope| {
-                    for _ in 0..2 {
-                        let (engine, barrier) = (h.engine.clone(), barrier.clone());
-                        scope.spawn(move || {
-                            barrier.wait();
-                            engine.sweep().unwrap();
-                        });
-                    }
-                    let (engine, barrier, rkid) = (h.engine.clone(), barrier.clone(), a.rkid);
-                    scope.spawn(move || {
-                        barrier.wait();
-                        assert_eq!(
-                            engine.submit(&rkid, &envelope(&rkid, 300, "late")).unwrap(),
-                            SubmitVerdict::NoSuchQueue
-                        );
-                    });
-                });
+                // Two sweepers and traffic race the two deadline
+                // transitions: whichever step comes first, its prelude
+                // applies both, and the others find them applied.
+                let late = envelope(&a.rkid, 300, "late");
+                assert_eq!(
+                    h.carrier.submit(&a.rkid, &late).unwrap(),
+                    SubmitVerdict::NoSuchQueue
+                );
+                for _ in 0..2 {
+                    h.carrier.sweep().unwrap();
+                }
                 assert_eq!(h.occupancy().tombstones, linearized);
                 assert_eq!(h.state(&old.rkid), State::Unbound, "the oldest is evicted");
                 assert_eq!(h.state(&a.rkid), State::Released);
@@ -918,7 +895,7 @@ fn challenge_consumption<F: StoreFactory>(f: &F) {
     let mut issued = 0u64;
     let mut ran = 0;
     for step in steps {
-        let before = h.engine.counters().verifications;
+        let before = h.carrier.counters().verifications;
         let outcome = step["outcome"].as_str();
         if step["newChallenge"].as_bool() == Some(true) || ran == 0 {
             proof = h
@@ -936,7 +913,7 @@ fn challenge_consumption<F: StoreFactory>(f: &F) {
                 (3, _) => &junk,
                 _ => &proof,
             };
-            let verdict = h.engine.register(bytes).unwrap();
+            let verdict = h.carrier.register(bytes).unwrap();
             match outcome {
                 Some("discarded") => {
                     // Our wire answers a response with nothing live behind
@@ -946,7 +923,7 @@ fn challenge_consumption<F: StoreFactory>(f: &F) {
                 Some(o) => assert_eq!(verdict.as_str(), o, "{step}"),
                 None => panic!("{step}"),
             }
-            let verified = h.engine.counters().verifications > before;
+            let verified = h.carrier.counters().verifications > before;
             assert_eq!(verified, step["verified"].as_bool().unwrap(), "{step}");
         }
         assert_eq!(
@@ -954,7 +931,7 @@ fn challenge_consumption<F: StoreFactory>(f: &F) {
             step["challengeLive"].as_bool().unwrap(),
             "{step}"
         );
-        let so_far = h.engine.counters().verifications;
+        let so_far = h.carrier.counters().verifications;
         assert_eq!(so_far, u(&step["verificationsSoFar"]), "{step}");
         assert!(
             so_far <= issued,
@@ -984,7 +961,7 @@ fn g2_precedence_submission<F: StoreFactory>(f: &F) {
     let mut ran = 0;
     for case in cases {
         let h = harness(f);
-        let c = h.engine.constants();
+        let c = h.carrier.constants();
         let (floor, max) = (c.queue_floor as usize, c.max_queue_bytes as usize);
         let key = RkidKey::random();
         assert_eq!(h.register(&key, &ps.p, 1), Verdict::Registered);
@@ -1004,7 +981,7 @@ fn g2_precedence_submission<F: StoreFactory>(f: &F) {
                         Box::new(|| {
                             let mut c2 = c;
                             c2.max_queue_bytes = 2 * c.max_queue_bytes;
-                            h.engine.apply_constants(c2, None).unwrap();
+                            h.carrier.apply_constants(c2, None).unwrap();
                             h.submit(&key.rkid, &probe)
                         }),
                     )
@@ -1079,7 +1056,7 @@ fn g2_precedence_registration<F: StoreFactory>(f: &F) {
         let full = || {
             let occ = h.occupancy();
             h.set_limits(
-                occ.bindings * h.engine.constants().queue_floor + occ.elastic_bytes,
+                occ.bindings * h.carrier.constants().queue_floor + occ.elastic_bytes,
                 1 << 20,
             );
         };
@@ -1089,9 +1066,9 @@ fn g2_precedence_registration<F: StoreFactory>(f: &F) {
                     .registration_proof(Purpose::Register, &key, &ps.p, 1)
                     .unwrap();
                 let bad = with_member(&proof, "carrier", "did:web:other-carrier.example");
-                let before = h.engine.counters();
-                let v = h.engine.register(&bad).unwrap();
-                assert_eq!(h.engine.counters().verifications, before.verifications);
+                let before = h.carrier.counters();
+                let v = h.carrier.register(&bad).unwrap();
+                assert_eq!(h.carrier.counters().verifications, before.verifications);
                 assert_eq!(h.challenges_live(), 1, "r1 refuses before consumption");
                 v
             }
@@ -1101,9 +1078,9 @@ fn g2_precedence_registration<F: StoreFactory>(f: &F) {
                         .unwrap(),
                 );
                 h.meter.set_budget(MeterKey::UnknownAddress, 0);
-                let before = h.engine.counters();
-                let v = h.engine.register(&proof).unwrap();
-                assert_eq!(h.engine.counters(), before, "no asymmetric work");
+                let before = h.carrier.counters();
+                let v = h.carrier.register(&proof).unwrap();
+                assert_eq!(h.carrier.counters(), before, "no asymmetric work");
                 assert_eq!(h.challenges_live(), 1);
                 v
             }
@@ -1112,7 +1089,7 @@ fn g2_precedence_registration<F: StoreFactory>(f: &F) {
                     .registration_proof(Purpose::Register, &key, &ps.p, 1)
                     .unwrap();
                 full();
-                let v = h.engine.register(&junk_sig(&proof)).unwrap();
+                let v = h.carrier.register(&junk_sig(&proof)).unwrap();
                 assert_eq!(h.register(&key, &ps.p, 1), Verdict::RegistrationCapacity);
                 v
             }
@@ -1134,7 +1111,7 @@ fn g2_precedence_registration<F: StoreFactory>(f: &F) {
                 h.meter.set_budget(MeterKey::UnknownAddress, 5);
                 let flooded = (0..10)
                     .filter(|_| {
-                        h.engine
+                        h.carrier
                             .challenge(&RkidKey::random().rkid, Purpose::Register)
                             .is_err()
                     })
@@ -1151,9 +1128,9 @@ fn g2_precedence_registration<F: StoreFactory>(f: &F) {
                 // The binding's own registration traffic drains its budget
                 // (its collect/conclude traffic has a budget of its own,
                 // PROTOCOL.md §9a).
-                while h.engine.challenge(&key.rkid, Purpose::Rebind).is_ok() {}
-                assert!(h.engine.challenge(&key.rkid, Purpose::Collect).is_ok());
-                h.engine.register(&proof).unwrap()
+                while h.carrier.challenge(&key.rkid, Purpose::Rebind).is_ok() {}
+                assert!(h.carrier.challenge(&key.rkid, Purpose::Collect).is_ok());
+                h.carrier.register(&proof).unwrap()
             }
             (other, by) => panic!("no scenario for {other:?} {by:?}"),
         };
@@ -1172,12 +1149,12 @@ fn g3_order<F: StoreFactory>(f: &F) {
     let key = RkidKey::random();
     let mut ran = 0;
     for step in steps {
-        let before = h.engine.counters();
+        let before = h.carrier.counters();
         let verdict = if ran == 0 {
             h.meter.set_budget(MeterKey::UnknownAddress, 0);
             let v = h.register(&key, &ps.p, 1);
             assert_eq!(
-                h.engine.counters().random_draws,
+                h.carrier.counters().random_draws,
                 before.random_draws,
                 "no draw"
             );
@@ -1187,7 +1164,7 @@ fn g3_order<F: StoreFactory>(f: &F) {
             h.register(&key, &ps.p, 1)
         };
         assert_eq!(verdict.as_str(), s(&step["verdict"]), "{step}");
-        let after = h.engine.counters();
+        let after = h.carrier.counters();
         assert_eq!(
             after.asymmetric_ops - before.asymmetric_ops,
             u(&step["asymmetricOpsPerformed"]),
@@ -1213,7 +1190,7 @@ fn g4_starvation<F: StoreFactory>(f: &F) {
         let mut last = None;
         for _ in 0..=budget {
             last = Some(
-                h.engine
+                h.carrier
                     .challenge(&RkidKey::random().rkid, Purpose::Register),
             );
         }
@@ -1246,7 +1223,7 @@ fn g4_starvation<F: StoreFactory>(f: &F) {
                 assert_eq!(h.state(&held.rkid), State::Live);
                 let occ = h.occupancy();
                 h.set_limits(
-                    occ.bindings * h.engine.constants().queue_floor + occ.elastic_bytes,
+                    occ.bindings * h.carrier.constants().queue_floor + occ.elastic_bytes,
                     1 << 20,
                 );
                 let newcomer = h.register(&RkidKey::random(), &ps.p, 1);
@@ -1301,12 +1278,12 @@ fn wind_up_deadline<F: StoreFactory>(f: &F) {
                     let ends = base + u(&step["depositLifeEndsAt"]);
                     h.set(ends - 1);
                     assert_eq!(
-                        h.engine.status(&key.rkid, &id).unwrap().as_str(),
+                        h.carrier.status(&key.rkid, &id).unwrap().as_str(),
                         "accepted"
                     );
                     h.set(ends);
                     assert_eq!(
-                        h.engine.status(&key.rkid, &id).unwrap().as_str(),
+                        h.carrier.status(&key.rkid, &id).unwrap().as_str(),
                         "given-up"
                     );
                     h.set(base + t);
@@ -1326,7 +1303,10 @@ fn wind_up_deadline<F: StoreFactory>(f: &F) {
                     );
                     assert_eq!(h.queue_bytes(&key.rkid), 0);
                     for id in &ids {
-                        assert_eq!(h.engine.status(&key.rkid, id).unwrap().as_str(), "given-up");
+                        assert_eq!(
+                            h.carrier.status(&key.rkid, id).unwrap().as_str(),
+                            "given-up"
+                        );
                     }
                 }
                 e => panic!("event {e}"),
@@ -1389,7 +1369,7 @@ fn wind_up_deadline<F: StoreFactory>(f: &F) {
                 h.set(base + 1000);
                 h.sweep();
                 assert_eq!(
-                    h.engine.status(&key.rkid, &id).unwrap().as_str(),
+                    h.carrier.status(&key.rkid, &id).unwrap().as_str(),
                     "accepted"
                 );
                 h.set(own - 1);
@@ -1399,7 +1379,7 @@ fn wind_up_deadline<F: StoreFactory>(f: &F) {
                 h.sweep();
                 assert!(h.held_ids(&key.rkid).is_empty());
                 assert_eq!(
-                    h.engine.status(&key.rkid, &id).unwrap().as_str(),
+                    h.carrier.status(&key.rkid, &id).unwrap().as_str(),
                     "given-up"
                 );
                 h.set(base + t);

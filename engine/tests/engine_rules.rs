@@ -1,16 +1,17 @@
 //! Engine rules beyond the shipped vector cases: horizons noticed late,
 //! the committer prelude, sender status, collect paging, conclusion,
-//! challenge checks, store failures, metering without leaks and
-//! declaration revisions. Run against the in-memory and the redb store.
+//! challenge checks, store failures and declaration revisions, each
+//! operation one step of the thread-free harness (`common::Carrier`). Run
+//! against the in-memory, the log and the redb store. (The governor
+//! meter's key hygiene is the shell's: `carrier/tests/driver.rs`.)
 
 #![allow(clippy::unwrap_used, clippy::panic, missing_docs)]
 
 mod common;
 
 use common::*;
-use rltp_carrier::meter::GovernorMeter;
 use rltp_engine::table::State;
-use rltp_engine::{EngineError, MeterQuotas, Rate, SessionError};
+use rltp_engine::{EngineError, SessionError};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::{Purpose, UnsignedProof};
 use rltp_storage::{
@@ -21,7 +22,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 fn status<S: Store>(h: &Harness<S>, rkid: &Rkid, id: &DepositId) -> DepositStatus {
-    h.engine.status(rkid, id).unwrap()
+    h.carrier.status(rkid, id).unwrap()
 }
 
 /// An orphan expiry noticed only after its deadline has passed: the
@@ -29,7 +30,7 @@ fn status<S: Store>(h: &Harness<S>, rkid: &Rkid, id: &DepositId) -> DepositStatu
 /// normative instants, in one batch, before that operation.
 fn late_notice_applies_normative_instants<F: StoreFactory>(f: &F) {
     let h = Harness::new(f.make());
-    let c = h.engine.constants();
+    let c = h.carrier.constants();
     let p = Principal::labelled("p");
     let key = RkidKey::random();
     assert_eq!(h.register(&key, &p, 3), Verdict::Registered);
@@ -52,7 +53,7 @@ fn late_notice_applies_normative_instants<F: StoreFactory>(f: &F) {
     // the deadline: given up there, remembered for G after.
     let id = DepositId::of(&early);
     let record = h
-        .engine
+        .carrier
         .store()
         .read()
         .unwrap()
@@ -72,19 +73,19 @@ fn late_notice_applies_normative_instants<F: StoreFactory>(f: &F) {
 /// the next due instant.
 fn sweep_without_traffic<F: StoreFactory>(f: &F) {
     let h = Harness::new(f.make());
-    let c = h.engine.constants();
+    let c = h.carrier.constants();
     let p = Principal::labelled("p");
     let key = RkidKey::random();
     assert_eq!(h.register(&key, &p, 1), Verdict::Registered);
-    assert_eq!(h.engine.sweep().unwrap(), Some(T0 + c.orphan_horizon_ms));
+    assert_eq!(h.carrier.sweep().unwrap(), Some(T0 + c.orphan_horizon_ms));
     h.set(T0 + c.orphan_horizon_ms);
     assert_eq!(
-        h.engine.sweep().unwrap(),
+        h.carrier.sweep().unwrap(),
         Some(T0 + c.orphan_horizon_ms + c.give_up_horizon_ms)
     );
     assert_eq!(h.state(&key.rkid), State::Closing);
     h.set(T0 + c.orphan_horizon_ms + c.give_up_horizon_ms);
-    assert_eq!(h.engine.sweep().unwrap(), None);
+    assert_eq!(h.carrier.sweep().unwrap(), None);
     assert_eq!(h.state(&key.rkid), State::Released);
 }
 
@@ -94,7 +95,7 @@ fn sweep_without_traffic<F: StoreFactory>(f: &F) {
 /// sweep is never visible: the status before and after sweeping agree.
 fn sender_status<F: StoreFactory>(f: &F) {
     let h = Harness::new(f.make());
-    let c = h.engine.constants();
+    let c = h.carrier.constants();
     let g = c.give_up_horizon_ms;
     let p = Principal::labelled("p");
     let key = RkidKey::random();
@@ -159,7 +160,7 @@ fn collect_and_conclude<F: StoreFactory>(f: &F) {
     }
     h.advance(1_000);
     let proof = h.session_proof(Purpose::Collect, &key.rkid, &p).unwrap();
-    let page1 = h.engine.collect(&proof, None, 100).unwrap();
+    let page1 = h.carrier.collect(&proof, None, 100).unwrap();
     assert_eq!(page1.deposits.len(), 3, "capped by the configured page");
     assert!(page1.more);
     for (got, want) in page1.deposits.iter().zip(&deposits) {
@@ -169,7 +170,7 @@ fn collect_and_conclude<F: StoreFactory>(f: &F) {
     assert_eq!(h.binding(&key.rkid).unwrap().last_collection_at, T0 + 1_000);
     let proof = h.session_proof(Purpose::Collect, &key.rkid, &p).unwrap();
     let page2 = h
-        .engine
+        .carrier
         .collect(&proof, Some(page1.deposits[2].seq), 100)
         .unwrap();
     assert_eq!(page2.deposits.len(), 2);
@@ -200,8 +201,8 @@ fn collect_and_conclude<F: StoreFactory>(f: &F) {
         "a served conclude counts as collection (PROTOCOL.md §7)"
     );
     assert_eq!(
-        h.engine.sweep().unwrap(),
-        Some(T0 + 2_000 + h.engine.constants().orphan_horizon_ms),
+        h.carrier.sweep().unwrap(),
+        Some(T0 + 2_000 + h.carrier.constants().orphan_horizon_ms),
         "the orphan expiry moved with it"
     );
     h.advance(500);
@@ -218,14 +219,14 @@ fn collect_and_conclude<F: StoreFactory>(f: &F) {
     // A conclude proof is not a collect proof, and vice versa.
     let conclude_proof = h.session_proof(Purpose::Conclude, &key.rkid, &p).unwrap();
     assert_eq!(
-        h.engine
+        h.carrier
             .collect(&conclude_proof, None, 10)
             .unwrap_err()
             .verdict(),
         Some(Verdict::Malformed)
     );
     assert_eq!(
-        h.engine.register(&conclude_proof).unwrap(),
+        h.carrier.register(&conclude_proof).unwrap(),
         Verdict::Malformed
     );
 }
@@ -234,7 +235,7 @@ fn collect_and_conclude<F: StoreFactory>(f: &F) {
 /// expired, other-rkid, other-purpose and wrong-address responses fail.
 fn challenge_checks<F: StoreFactory>(f: &F) {
     let h = Harness::new(f.make());
-    let c = h.engine.constants();
+    let c = h.carrier.constants();
     let p = Principal::labelled("p");
     let key = RkidKey::random();
     let other = RkidKey::random();
@@ -262,43 +263,43 @@ fn challenge_checks<F: StoreFactory>(f: &F) {
         .unwrap()
     };
     // Expired: valid until expires_at − 1.
-    let issued = h.engine.challenge(&key.rkid, Purpose::Register).unwrap();
+    let issued = h.carrier.challenge(&key.rkid, Purpose::Register).unwrap();
     assert_eq!(issued.expires_at, T0 + c.challenge_lifetime_ms);
     h.set(issued.expires_at);
     assert_eq!(
-        h.engine
+        h.carrier
             .register(&register(open(&issued, &key), key.rkid, &issued))
             .unwrap(),
         Verdict::PossessionFailed
     );
     assert_eq!(h.challenges_live(), 0, "consumed");
     // Issued for one rkid, used for another.
-    let issued = h.engine.challenge(&key.rkid, Purpose::Register).unwrap();
+    let issued = h.carrier.challenge(&key.rkid, Purpose::Register).unwrap();
     assert_eq!(
-        h.engine
+        h.carrier
             .register(&register(open(&issued, &key), other.rkid, &issued))
             .unwrap(),
         Verdict::PossessionFailed
     );
     // Wrong address challenge (the registrant could not open it).
-    let issued = h.engine.challenge(&key.rkid, Purpose::Register).unwrap();
+    let issued = h.carrier.challenge(&key.rkid, Purpose::Register).unwrap();
     assert_eq!(
-        h.engine
+        h.carrier
             .register(&register([9; 32], key.rkid, &issued))
             .unwrap(),
         Verdict::PossessionFailed
     );
     // Issued for collect, used for register.
-    let issued = h.engine.challenge(&key.rkid, Purpose::Collect).unwrap();
+    let issued = h.carrier.challenge(&key.rkid, Purpose::Collect).unwrap();
     assert!(issued.sealed_address_challenge.is_none());
     assert_eq!(
-        h.engine
+        h.carrier
             .register(&register([0; 32], key.rkid, &issued))
             .unwrap(),
         Verdict::PossessionFailed
     );
     // The opened value is the only thing a registrant can use.
-    let issued = h.engine.challenge(&key.rkid, Purpose::Register).unwrap();
+    let issued = h.carrier.challenge(&key.rkid, Purpose::Register).unwrap();
     assert!(
         rltp_wire::address_challenge::open_address_challenge(
             issued.sealed_address_challenge.as_ref().unwrap(),
@@ -311,18 +312,18 @@ fn challenge_checks<F: StoreFactory>(f: &F) {
         "only the rkid's private key opens the challenge"
     );
     assert_eq!(
-        h.engine
+        h.carrier
             .register(&register(open(&issued, &key), key.rkid, &issued))
             .unwrap(),
         Verdict::Registered
     );
     assert_eq!(
-        h.engine.counters().verifications,
+        h.carrier.counters().verifications,
         1,
         "only the good response was verified"
     );
     // Expired challenges are purged by the sweep.
-    h.engine.challenge(&key.rkid, Purpose::Collect).unwrap();
+    h.carrier.challenge(&key.rkid, Purpose::Collect).unwrap();
     assert_eq!(h.challenges_live(), 1);
     h.advance(c.challenge_lifetime_ms);
     h.sweep();
@@ -330,7 +331,7 @@ fn challenge_checks<F: StoreFactory>(f: &F) {
     // A low-order rkid cannot be sealed to: refused, no panic.
     let low = Rkid::from_bytes([0; 32]);
     assert_eq!(
-        h.engine
+        h.carrier
             .challenge(&low, Purpose::Register)
             .unwrap_err()
             .verdict(),
@@ -343,7 +344,7 @@ fn challenge_checks<F: StoreFactory>(f: &F) {
 /// vectors) — here: the give-up frees its bytes and its meter state.
 fn give_up_frees_bytes<F: StoreFactory>(f: &F) {
     let h = Harness::new(f.make());
-    let c = h.engine.constants();
+    let c = h.carrier.constants();
     let p = Principal::labelled("p");
     let key = RkidKey::random();
     assert_eq!(h.register(&key, &p, 1), Verdict::Registered);
@@ -414,18 +415,18 @@ fn a_store_failure_is_unavailable_never_a_capacity_refusal<F: StoreFactory>(f: &
     // Not a verdict about the request, and never a capacity refusal (the
     // queue is far below its floor: §4.4 guarantee 5).
     assert!(matches!(
-        h.engine.submit(&key.rkid, &bytes),
+        h.carrier.submit(&key.rkid, &bytes),
         Err(EngineError::Unavailable(_))
     ));
     assert!(matches!(
-        h.engine.register(&proof),
+        h.carrier.register(&proof),
         Err(EngineError::Unavailable(_))
     ));
     assert!(matches!(
-        h.engine.collect(&collect, None, 10),
+        h.carrier.collect(&collect, None, 10),
         Err(SessionError::Unavailable(_))
     ));
-    assert!(h.engine.sweep().is_err());
+    assert!(h.carrier.sweep().is_err());
     store.fail.store(false, Ordering::SeqCst);
     assert_eq!(h.state(&newcomer.rkid), State::Unbound);
     assert_eq!(h.occupancy().deposits, 0);
@@ -436,53 +437,12 @@ fn a_store_failure_is_unavailable_never_a_capacity_refusal<F: StoreFactory>(f: &
     );
 }
 
-/// Keyed meter state exists only for held rkids and does not leak:
-/// unknown-address traffic creates none; idle keys are dropped by sweeps.
-fn governor_meter_keeps_no_per_key_state<F: StoreFactory>(f: &F) {
-    let meter = Arc::new(GovernorMeter::new(MeterQuotas {
-        unknown_address: Rate::new(1_000_000, 1_000_000),
-        held_binding: Rate::new(1_000, 5),
-        queue: Rate::new(1_000, 5),
-        shared_submission: Rate::new(1_000_000, 1_000_000),
-    }));
-    let h = Harness::with_meter(f.make(), constants(), unlimited(), meter.clone());
-    let entries = || rltp_engine::Meter::keyed_entries(&*meter);
-    for _ in 0..200 {
-        let _ = h
-            .engine
-            .challenge(&RkidKey::random().rkid, Purpose::Register);
-        let stranger = RkidKey::random().rkid;
-        assert_eq!(
-            h.submit(&stranger, &envelope(&stranger, 300, "s")),
-            SubmitVerdict::NoSuchQueue
-        );
-    }
-    assert_eq!(entries(), 0, "unknown addresses get no key");
-    let p = Principal::labelled("p");
-    let key = RkidKey::random();
-    assert_eq!(h.register(&key, &p, 1), Verdict::Registered);
-    assert_eq!(
-        h.submit(&key.rkid, &envelope(&key.rkid, 300, "held")),
-        SubmitVerdict::Admitted
-    );
-    assert_eq!(
-        entries(),
-        1,
-        "the registration itself named an unknown address"
-    );
-    h.collect(&key.rkid, &p).unwrap();
-    assert_eq!(entries(), 2, "one key per held binding and per held queue");
-    std::thread::sleep(std::time::Duration::from_millis(50));
-    h.sweep();
-    assert_eq!(entries(), 0, "idle keys are dropped");
-}
-
 /// Revisions: a raised floor re-derives elastic bytes; a changed orphan
 /// horizon re-measures live bindings from their last collection (never
 /// before the revision instant); records follow the revision rule.
 fn declaration_revisions<F: StoreFactory>(f: &F) {
     let h = Harness::new(f.make());
-    let mut c = h.engine.constants();
+    let mut c = h.carrier.constants();
     let p = Principal::labelled("p");
     let (a, b) = (RkidKey::random(), RkidKey::random());
     assert_eq!(h.register(&a, &p, 1), Verdict::Registered);
@@ -495,7 +455,7 @@ fn declaration_revisions<F: StoreFactory>(f: &F) {
         revision,
         document: doc.to_vec(),
     };
-    h.engine
+    h.carrier
         .apply_constants(c, Some(record(2, b"two")))
         .unwrap();
     assert_eq!(
@@ -504,22 +464,22 @@ fn declaration_revisions<F: StoreFactory>(f: &F) {
     );
     // Rollback and equivocation are refused; state kept.
     assert!(
-        h.engine
+        h.carrier
             .apply_constants(c, Some(record(1, b"one")))
             .is_err()
     );
     assert!(
-        h.engine
+        h.carrier
             .apply_constants(c, Some(record(2, b"other")))
             .is_err()
     );
-    assert_eq!(h.engine.constants().queue_floor, 10_000);
+    assert_eq!(h.carrier.constants().queue_floor, 10_000);
     // Orphan horizon shortened so that `a` is already past it: it winds
     // up at the revision instant, not retroactively.
     h.advance(3_000);
     h.collect(&b.rkid, &p).unwrap();
     c.orphan_horizon_ms = 2_000;
-    h.engine
+    h.carrier
         .apply_constants(c, Some(record(3, b"three")))
         .unwrap();
     assert_eq!(
@@ -546,6 +506,5 @@ on_both_stores!(
     challenge_checks,
     give_up_frees_bytes,
     a_store_failure_is_unavailable_never_a_capacity_refusal,
-    governor_meter_keeps_no_per_key_state,
     declaration_revisions,
 );

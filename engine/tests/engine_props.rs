@@ -158,7 +158,7 @@ struct View {
 /// The state of every queue and the status of every tracked deposit, as
 /// reads outside the writer see them at the clock's now.
 fn read_view<S: Store>(h: &Harness<S>, m: &Model, c: &EngineConstants) -> View {
-    let read = h.engine.store().read().unwrap();
+    let read = h.carrier.store().read().unwrap();
     let now = h.now();
     View {
         states: m
@@ -173,7 +173,7 @@ fn read_view<S: Store>(h: &Harness<S>, m: &Model, c: &EngineConstants) -> View {
         statuses: m
             .tracked
             .iter()
-            .map(|t| h.engine.status(&m.keys[t.queue].rkid, &t.id).unwrap())
+            .map(|t| h.carrier.status(&m.keys[t.queue].rkid, &t.id).unwrap())
             .collect(),
     }
 }
@@ -185,7 +185,7 @@ fn apply<S: Store>(h: &Harness<S>, m: &mut Model, op: &Op, c: &EngineConstants) 
             let bytes = envelope(&rkid, size, &format!("{queue}/{salt}/{size}"));
             let verdict = h.submit(&rkid, &bytes);
             if verdict == SubmitVerdict::Admitted {
-                let read = h.engine.store().read().unwrap();
+                let read = h.carrier.store().read().unwrap();
                 let id = DepositId::of(&bytes);
                 let d = read.deposit_by_id(&rkid, &id).unwrap().unwrap();
                 let earliest = match read.binding(&rkid).unwrap().unwrap().phase {
@@ -236,7 +236,7 @@ fn apply<S: Store>(h: &Harness<S>, m: &mut Model, op: &Op, c: &EngineConstants) 
             let rkid = m.keys[queue].rkid;
             if let Ok(collected) = h.collect(&rkid, &m.principals[principal]) {
                 let held: Vec<u64> = h
-                    .engine
+                    .carrier
                     .store()
                     .read()
                     .unwrap()
@@ -261,7 +261,7 @@ fn apply<S: Store>(h: &Harness<S>, m: &mut Model, op: &Op, c: &EngineConstants) 
             let held: Vec<DepositId> = named
                 .iter()
                 .copied()
-                .filter(|id| h.engine.status(&rkid, id).unwrap() == DepositStatus::Accepted)
+                .filter(|id| h.carrier.status(&rkid, id).unwrap() == DepositStatus::Accepted)
                 .collect();
             let mut ids = named.clone();
             ids.push(DepositId::of(b"not held"));
@@ -285,7 +285,7 @@ fn apply<S: Store>(h: &Harness<S>, m: &mut Model, op: &Op, c: &EngineConstants) 
 }
 
 fn check<S: Store>(h: &Harness<S>, m: &mut Model, c: &EngineConstants, n: usize) {
-    let read = h.engine.store().read().unwrap();
+    let read = h.carrier.store().read().unwrap();
     let occ = read.occupancy().unwrap();
     let now = h.now();
     let (mut total, mut deposits, mut bindings, mut tombstones, mut elastic) = (0, 0, 0, 0, 0);
@@ -352,7 +352,7 @@ fn check<S: Store>(h: &Harness<S>, m: &mut Model, c: &EngineConstants, n: usize)
         let shadowed = snapshot[i + 1..]
             .iter()
             .any(|o| o.queue == t.queue && o.id == t.id);
-        let status = h.engine.status(&rkid, &t.id).unwrap();
+        let status = h.carrier.status(&rkid, &t.id).unwrap();
         if held {
             if status != DepositStatus::Accepted && !shadowed {
                 assert!(now >= t.earliest, "op {n}: {t:?} reads {status} early");
@@ -411,15 +411,15 @@ proptest! {
         prop_assert_eq!(h.register(&key, &p, 1), Verdict::Registered);
         match pick {
             0 => {
-                let v = h.engine.register(&bytes).unwrap();
+                let v = h.carrier.register(&bytes).unwrap();
                 prop_assert_eq!(v, Verdict::Malformed);
             }
             1 => {
-                let e = h.engine.collect(&bytes, None, 10).unwrap_err();
+                let e = h.carrier.collect(&bytes, None, 10).unwrap_err();
                 prop_assert_eq!(e.verdict(), Some(Verdict::Malformed));
             }
             2 => {
-                let e = h.engine.conclude(&bytes, &[DepositId::of(&bytes)]).unwrap_err();
+                let e = h.carrier.conclude(&bytes, &[DepositId::of(&bytes)]).unwrap_err();
                 prop_assert_eq!(e.verdict(), Some(Verdict::Malformed));
             }
             _ => {
