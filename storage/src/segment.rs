@@ -323,4 +323,40 @@ impl ActiveSegment {
         self.buffer.clear();
         self.end = self.written;
     }
+
+    /// Abandons a transaction whose log record starts at `start` (if it
+    /// opened one): returns the `[start, end)` of it that reached the file
+    /// already, which must be voided before anything else is written.
+    pub(crate) fn abandon_record(&mut self, start: Option<u64>) -> Option<(u64, u64)> {
+        let reached = start
+            .filter(|&start| self.written() > start)
+            .map(|start| (start, self.written()));
+        self.abandon();
+        reached
+    }
+}
+
+/// Segment `id`'s file from `files`, opened with `open` and kept there on
+/// first use; a file that is gone is damage ([`crate::StoreError::Corrupt`]).
+///
+/// # Errors
+/// [`crate::StoreError::Corrupt`] for a missing file, I/O errors otherwise.
+pub(crate) fn cached_file(
+    files: &std::sync::Mutex<std::collections::HashMap<u64, Arc<dyn StoreFile>>>,
+    id: u64,
+    open: impl FnOnce() -> io::Result<Arc<dyn StoreFile>>,
+) -> crate::StoreResult<Arc<dyn StoreFile>> {
+    let mut files = crate::failure::lock(files);
+    if let Some(file) = files.get(&id) {
+        return Ok(Arc::clone(file));
+    }
+    let file = open().map_err(|e| {
+        if e.kind() == io::ErrorKind::NotFound {
+            crate::failure::corrupt(format!("segment {id:016x} is missing: {e}"))
+        } else {
+            crate::StoreError::Io(e)
+        }
+    })?;
+    files.insert(id, Arc::clone(&file));
+    Ok(file)
 }

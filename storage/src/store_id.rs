@@ -67,7 +67,9 @@ impl std::fmt::Debug for StoreId {
     }
 }
 
-/// What [`RedbStore::integrity_check`] counted and found.
+/// What an integrity check of an embedded store counted and found
+/// ([`crate::redb_store::RedbStore::integrity_check`],
+/// [`crate::log_store::LogStore::integrity_check`]).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct IntegrityReport {
     /// Held bindings.

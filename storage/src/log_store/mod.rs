@@ -457,24 +457,10 @@ impl Inner {
 
     /// The file of segment `id` (cached).
     fn file(&self, id: u64) -> StoreResult<Arc<dyn StoreFile>> {
-        let mut files = lock(&self.files);
-        if let Some(file) = files.get(&id) {
-            return Ok(Arc::clone(file));
-        }
-        let path = self.log_dir.join(record::segment_name(id));
-        let file = self
-            .options
-            .fs
-            .open(&path, crate::fs::Open::Existing)
-            .map_err(|e| {
-                if e.kind() == std::io::ErrorKind::NotFound {
-                    corrupt(format!("segment {id:016x} is missing: {e}"))
-                } else {
-                    StoreError::Io(e)
-                }
-            })?;
-        files.insert(id, Arc::clone(&file));
-        Ok(file)
+        crate::segment::cached_file(&self.files, id, || {
+            let path = self.log_dir.join(record::segment_name(id));
+            self.options.fs.open(&path, crate::fs::Open::Existing)
+        })
     }
 
     fn what(seq: u64, image: &DepImage) -> String {

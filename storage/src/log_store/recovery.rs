@@ -120,24 +120,17 @@ fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> OpenResult<Inn
     let started = Instant::now();
     let fs = Arc::clone(&options.fs);
     let log_dir = dir.join("log");
-    let snap_dir = dir.join("snap");
     let db_path = dir.join(crate::store_id::INDEX_FILE);
-    fs.create_dir_all(&log_dir)?;
-    fs.create_dir_all(&snap_dir)?;
-    let Survey {
-        segments,
-        snapshots,
-        with_records,
-        needs_index,
-    } = survey(&*fs, dir, &db_path, &options)?;
+    let found = survey(&*fs, dir, &db_path, &options)?;
     let db = rs::open_db(&*fs, &db_path, options.cache_bytes)?;
     fs.sync_dir(dir)?;
     match index_format(&db)? {
         None => {
-            if needs_index {
-                return Err(missing(&db_path, true, &with_records, &snapshots, &options));
+            if found.needs_index {
+                let (records, snapshots) = (&found.with_records, &found.snapshots);
+                return Err(missing(&db_path, true, records, snapshots, &options));
             }
-            create_fresh(&*fs, &log_dir, &db, &segments)?;
+            create_fresh(&*fs, &log_dir, &db, &found.segments)?;
         }
         Some(Some(1 | 2)) => {
             drop(db);
@@ -145,13 +138,7 @@ fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> OpenResult<Inn
             return open_inner(dir, options, true);
         }
         Some(Some(FORMAT)) => {}
-        Some(other) => {
-            return Err(corrupt(format!(
-                "{}: store format {other:?}, expected {FORMAT} (or 1, 2: the redb store's, upgraded)",
-                db_path.display()
-            ))
-            .into());
-        }
+        Some(other) => return Err(unknown_format(&db_path, other)),
     }
     // Listed again: a fresh store made its first segment.
     let segments = scan_log(&*fs, &log_dir)?;
@@ -171,8 +158,14 @@ fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> OpenResult<Inn
         upgraded,
         ..OpenReport::default()
     };
-    let (stale_snapshots, (base, mut index, snapshot_bytes)) =
-        choose_base(&*fs, dir, &segments, &snapshots, store_id, &mut report)?;
+    let (stale_snapshots, (base, mut index, snapshot_bytes)) = choose_base(
+        &*fs,
+        dir,
+        &segments,
+        &found.snapshots,
+        store_id,
+        &mut report,
+    )?;
     // The replay.
     let from = base.min(applied);
     refuse_missing_start(&segments, from, (base, applied), &db_path, &log_dir)?;
@@ -210,24 +203,16 @@ fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> OpenResult<Inn
     // A new segment, linked to the chain's end.
     let next = segments.keys().next_back().copied().unwrap_or(0).max(end.0) + 1;
     let file = start_segment(&*fs, &log_dir, (next, end), store_id, txn, counts)?;
-    let start = (next, SEGMENT_HEADER);
     index.occupancy.bindings = counts.0;
     index.occupancy.tombstones = counts.1;
     index.commit(false, None)?;
     report.load_micros = started.elapsed().as_micros() as u64;
-    let state = WriterState {
-        active: ActiveSegment::over(next, Arc::clone(&file), SEGMENT_HEADER),
-        void_pending: None,
-        spare: None,
-        next_segment: next + 1,
-        since_snapshot: walk.since_base,
-        snapshot_base: base,
-        redb_applied: start,
-        redb_ops: 0,
-        last_snapshot_bytes: snapshot_bytes,
-        compaction_cursor: 0,
-        snapshot: None,
-    };
+    let state = writer_state(
+        (next, Arc::clone(&file)),
+        base,
+        walk.since_base,
+        snapshot_bytes,
+    );
     Ok(assemble(
         dir,
         options,
@@ -264,6 +249,15 @@ fn replay_log(
     report.replayed_bytes = walk.bytes;
     report.replay_micros = started.elapsed().as_micros() as u64;
     Ok(walk)
+}
+
+/// The refusal of a format this build does not know.
+fn unknown_format(db_path: &Path, format: Option<u32>) -> OpenError {
+    corrupt(format!(
+        "{}: store format {format:?}, expected {FORMAT} (or 1, 2: the redb store's, upgraded)",
+        db_path.display()
+    ))
+    .into()
 }
 
 /// The `meta` format the index holds (`None`: no store in it).
@@ -320,6 +314,29 @@ fn start_segment(
         .map_err(db_error)?;
     txn.commit().map_err(db_error)?;
     Ok(file)
+}
+
+/// The writer's state on a new segment `next` (its `file`), the index
+/// starting at `base`, `since_base` log bytes after it.
+fn writer_state(
+    (next, file): (u64, Arc<dyn StoreFile>),
+    base: Pos,
+    since_base: u64,
+    snapshot_bytes: u64,
+) -> WriterState {
+    WriterState {
+        active: ActiveSegment::over(next, file, SEGMENT_HEADER),
+        void_pending: None,
+        spare: None,
+        next_segment: next + 1,
+        since_snapshot: since_base,
+        snapshot_base: base,
+        redb_applied: (next, SEGMENT_HEADER),
+        redb_ops: 0,
+        last_snapshot_bytes: snapshot_bytes,
+        compaction_cursor: 0,
+        snapshot: None,
+    }
 }
 
 /// The store's state, once recovered.
@@ -388,6 +405,8 @@ fn survey(
     options: &LogOptions,
 ) -> OpenResult<Survey> {
     let log_dir = dir.join("log");
+    fs.create_dir_all(&log_dir)?;
+    fs.create_dir_all(&dir.join("snap"))?;
     let segments = scan_log(fs, &log_dir)?;
     let snapshots = scan_snapshots(fs, &dir.join("snap"))?;
     let index_len = fs.file_len(db_path)?;

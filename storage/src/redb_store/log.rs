@@ -201,21 +201,11 @@ impl RedbStore {
         }
     }
 
+    /// The file of segment `id` (cached).
     pub(super) fn file(&self, id: u64) -> StoreResult<Arc<dyn StoreFile>> {
-        let mut files = lock(&self.files);
-        if let Some(file) = files.get(&id) {
-            return Ok(Arc::clone(file));
-        }
-        let file =
-            segment::open_for_read(&*self.options.fs, &self.segments_dir, id).map_err(|e| {
-                if e.kind() == std::io::ErrorKind::NotFound {
-                    corrupt(format!("segment {id:016x} is missing: {e}"))
-                } else {
-                    StoreError::Io(e)
-                }
-            })?;
-        files.insert(id, Arc::clone(&file));
-        Ok(file)
+        segment::cached_file(&self.files, id, || {
+            segment::open_for_read(&*self.options.fs, &self.segments_dir, id)
+        })
     }
 
     /// Reads and verifies the bytes of `deposit` of `rkid`, looking in the

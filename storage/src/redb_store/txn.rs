@@ -51,12 +51,10 @@ impl Drop for RedbWrite<'_> {
         }
         // A record that reached the file (spilled, or synced before a
         // failed commit) is voided before anything else is written.
-        if let Some((start, _)) = self.record.take()
-            && self.state.active.written() > start
-        {
-            self.state.void_pending = Some((start, self.state.active.written()));
+        let start = self.record.take().map(|(start, _)| start);
+        if let Some(reached) = self.state.active.abandon_record(start) {
+            self.state.void_pending = Some(reached);
         }
-        self.state.active.abandon();
         if self.state.void_pending.is_some() {
             let _ = self.store.void_if_pending(&mut self.state);
         }
