@@ -209,7 +209,7 @@ pub struct LimitsConfig {
 /// per-packet costs, never admission inputs. The type, its defaults
 /// ([`crate::defaults::transport`]) and its domains are the client
 /// library's, so that both ends spell and check them alike.
-pub type TransportConfig = rltp_client::transport::Tuning;
+pub type TransportConfig = rltp_quic::transport::Tuning;
 
 impl Default for LimitsConfig {
     /// [`crate::defaults::limits`].

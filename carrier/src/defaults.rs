@@ -226,5 +226,5 @@ pub const DRAIN_BACKSTOP: Duration = Duration::from_millis(500);
 pub const GIVE_UP_AFTER: Duration = Duration::from_secs(60);
 
 /// Defaults of `[transport]`: the client library's, one home for both
-/// ends ([`rltp_client::defaults::transport`]).
-pub use rltp_client::defaults::transport;
+/// ends ([`rltp_quic::defaults::transport`]).
+pub use rltp_quic::defaults::transport;

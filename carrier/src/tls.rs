@@ -1,7 +1,7 @@
 //! TLS for the server side of the QUIC profile (`PROTOCOL.md` §5): the
 //! carrier's certificate and its server config. The fingerprint, the trust
-//! modes and the client config are the client library's
-//! ([`rltp_client::tls`]), which the server reuses.
+//! modes and the client config are shared with the client library
+//! ([`rltp_quic::tls`]).
 //!
 //! On first start [`load_or_generate`] makes an Ed25519 self-signed
 //! certificate (rcgen, key from `ed25519-dalek` as PKCS#8) and keeps it in
@@ -10,10 +10,10 @@
 //! fingerprint is stable. A CA-issued certificate is loaded from PEM files
 //! instead ([`load_pem`], config `[tls] cert` / `key`).
 
-pub use rltp_client::tls::{
+pub use rltp_quic::tls::{
     ServerTrust, SpkiFingerprint, TlsError, install_crypto_provider, rustls_client_config,
 };
-use rltp_client::tls::{io_error, provider, read_pem_certificates};
+use rltp_quic::tls::{io_error, provider, read_pem_certificates};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use std::fmt;

@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// [`super::lineage`]) are kept as they are.
 pub use crate::data_dir::CLOCK as HIGH_WATER_FILE;
 pub use crate::defaults::{LONG_GAP_MS, PERSIST_EVERY_MS};
-pub use rltp_client::clock::{TEST_CLOCK_ENV, read_ms};
+pub use rltp_quic::clock_hook::{TEST_CLOCK_ENV, read_ms};
 
 /// The clock a serving carrier's engine reads.
 #[derive(Debug)]

@@ -24,7 +24,7 @@
 use super::metrics::Op;
 use super::{Ctx, current_declaration};
 use crate::driver::BurstAnswers;
-use rltp_client::net::{self, FrameReader, ReadError};
+use rltp_quic::net::{self, FrameReader, ReadError};
 use rltp_engine::{CollectedDeposit, SessionError, WatchPage};
 use rltp_proofs::multikey::{Rkid, RkidText, RkidTexts};
 use rltp_storage::Store;

@@ -1,6 +1,6 @@
 //! QUIC per-packet settings that a carrier and its clients each apply to
 //! their own endpoint (`[transport]` in the carrier's configuration,
-//! [`crate::ConnectOptions::transport`] in the client's): ACK frequency
+//! `ConnectOptions::transport` in the client's): ACK frequency
 //! and the MTU. They change what a packet costs, never what is admitted
 //! or answered. One type, one home for the defaults
 //! ([`crate::defaults::transport`]), the domains ([`Tuning::check`]) and
