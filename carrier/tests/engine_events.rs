@@ -8,8 +8,8 @@
 mod common;
 
 use common::*;
-use rltp_carrier::writer::BatchReport;
 use rltp_engine::EventSnapshot;
+use rltp_server::writer::BatchReport;
 use rltp_wire::verdict::{SubmitVerdict, Verdict};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

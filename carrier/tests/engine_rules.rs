@@ -8,11 +8,11 @@
 mod common;
 
 use common::*;
-use rltp_carrier::meter::GovernorMeter;
 use rltp_engine::table::State;
 use rltp_engine::{EngineError, MeterQuotas, Rate, SessionError};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::{Purpose, UnsignedProof};
+use rltp_server::meter::GovernorMeter;
 use rltp_storage::{
     DeclarationRecord, Departure, DepositId, Due, Phase, ReadTxn, Store, StoreError, StoreResult,
 };

@@ -10,9 +10,9 @@
 #[path = "../../storage/tests/common/mod.rs"]
 mod store;
 
-use rltp_carrier::clock::{Clock as _, ManualClock, SystemClock};
-use rltp_carrier::defaults::MAX_BATCH;
-use rltp_carrier::writer::Writer;
+use rltp_server::clock::{Clock as _, ManualClock, SystemClock};
+use rltp_server::defaults::MAX_BATCH;
+use rltp_server::writer::Writer;
 use rltp_storage::backup;
 use rltp_storage::log_store::{LogOptions, LogStore};
 use rltp_storage::mem::MemStore;
@@ -139,7 +139,7 @@ fn batches_group_concurrent_operations_redb() -> StoreResult<()> {
 /// were answered `refused(capacity)`). An operation failing otherwise
 /// still fails its batch.
 fn damaged_data_fails_one_operation_not_its_batch<S: Store>(store: S) -> StoreResult<()> {
-    use rltp_carrier::writer::CommitError;
+    use rltp_server::writer::CommitError;
     use rltp_storage::StoreError;
     let store = Arc::new(store);
     let committer = Writer::start(
@@ -350,8 +350,8 @@ fn an_online_backup_holds_every_acknowledged_append_as_a_gapless_prefix<S: Backe
 /// used to see the new floor already in force and skip the re-derivation).
 #[test]
 fn a_revision_run_again_after_damaged_data_applies_in_full() -> StoreResult<()> {
-    use rltp_carrier::writer::CommitError;
     use rltp_engine::{BudgetMeter, Engine, EngineConfig, EngineConstants};
+    use rltp_server::writer::CommitError;
     use rltp_storage::{Binding, Due, Phase, StoreError};
     let constants = EngineConstants {
         orphan_horizon_ms: 30 * 86_400_000,
@@ -439,7 +439,7 @@ fn a_revision_run_again_after_damaged_data_applies_in_full() -> StoreResult<()> 
 /// `1 + CONFLICT_RETRIES` attempts, with the conflict.
 #[test]
 fn a_conflict_runs_the_batch_again_a_bounded_number_of_times() -> StoreResult<()> {
-    use rltp_carrier::writer::{CONFLICT_RETRIES, CommitError};
+    use rltp_server::writer::{CONFLICT_RETRIES, CommitError};
     use rltp_storage::StoreError;
     let store = Arc::new(MemStore::new());
     let committer = Writer::start(Arc::clone(&store), Arc::new(SystemClock), None, 256).unwrap();

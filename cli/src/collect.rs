@@ -936,7 +936,7 @@ async fn execute(args: &Args, started: Instant) -> Result<u8, Failure> {
     let result = if args.watch {
         let clock = WallClock::from_env();
         collector
-            .watch(&clock, crate::server::shutdown_signal())
+            .watch(&clock, rltp_server::service::shutdown_signal())
             .await
     } else {
         collector.collect_all().await.map(drop)

@@ -1,5 +1,5 @@
 //! `rltp-carrier conformance`: the black-box conformance runner
-//! ([`crate::conformance`]) against any carrier that speaks the wire
+//! ([`rltp_conformance`]) against any carrier that speaks the wire
 //! profile, one line per contract section.
 //!
 //! ```text
@@ -12,7 +12,7 @@
 //! cannot be reached at all.
 
 use super::{CarrierArgs, Failure, exit};
-use crate::conformance::{self, RunError, Target};
+use rltp_conformance::{self as conformance, RunError, Target};
 use rltp_proofs::identity::CarrierId;
 use rltp_proofs::multikey::DidKey;
 use std::process::ExitCode;
@@ -25,7 +25,7 @@ pub struct Args {
     carrier: CarrierArgs,
     /// The carrier identifier `C` its proofs name (`serve` prints it as
     /// `carrier …`).
-    #[arg(long = "carrier", value_name = "C", default_value = crate::config::DEFAULT_CARRIER)]
+    #[arg(long = "carrier", value_name = "C", default_value = rltp_server::config::DEFAULT_CARRIER)]
     carrier_id: String,
     /// The declaration key bound to `C` (`did:key:…`, `serve` prints it as
     /// `declaration-issuer`); without it the issuer binding is not checked.

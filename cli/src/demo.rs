@@ -6,7 +6,7 @@
 //!    the signed ack of `delivery-ack.json` (`inputs.document` with its
 //!    `proof`, the `{mac}` of `output.proof`);
 //! 2. start an in-process carrier on an ephemeral loopback port over a
-//!    temporary embedded store ([`crate::server::Server::start`]);
+//!    temporary embedded store ([`rltp_server::service::Server::start`]);
 //! 3. make recipient keys (a 0600 key file), fetch and verify the
 //!    declaration, register;
 //! 4. send both documents with the retrying sender (`accepted`), check
@@ -27,11 +27,11 @@ use super::keys::KeyFile;
 use super::output::{Output, n};
 use super::send::{Sealed, seal_value};
 use super::{Failure, exit};
-use crate::config::Config;
-use crate::server::Server;
-use crate::tls::ServerTrust;
 use rltp_client::{Client, ConnectOptions, RetryPolicy, Sender, SenderStatus};
 use rltp_proofs::json::{self, Value};
+use rltp_server::config::Config;
+use rltp_server::service::Server;
+use rltp_server::tls::ServerTrust;
 use rltp_vectors::SpecVectors;
 use rltp_wire::verdict::{DepositStatus, Verdict};
 use std::path::{Path, PathBuf};

@@ -344,13 +344,13 @@ impl KeyFile {
                     path.display()
                 )));
             }
-            return crate::tls::write_private(path, &bytes).map_err(|e| io(&e));
+            return rltp_server::tls::write_private(path, &bytes).map_err(|e| io(&e));
         }
         let mut name = path.file_name().unwrap_or_default().to_os_string();
         name.push(format!(".tmp-{}", std::process::id()));
         let temporary = path.with_file_name(name);
         let _ = std::fs::remove_file(&temporary);
-        crate::tls::write_private(&temporary, &bytes).map_err(|e| io(&e))?;
+        rltp_server::tls::write_private(&temporary, &bytes).map_err(|e| io(&e))?;
         std::fs::rename(&temporary, path).map_err(|e| {
             let _ = std::fs::remove_file(&temporary);
             io(&e)

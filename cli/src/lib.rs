@@ -1,10 +1,17 @@
-//! The `rltp-carrier` subcommands (`README.md`, `PROTOCOL.md` §5–§9). The
-//! binary's `main.rs` only parses the command line and dispatches here;
+//! # rltp-cli: the client commands of `rltp-carrier`
+//!
+//! The sender and recipient subcommands of the `rltp-carrier` binary
+//! (`README.md`, `PROTOCOL.md` §5–§9), and the command-line plumbing every
+//! subcommand shares (exit statuses, [`Failure`], [`finish`], [`output`]).
+//! The binary's `main.rs` only parses the command line and dispatches;
 //! every command is one module with its clap `Args` and an async `run`.
+//! The operator commands (`serve`, `migrate`, `backup`, `restore`,
+//! `admin`, `completions`, `man`) are the binary's own, over
+//! `rltp-server`.
 //!
 //! | command | module | what |
 //! |---|---|---|
-//! | `serve` | [`serve`] | run a carrier (SIGHUP reloads, SIGUSR2 lame duck); `serve --check` checks without starting |
+//! | `serve` | `rltp-carrier`'s `serve` | run a carrier (SIGHUP reloads, SIGUSR2 lame duck); `serve --check` checks without starting |
 //! | `keys new` / `keys rotate` | [`keys`] | recipient key material (Identity §7a) |
 //! | `declaration` | [`declaration`] | fetch and verify the signed declaration (§4.4) |
 //! | `register` | [`register`] | register or rebind an `rkid` (§5a.3) |
@@ -14,12 +21,12 @@
 //! | `conclude` | [`conclude`] | conclude given deposit ids (§5a.8) |
 //! | `demo` | [`demo`] | the whole round trip against an in-process carrier |
 //! | `conformance` | [`conformance`] | check any carrier from the wire, one line per contract section |
-//! | `migrate` | [`migrate`] | prepare the shared PostgreSQL database; publish new constants for every node |
-//! | `backup` | [`backup`] | an online, consistent backup archive (`deploy/OPERATIONS.md`) |
-//! | `restore` | [`restore`] | check an archive and install it, or `--verify` it |
-//! | `admin stats` | [`admin`] | counts only (no cross-principal answers, §5a.1) |
-//! | `completions` / `man` | [`docs`] | shell completion scripts and the manual page |
-//! | `admin lame-duck` | [`admin`] | lame-duck mode through the control socket (`PROTOCOL.md` §5) |
+//! | `migrate` | `rltp-carrier`'s `migrate` | prepare the shared PostgreSQL database; publish new constants for every node |
+//! | `backup` | `rltp-carrier`'s `backup` | an online, consistent backup archive (`deploy/OPERATIONS.md`) |
+//! | `restore` | `rltp-carrier`'s `restore` | check an archive and install it, or `--verify` it |
+//! | `admin stats` | `rltp-carrier`'s `admin` | counts only (no cross-principal answers, §5a.1) |
+//! | `completions` / `man` | `rltp-carrier`'s `docs` | shell completion scripts and the manual page |
+//! | `admin lame-duck` | `rltp-carrier`'s `admin` | lame-duck mode through the control socket (`PROTOCOL.md` §5) |
 //!
 //! ## Exit statuses
 //! [`exit::OK`] (0) the operation reached its positive outcome;
@@ -46,24 +53,18 @@
 //! diagnostics go to stderr. No command ever prints a
 //! secret or an envelope body.
 
-pub mod admin;
-pub mod backup;
 pub mod collect;
 pub mod conclude;
 pub mod conformance;
 pub mod declaration;
 pub mod demo;
-pub mod docs;
 pub mod keys;
-pub mod migrate;
 pub mod output;
 pub mod register;
-pub mod restore;
 pub mod send;
-pub mod serve;
 pub mod status;
 
-use crate::tls::{ServerTrust, SpkiFingerprint};
+use rltp_client::tls::{ServerTrust, SpkiFingerprint};
 use rltp_client::{AwaitingReason, Client, ClientError, ConnectOptions, Link, Schedule};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -166,7 +167,7 @@ pub fn gave_up(what: &str, reason: AwaitingReason) -> Failure {
     }
 }
 
-pub use crate::defaults::GIVE_UP_AFTER as DEFAULT_GIVE_UP_AFTER;
+pub use rltp_server::defaults::GIVE_UP_AFTER as DEFAULT_GIVE_UP_AFTER;
 
 /// Makes a closed standard output end the command quietly instead of in a
 /// panic: `rltp-carrier declaration | head -5` must not print a backtrace.
@@ -214,7 +215,7 @@ pub struct CarrierArgs {
     #[arg(
         long,
         env = "RLTP_CARRIER_SERVER",
-        default_value = crate::config::DEFAULT_LISTEN,
+        default_value = rltp_server::config::DEFAULT_LISTEN,
         value_delimiter = ','
     )]
     pub server: Vec<String>,
@@ -258,7 +259,7 @@ impl CarrierArgs {
     pub fn first_server(&self) -> &str {
         self.server
             .first()
-            .map_or(crate::config::DEFAULT_LISTEN, String::as_str)
+            .map_or(rltp_server::config::DEFAULT_LISTEN, String::as_str)
     }
 
     /// The connect options of every server these arguments name, in order.
@@ -312,7 +313,7 @@ impl CarrierArgs {
     /// # Errors
     /// [`Failure`] from [`CarrierArgs::options`] or the connection.
     pub async fn connect(&self) -> Result<Client, Failure> {
-        crate::tls::install_crypto_provider();
+        rltp_client::tls::install_crypto_provider();
         let options = self.options()?;
         Client::connect(&options).await.map_err(|e| {
             Failure::transport(format!(
@@ -327,7 +328,7 @@ impl CarrierArgs {
     /// # Errors
     /// [`Failure`] from [`CarrierArgs::options`].
     pub fn link(&self) -> Result<Link, Failure> {
-        crate::tls::install_crypto_provider();
+        rltp_client::tls::install_crypto_provider();
         let mut servers = self.all_options()?.into_iter();
         let first = servers
             .next()

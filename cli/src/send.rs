@@ -213,7 +213,7 @@ async fn execute(args: &Args, started: Instant) -> Result<u8, Failure> {
         },
     );
 
-    crate::tls::install_crypto_provider();
+    rltp_client::tls::install_crypto_provider();
     let link = args.carrier.link()?;
     let cap = args.carrier.give_up_after;
     let mut schedule = Schedule::new(started, RetryPolicy::FALLBACK, cap).learning();

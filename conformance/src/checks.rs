@@ -22,7 +22,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Runs every section against `target`.
 pub(super) async fn run(target: &Target) -> Result<Report, RunError> {
-    crate::tls::install_crypto_provider();
+    rltp_client::tls::install_crypto_provider();
     let client = Client::connect(&target.options)
         .await
         .map_err(RunError::Unreachable)?;

@@ -21,4 +21,3 @@ pub fn read_ms(path: &Path) -> Option<u64> {
         .parse()
         .ok()
 }
-

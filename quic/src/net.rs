@@ -18,13 +18,12 @@
 //! one frame straight off a stream, for raw conformance probes.
 
 use rltp_proofs::json::Object;
+pub use rltp_wire::Prefix;
 use rltp_wire::decoder::READ_CHUNK;
 use rltp_wire::{self as wire, FrameDecoder, FrameError, PREFIX_BYTES};
-pub use rltp_wire::Prefix;
 
-/// Why reading a frame stopped.
+/// Why reading a frame stopped (exhaustive: both ends match on it).
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
 pub enum ReadError {
     /// The bytes are not a valid frame (answered with a closed error).
     #[error(transparent)]

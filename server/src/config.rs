@@ -450,7 +450,7 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// Log output format.
     pub log_format: LogFormat,
-    /// The log filter (`RUST_LOG` syntax, e.g. `info,rltp_carrier=debug`),
+    /// The log filter (`RUST_LOG` syntax, e.g. `info,rltp_server=debug`),
     /// validated; `None`: `RUST_LOG`, else `info` ([`Config::effective_log_filter`]).
     pub log_filter: Option<String>,
     /// The seven published constants, validated against §11.

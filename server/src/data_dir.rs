@@ -7,11 +7,11 @@
 //! |---|---|---|
 //! | `store/` | the embedded store (`carrier.redb`, `log/`, `snap/`) | `rltp_storage::log_store` |
 //! | `tls/cert.der`, `tls/key.der` | the generated self-signed TLS identity (mode 0600) | [`crate::tls::load_or_generate`] |
-//! | `declaration.key` | the declaration signing key (mode 0600) | [`crate::server::declaration`] |
-//! | `declaration.signed` | every declaration revision signed, before it is stored | [`crate::server::declaration`] |
-//! | `clock` | the clock's high-water instant, then the store id | [`crate::server::clock`] |
-//! | `lineage` | what the data dir was made as (store id, issuer, TLS fingerprint) | [`crate::server::lineage`] |
-//! | `control.sock` | the control socket (online backup, stats; mode 0600) | [`crate::server`] |
+//! | `declaration.key` | the declaration signing key (mode 0600) | [`crate::service::declaration`] |
+//! | `declaration.signed` | every declaration revision signed, before it is stored | [`crate::service::declaration`] |
+//! | `clock` | the clock's high-water instant, then the store id | [`crate::service::clock`] |
+//! | `lineage` | what the data dir was made as (store id, issuer, TLS fingerprint) | [`crate::service::lineage`] |
+//! | `control.sock` | the control socket (online backup, stats; mode 0600) | [`crate::service`] |
 
 use std::path::{Path, PathBuf};
 

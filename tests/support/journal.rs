@@ -16,8 +16,8 @@
 #![allow(dead_code, clippy::panic)]
 
 use crate::store::{live, payload, rkid2, tomb};
-use rltp_carrier::writer::{CommitError, Writer};
 use rltp_proofs::multikey::Rkid;
+use rltp_server::writer::{CommitError, Writer};
 use rltp_storage::{
     Binding, Departure, DepartureRecord, DepositId, ReadTxn, Store, StoreResult, WriteTxn,
 };

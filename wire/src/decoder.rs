@@ -266,12 +266,18 @@ mod tests {
         dec.end();
         let p = dec.prefix().unwrap().unwrap();
         dec.header(p).unwrap();
-        assert!(matches!(dec.body(p, 3), Err(FrameError::TooLarge { len: 4, max: 3, .. })));
+        assert!(matches!(
+            dec.body(p, 3),
+            Err(FrameError::TooLarge { len: 4, max: 3, .. })
+        ));
         assert_eq!(dec.body(p, 4), Err(FrameError::Truncated));
 
         let mut dec = FrameDecoder::new();
         dec.push(&[0xff; 8]);
-        assert!(matches!(dec.prefix(), Err(FrameError::TooLarge { what: "header", .. })));
+        assert!(matches!(
+            dec.prefix(),
+            Err(FrameError::TooLarge { what: "header", .. })
+        ));
         let mut dec = FrameDecoder::new();
         dec.push(&[0xff; 8]);
         assert!(dec.frame_buffered(), "a refused prefix is read at once");

@@ -2,7 +2,7 @@
 //! each other.
 //!
 //! Runs, in one process, each design through the group-commit
-//! group-commit writer (`rltp_carrier::writer::Writer`, no engine prelude) with durable commits (fsync), N operations in flight
+//! group-commit writer (`rltp_server::writer::Writer`, no engine prelude) with durable commits (fsync), N operations in flight
 //! (spread over up to 4 producer threads), over 1024 queues, for a fixed
 //! duration per run, interleaved design by design (A B A B …) at each
 //! in-flight level. Designs: `log` (the log store, the default of `serve`),
@@ -33,10 +33,10 @@
 //! held; `dev B/op` = bytes the block device wrote per append during the run
 //! (`/proc/diskstats`, whole machine: noisy when other work runs).
 
-use rltp_carrier::clock::SystemClock;
-use rltp_carrier::defaults::MAX_BATCH;
-use rltp_carrier::writer::{CommitError, Writer};
 use rltp_proofs::multikey::Rkid;
+use rltp_server::clock::SystemClock;
+use rltp_server::defaults::MAX_BATCH;
+use rltp_server::writer::{CommitError, Writer};
 use rltp_storage::log_store::{LogOptions, LogStore};
 use rltp_storage::redb_store::{Placement, RedbOptions, RedbStore};
 use rltp_storage::{

@@ -17,7 +17,7 @@
 //! - With `--after-restore` (every node stopped, the database just
 //!   restored from a backup or a point in time) it raises the floor every
 //!   queue's next `seq` stays above to now × 1024
-//!   ([`crate::admin::backup::restore_seq_floor`], the rule `restore`
+//!   ([`rltp_server::admin::backup::restore_seq_floor`], the rule `restore`
 //!   applies to the embedded store), so that no `seq` handed out after the
 //!   backup's instant is handed out again (`PROTOCOL.md` §7). Prints
 //!   `seq-floor`.
@@ -25,9 +25,9 @@
 //! The embedded store needs none of this: it upgrades itself when it opens.
 
 use super::{Failure, exit};
-use crate::config::{Backend, Config};
-use crate::server::{self, declaration};
 use rltp_engine::EngineConstants;
+use rltp_server::config::{Backend, Config};
+use rltp_server::service::{self as server, declaration};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -83,9 +83,12 @@ fn execute(args: &Args) -> Result<u8, Failure> {
         rltp_storage::redb_store::StoreId(store.store_id())
     );
     if args.after_restore {
-        use crate::clock::Clock as _;
-        let floor =
-            crate::admin::backup::restore_seq_floor(crate::clock::SystemClock.now(), 0, None);
+        use rltp_server::clock::Clock as _;
+        let floor = rltp_server::admin::backup::restore_seq_floor(
+            rltp_server::clock::SystemClock.now(),
+            0,
+            None,
+        );
         store
             .raise_seq_floor(floor)
             .map_err(|e| Failure::transport(format!("raising the seq floor: {e}")))?;
@@ -104,9 +107,9 @@ fn execute(args: &Args) -> Result<u8, Failure> {
     let store = Arc::new(store);
     let starting = declaration::starting_constants(&*store, &key, &config.constants)
         .map_err(|e| Failure::transport(e.to_string()))?;
-    let driver = crate::driver::Driver::start(
+    let driver = rltp_server::driver::Driver::start(
         store,
-        Arc::new(crate::clock::SystemClock),
+        Arc::new(rltp_server::clock::SystemClock),
         config.carrier.clone(),
         EngineConstants::from(&starting),
         rltp_engine::EngineConfig::new(config.limits.capacity_bytes, config.limits.max_bindings),

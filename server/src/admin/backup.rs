@@ -277,7 +277,7 @@ pub fn restore(from: &Path, data_dir: &Path) -> Result<Restored, AdminError> {
         let floor = restore_seq_floor(
             stamp,
             summary.manifest.taken_at,
-            crate::server::clock::recorded(data_dir),
+            crate::service::clock::recorded(data_dir),
         );
         let ready = archive::prepare_restore(&staging, &summary.manifest, floor)?;
         Ok((summary, ready))
@@ -295,23 +295,23 @@ pub fn restore(from: &Path, data_dir: &Path) -> Result<Restored, AdminError> {
     };
     let moved = data_dir.join(format!("replaced-{stamp}"));
     let mut replaced = None;
-    let signed = crate::server::declaration::SIGNED_FILE;
-    let newer_signed_held = crate::server::declaration::read_signed(data_dir)
-        .zip(crate::server::declaration::read_signed(&staging))
+    let signed = crate::service::declaration::SIGNED_FILE;
+    let newer_signed_held = crate::service::declaration::read_signed(data_dir)
+        .zip(crate::service::declaration::read_signed(&staging))
         .is_some_and(|(held, archived)| held.revision > archived.revision);
     let items = std::iter::once(archive::STORE_DIR.to_owned())
         .chain(summary.extra_files.iter().cloned())
         .filter(|item| !(newer_signed_held && item == signed))
         .chain([
             lineage::LINEAGE_FILE.to_owned(),
-            crate::server::clock::HIGH_WATER_FILE.to_owned(),
+            crate::service::clock::HIGH_WATER_FILE.to_owned(),
         ]);
     for item in items {
         let rel = |root: &Path| item.split('/').fold(root.to_path_buf(), |p, c| p.join(c));
         let (target, source, aside) = (rel(data_dir), rel(&staging), rel(&moved));
         if target.exists() {
             make_parent(&aside)?;
-            let keep = item == crate::server::clock::HIGH_WATER_FILE;
+            let keep = item == crate::service::clock::HIGH_WATER_FILE;
             if keep {
                 // The clock's instant carries over (stamped below).
                 std::fs::copy(&target, &aside)
@@ -332,7 +332,7 @@ pub fn restore(from: &Path, data_dir: &Path) -> Result<Restored, AdminError> {
         .map_err(io_error(format!("removing {}", staging.display())))?;
     sync_parent(&data_dir.join(archive::STORE_DIR))?;
     // The restored data dir's life: its store, its key and identity.
-    use crate::server::lineage;
+    use crate::service::lineage;
     let lineage_error = |e: lineage::LineageError| AdminError::Carrier(e.to_string());
     lineage::stamp_clock(
         data_dir,
@@ -340,7 +340,10 @@ pub fn restore(from: &Path, data_dir: &Path) -> Result<Restored, AdminError> {
         stamp.max(summary.manifest.taken_at),
     )
     .map_err(lineage_error)?;
-    if data_dir.join(crate::server::declaration::KEY_FILE).exists() {
+    if data_dir
+        .join(crate::service::declaration::KEY_FILE)
+        .exists()
+    {
         lineage::describe(data_dir, ready.store_id, stamp)
             .and_then(|l| l.write(data_dir))
             .map_err(lineage_error)?;

@@ -214,14 +214,14 @@ pub enum Renew {
 /// `rltp-carrier admin renew`: replaces one of the data dir's files on
 /// purpose, with the carrier stopped — the old one is moved aside
 /// (`<name>.replaced-<ms>`, never deleted), a new one is made, and the
-/// data dir's lineage records it (`crate::server::lineage`). Returns
+/// data dir's lineage records it (`crate::service::lineage`). Returns
 /// `name value` lines describing what was done.
 ///
 /// # Errors
 /// [`AdminError`]: a carrier serves the data dir, or it has no lineage
 /// (start it once first), or a file cannot be moved or made.
 pub fn renew(data_dir: &Path, what: Renew) -> Result<String, AdminError> {
-    use crate::server::{clock, declaration, lineage};
+    use crate::service::{clock, declaration, lineage};
     let store_dir = rltp_storage::backup::store_path(data_dir);
     if ask(data_dir, Request::Stats)?.is_some()
         || rltp_storage::redb_store::store_in_use(&store_dir)

@@ -14,7 +14,7 @@
 //! of those values appear).
 //!
 //! ## One registry per server
-//! Each [`crate::server::Server`] builds its own [`Registry`]; nothing is
+//! Each [`crate::service::Server`] builds its own [`Registry`]; nothing is
 //! process-global. Several carriers in one process (tests, the in-process
 //! demo) therefore keep separate counts.
 //!
@@ -26,7 +26,7 @@
 //! - gauges: read from one store snapshot at each scrape;
 //! - histograms: the group-commit writer's batch observer.
 
-use crate::server::status_page::{History, VerdictHistory};
+use crate::service::status_page::{History, VerdictHistory};
 use crate::writer::BatchReport;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;

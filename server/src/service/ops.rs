@@ -24,9 +24,9 @@
 use super::metrics::Op;
 use super::{Ctx, current_declaration};
 use crate::driver::BurstAnswers;
-use rltp_quic::net::{self, FrameReader, ReadError};
 use rltp_engine::{CollectedDeposit, SessionError, WatchPage};
 use rltp_proofs::multikey::{Rkid, RkidText, RkidTexts};
+use rltp_quic::net::{self, FrameReader, ReadError};
 use rltp_storage::Store;
 use rltp_wire::response::{self, ChallengeAnswer, ErrorAnswer, ErrorCode, SubmitAnswer};
 use rltp_wire::verdict::{SubmitVerdict, Verdict};

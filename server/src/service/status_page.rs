@@ -417,7 +417,7 @@ pub struct VerdictHistory {
 }
 
 /// The last hour of verdicts per minute, one count per series of the
-/// metrics' label model ([`crate::server::metrics::series`]): fixed memory,
+/// metrics' label model ([`crate::service::metrics::series`]): fixed memory,
 /// allocated at start.
 #[derive(Debug)]
 pub struct History {
