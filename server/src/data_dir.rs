@@ -59,6 +59,54 @@ pub fn tls(data_dir: &Path) -> PathBuf {
     data_dir.join(TLS)
 }
 
+/// Why writing a file of the data dir failed.
+#[derive(Debug, thiserror::Error)]
+#[error("writing {}: {source}", path.display())]
+pub struct WriteError {
+    /// The file.
+    pub path: PathBuf,
+    /// The I/O error.
+    pub source: std::io::Error,
+}
+
+/// Writes `bytes` to a new file `path` with mode 0600 (created with that
+/// mode, never widened in between), fsync'd.
+///
+/// # Errors
+/// The I/O error, also if the file already exists.
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options.open(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()
+}
+
+/// Writes `path` through a temporary file, fsync, rename and a directory
+/// fsync (mode 0600): a reader sees the old bytes or the new, never a part.
+///
+/// # Errors
+/// [`WriteError`].
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
+    let tmp = path.with_extension("tmp");
+    let _ = std::fs::remove_file(&tmp);
+    let parent = path.parent().unwrap_or(Path::new("."));
+    write_private(&tmp, bytes)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .and_then(|()| std::fs::File::open(parent))
+        .and_then(|dir| dir.sync_all())
+        .map_err(|source| WriteError {
+            path: path.to_owned(),
+            source,
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

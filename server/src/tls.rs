@@ -17,7 +17,6 @@ use rltp_quic::tls::{io_error, provider, read_pem_certificates};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use std::fmt;
-use std::io::Write;
 use std::path::Path;
 
 pub use crate::data_dir::{TLS_CERT_FILE as CERT_FILE, TLS_KEY_FILE as KEY_FILE};
@@ -153,16 +152,7 @@ pub fn create_private_dir(dir: &Path) -> Result<(), TlsError> {
 /// # Errors
 /// [`TlsError::Io`], also if the file already exists.
 pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), TlsError> {
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let mut file = options.open(path).map_err(io_error(path))?;
-    file.write_all(bytes).map_err(io_error(path))?;
-    file.sync_all().map_err(io_error(path))
+    crate::data_dir::write_private(path, bytes).map_err(io_error(path))
 }
 
 /// The rustls server config of this profile: TLS 1.3, ring, no client

@@ -62,7 +62,7 @@ pub enum DeclarationError {
     Engine(#[from] EngineError),
     /// The signed document could not be recorded in `declaration.signed`.
     #[error("declaration: {0}")]
-    Record(#[from] super::lineage::LineageError),
+    Record(#[from] crate::data_dir::WriteError),
 }
 
 /// Loads the declaration key from `<data_dir>/declaration.key`, creating
@@ -108,7 +108,7 @@ pub fn read_signed(data_dir: &Path) -> Option<DeclarationRecord> {
 /// # Errors
 /// [`DeclarationError::Record`] if it cannot be written.
 fn write_signed(data_dir: &Path, record: &DeclarationRecord) -> Result<(), DeclarationError> {
-    Ok(super::lineage::write_atomically(
+    Ok(crate::data_dir::write_atomically(
         &data_dir.join(SIGNED_FILE),
         &record.document,
     )?)

@@ -169,24 +169,15 @@ impl Lineage {
     }
 }
 
-/// Writes `path` through a temporary file, fsync, rename and a directory
-/// fsync (mode 0600).
+/// [`crate::data_dir::write_atomically`], its failure a [`LineageError::Io`].
 ///
 /// # Errors
 /// [`LineageError::Io`].
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), LineageError> {
-    let tmp = path.with_extension("tmp");
-    let what = format!("writing {}", path.display());
-    let _ = std::fs::remove_file(&tmp);
-    tls::write_private(&tmp, bytes).map_err(|e| LineageError::Io {
-        what: what.clone(),
-        source: std::io::Error::other(e.to_string()),
-    })?;
-    std::fs::rename(&tmp, path).map_err(io(what.clone()))?;
-    let parent = path.parent().unwrap_or(Path::new("."));
-    std::fs::File::open(parent)
-        .and_then(|d| d.sync_all())
-        .map_err(io(what))
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), LineageError> {
+    crate::data_dir::write_atomically(path, bytes).map_err(|e| LineageError::Io {
+        what: format!("writing {}", e.path.display()),
+        source: e.source,
+    })
 }
 
 /// What [`account`] found.

@@ -1,0 +1,51 @@
+//! `conclude` (§5a.8): r1–r3, then the named deposits concluded in the
+//! writer; `served` with the count removed once durable, or the refusal.
+
+use super::answer::{blocking, count, count_unavailable, unavailable, write};
+use crate::service::Ctx;
+use crate::service::metrics::Op;
+use rltp_engine::SessionError;
+use rltp_proofs::DepositId;
+use rltp_storage::Store;
+use rltp_wire::response;
+use rltp_wire::verdict::Verdict;
+
+/// Concludes `deposits` under the proof in `body`.
+pub(super) async fn serve<S: Store>(
+    ctx: &Ctx<S>,
+    body: Vec<u8>,
+    deposits: Vec<DepositId>,
+    send: &mut quinn::SendStream,
+) {
+    let engine = ctx.engine.clone();
+    let answer = match blocking(move || engine.conclude(&body, &deposits)).await {
+        Some(Ok(done)) => {
+            count(ctx, Op::Conclude, Verdict::Served.as_str());
+            tracing::info!(
+                op = "conclude",
+                verdict = "served",
+                removed = done.removed,
+                "conclude"
+            );
+            Ok((Verdict::Served, Some(done.removed as u64)))
+        }
+        Some(Err(SessionError::Refused(v))) => {
+            count(ctx, Op::Conclude, v.as_str());
+            tracing::info!(op = "conclude", verdict = %v, "conclude");
+            Ok((v, None))
+        }
+        Some(Err(e)) => {
+            count_unavailable(ctx, Op::Conclude);
+            Err(unavailable(e))
+        }
+        None => {
+            count_unavailable(ctx, Op::Conclude);
+            Err(unavailable("internal"))
+        }
+    };
+    write(send, |out| match answer {
+        Ok((verdict, concluded)) => response::encode_conclude_into(verdict, concluded, out),
+        Err(e) => e.encode_frame_into(out),
+    })
+    .await;
+}
