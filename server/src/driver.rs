@@ -18,17 +18,18 @@
 //! transport-level `unavailable` (`PROTOCOL.md` §6).
 
 use crate::clock::Clock;
-use crate::writer::{BatchObserver, CommitError, CommitStats, Writer};
+use crate::writer::{BatchObserver, CommitError, CommitStats, Job, Ticket, Writer};
 use rand::SeedableRng;
 use rltp_engine::{
-    Collected, CollectedDeposit, Concluded, CounterSnapshot, Engine, EngineConfig, EngineConstants,
-    EngineError, EventSnapshot, IssuedChallenge, Limits, Meter, Operation, SessionError, WatchPage,
+    CollectPage, Collected, CollectedDeposit, Concluded, CounterSnapshot, Engine, EngineConfig,
+    EngineConstants, EngineError, EventSnapshot, IssuedChallenge, Limits, Meter, Operation,
+    SessionError, WatchPage,
 };
 use rltp_proofs::identity::CarrierId;
 use rltp_proofs::multikey::{Rkid, RkidText};
 use rltp_proofs::proof::Purpose;
 use rltp_proofs::{DepositId, Ms};
-use rltp_storage::{DeclarationRecord, Store, StoreError, StoreResult};
+use rltp_storage::{DeclarationRecord, Store, StoreError};
 use rltp_wire::{DepositStatus, SubmitVerdict, Verdict};
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -199,10 +200,7 @@ impl<S: Store> Driver<S> {
     /// # Errors
     /// [`EngineError::Unavailable`] if the batch failed or the writer stopped.
     pub async fn probe_write(&self) -> Result<(), EngineError> {
-        Ok(self
-            .writer
-            .run(|txn, _, _| txn.occupancy().map(drop))
-            .await?)
+        Ok(self.writer.submit(Job::probe()).answer().await?)
     }
 
     /// §5a.3 challenge ([`Engine::challenge`]) at the clock's now.
@@ -245,13 +243,7 @@ impl<S: Store> Driver<S> {
     /// [`EngineError::Unavailable`] if the store failed (nothing changed).
     pub fn register(&self, proof_bytes: &[u8]) -> Result<Verdict, EngineError> {
         match self.authorize(proof_bytes, Operation::Register) {
-            Ok(authorized) => {
-                let engine = Arc::clone(&self.engine);
-                let hint = Some((*authorized.rkid(), None));
-                Ok(self.writer.execute_hinted(hint, move |txn, now, events| {
-                    engine.register(txn, &authorized, now, events)
-                })?)
-            }
+            Ok(authorized) => Ok(self.writer.submit(Job::register(authorized)).wait()?),
             Err(denied) => denied_registration(denied),
         }
     }
@@ -263,42 +255,66 @@ impl<S: Store> Driver<S> {
     /// As [`Driver::register`].
     pub async fn register_async(&self, proof_bytes: &[u8]) -> Result<Verdict, EngineError> {
         match self.authorize(proof_bytes, Operation::Register) {
-            Ok(authorized) => {
-                let engine = Arc::clone(&self.engine);
-                let hint = Some((*authorized.rkid(), None));
-                Ok(self
-                    .writer
-                    .run_hinted(hint, move |txn, now, events| {
-                        engine.register(txn, &authorized, now, events)
-                    })
-                    .await?)
-            }
+            Ok(authorized) => Ok(self
+                .writer
+                .submit(Job::register(authorized))
+                .answer()
+                .await?),
             Err(denied) => denied_registration(denied),
         }
     }
 
-    /// §5a.7/§5a.8 collect ([`Engine::collect`]).
+    /// §5a.7/§5a.8 collect, its first half: r1–r3 now
+    /// ([`Engine::authorize`]), then the page handed to the writer
+    /// ([`Job::collect`]) before this returns. Await it with
+    /// [`QueuedCollect::page`] (no thread is held through its fsync), then
+    /// read its bytes with [`Driver::read_page`].
     ///
     /// # Errors
     /// [`SessionError::Refused`] with `refused(malformed)`,
-    /// `refused(admission-resource)`, `refused(possession-failed)` or
-    /// `refused(no-such-queue)`; [`SessionError::Unavailable`].
+    /// `refused(admission-resource)` or `refused(possession-failed)`;
+    /// [`SessionError::Unavailable`].
+    pub fn collect_queued(
+        &self,
+        proof_bytes: &[u8],
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<QueuedCollect, SessionError> {
+        let authorized = self.authorize(proof_bytes, Operation::Collect)?;
+        let (rkid, principal) = (*authorized.rkid(), authorized.principal());
+        let page = self.writer.submit(Job::collect(authorized, after, limit));
+        Ok(QueuedCollect {
+            rkid,
+            principal,
+            page,
+        })
+    }
+
+    /// §5a.7/§5a.8 collect ([`Engine::collect`]), blocking this thread
+    /// until the page is durable, then reading its bytes.
+    ///
+    /// # Errors
+    /// As [`Driver::collect_queued`], and `refused(no-such-queue)`.
     pub fn collect(
         &self,
         proof_bytes: &[u8],
         after: Option<u64>,
         limit: usize,
     ) -> Result<Collected, SessionError> {
-        let authorized = self.authorize(proof_bytes, Operation::Collect)?;
-        let engine = Arc::clone(&self.engine);
-        let rkid = *authorized.rkid();
-        let page = self
-            .writer
-            .execute_hinted(Some((rkid, None)), move |txn, now, _| {
-                engine.collect(txn, &authorized, after, limit, now)
-            })?
-            .map_err(SessionError::Refused)?;
-        // The page's bytes, read and checked here, outside the writer.
+        let queued = self.collect_queued(proof_bytes, after, limit)?;
+        let rkid = queued.rkid;
+        let page = queued.page.wait()?.map_err(SessionError::Refused)?;
+        self.read_page(&rkid, page)
+    }
+
+    /// The bytes of a page of `rkid`'s queue, read and checked here,
+    /// outside the writer (file reads: call it off an async runtime's
+    /// threads). A deposit whose bytes fail their check is given up at once
+    /// (a [`Job::quarantine`]); the rest of the page is served.
+    ///
+    /// # Errors
+    /// [`SessionError::Unavailable`] if the store fails.
+    pub fn read_page(&self, rkid: &Rkid, page: CollectPage) -> Result<Collected, SessionError> {
         let mut deposits = Vec::with_capacity(page.deposits.len());
         for (d, bytes) in page.deposits {
             match bytes.read() {
@@ -310,7 +326,7 @@ impl<S: Store> Driver<S> {
                 }),
                 // Given up at once; the rest of the page is served.
                 Err(StoreError::Corrupt(_)) => {
-                    self.quarantine_if_damaged(&rkid, d.seq)
+                    self.quarantine_if_damaged(rkid, d.seq)
                         .map_err(|e| match e {
                             EngineError::Unavailable(e) => SessionError::Unavailable(e),
                             other => SessionError::Unavailable(Arc::new(StoreError::Engine(
@@ -327,7 +343,24 @@ impl<S: Store> Driver<S> {
         })
     }
 
-    /// §5a.8 conclude ([`Engine::conclude`]).
+    /// §5a.8 conclude, its first half: r1–r3 now ([`Engine::authorize`]),
+    /// then the conclusion handed to the writer ([`Job::conclude`]) before
+    /// this returns; its [`Ticket`] answers once durable.
+    ///
+    /// # Errors
+    /// As [`Driver::collect_queued`].
+    pub fn conclude_queued(
+        &self,
+        proof_bytes: &[u8],
+        ids: &[DepositId],
+    ) -> Result<Ticket<Result<Concluded, Verdict>>, SessionError> {
+        let authorized = self.authorize(proof_bytes, Operation::Conclude)?;
+        let ids: BTreeSet<DepositId> = ids.iter().copied().collect();
+        Ok(self.writer.submit(Job::conclude(authorized, ids)))
+    }
+
+    /// §5a.8 conclude ([`Engine::conclude`]), blocking this thread until
+    /// it is durable.
     ///
     /// # Errors
     /// As [`Driver::collect`].
@@ -336,14 +369,8 @@ impl<S: Store> Driver<S> {
         proof_bytes: &[u8],
         ids: &[DepositId],
     ) -> Result<Concluded, SessionError> {
-        let authorized = self.authorize(proof_bytes, Operation::Conclude)?;
-        let ids: BTreeSet<DepositId> = ids.iter().copied().collect();
-        let engine = Arc::clone(&self.engine);
-        let hint = Some((*authorized.rkid(), None));
-        self.writer
-            .execute_hinted(hint, move |txn, now, events| {
-                engine.conclude(txn, &authorized, &ids, now, events)
-            })?
+        self.conclude_queued(proof_bytes, ids)?
+            .wait()?
             .map_err(SessionError::Refused)
     }
 
@@ -354,12 +381,10 @@ impl<S: Store> Driver<S> {
     /// [`EngineError::Unavailable`] if the store failed: nothing was
     /// admitted, and it is not a verdict.
     pub fn submit(&self, rkid: &Rkid, bytes: &[u8]) -> Result<SubmitVerdict, EngineError> {
-        let submission = self.engine.screen(&RkidText::of(rkid), bytes.to_vec());
-        let hint = Some((*rkid, Some(submission.id())));
-        let engine = Arc::clone(&self.engine);
-        Ok(self.writer.execute_hinted(hint, move |txn, now, events| {
-            engine.submit(txn, &submission, now, events)
-        })?)
+        let answers = self.submit_burst(vec![(RkidText::of(rkid), bytes.to_vec())]);
+        // One answer per submission: never `None`.
+        let answer = answers.wait().pop();
+        answer.map_or(Err(CommitError::NotRun.into()), |(verdict, _)| verdict)
     }
 
     /// [`Driver::submit`] for async callers: awaits the durable commit
@@ -401,19 +426,7 @@ impl<S: Store> Driver<S> {
             .map(|(rkid, bytes)| self.engine.screen(&rkid, bytes))
             .collect();
         let ids: Vec<DepositId> = submissions.iter().map(|s| s.id()).collect();
-        let hints = submissions
-            .iter()
-            .map(|s| (*s.rkid(), Some(s.id())))
-            .collect();
-        let engine = Arc::clone(&self.engine);
-        let verdicts = self
-            .writer
-            .submit_hinted_many(hints, move |txn, now, events| {
-                submissions
-                    .iter()
-                    .map(|s| engine.submit(txn, s, now, events))
-                    .collect::<StoreResult<Vec<_>>>()
-            });
+        let verdicts = self.writer.submit(Job::submit(submissions));
         BurstAnswers { verdicts, ids }
     }
 
@@ -423,11 +436,9 @@ impl<S: Store> Driver<S> {
     /// # Errors
     /// [`EngineError::Unavailable`] if the store fails.
     pub async fn submit_unread_async(&self, rkid: &Rkid) -> Result<SubmitVerdict, EngineError> {
-        let (rkid, engine) = (*rkid, Arc::clone(&self.engine));
         self.writer
-            .run_hinted(Some((rkid, None)), move |txn, _, _| {
-                engine.submit_unread(txn, &rkid)
-            })
+            .submit(Job::submit_unread(*rkid))
+            .answer()
             .await
             .map_err(EngineError::from)
     }
@@ -469,10 +480,7 @@ impl<S: Store> Driver<S> {
     /// # Errors
     /// [`EngineError::Unavailable`] if the store fails.
     pub fn quarantine_if_damaged(&self, rkid: &Rkid, seq: u64) -> Result<bool, EngineError> {
-        let (rkid, engine) = (*rkid, Arc::clone(&self.engine));
-        Ok(self.writer.execute(move |txn, now, events| {
-            engine.quarantine_if_damaged(txn, &rkid, seq, now, events)
-        })?)
+        Ok(self.writer.submit(Job::quarantine(*rkid, seq)).wait()?)
     }
 
     /// §5a.8/§6.1 sender status ([`Engine::status`]) at the clock's now,
@@ -499,9 +507,7 @@ impl<S: Store> Driver<S> {
     /// # Errors
     /// [`EngineError::Unavailable`] if the store fails.
     pub fn sweep(&self) -> Result<Option<Ms>, EngineError> {
-        let (now, next) = self
-            .writer
-            .execute(|txn, now, _| Ok((now, txn.next_due()?)))?;
+        let (now, next) = self.writer.submit(Job::sweep()).wait()?;
         self.engine.housekeeping(&*self.store, now)?;
         Ok(next)
     }
@@ -516,11 +522,7 @@ impl<S: Store> Driver<S> {
     /// # Errors
     /// [`EngineError::Unavailable`] if the batch failed (nothing changed).
     pub fn adopt_constants(&self, constants: EngineConstants) -> Result<(), EngineError> {
-        let engine = Arc::clone(&self.engine);
-        Ok(self.writer.execute(move |_txn, _now, _events| {
-            engine.set_constants(constants);
-            Ok(())
-        })?)
+        Ok(self.writer.submit(Job::adopt_constants(constants)).wait()?)
     }
 
     /// §4.4: applies a declaration revision ([`Engine::apply_constants`])
@@ -536,10 +538,10 @@ impl<S: Store> Driver<S> {
         record: Option<DeclarationRecord>,
     ) -> Result<(), EngineError> {
         let previous = self.engine.constants();
-        let engine = Arc::clone(&self.engine);
-        let result = self.writer.execute(move |txn, now, events| {
-            engine.apply_constants(txn, constants, record.as_ref(), now, events)
-        });
+        let result = self
+            .writer
+            .submit(Job::apply_constants(constants, record))
+            .wait();
         match result {
             Ok(outcome) => outcome,
             Err(e) => {
@@ -559,32 +561,72 @@ fn denied_registration(denied: SessionError) -> Result<Verdict, EngineError> {
     }
 }
 
+/// A collect handed to the writer ([`Driver::collect_queued`]): the
+/// session its proof authorized (parsed once, at r1) and the page to come.
+pub struct QueuedCollect {
+    /// The queue the proof names.
+    pub rkid: Rkid,
+    /// The control principal that signed it: a watch session's scope.
+    pub principal: [u8; 32],
+    page: Ticket<Result<CollectPage, Verdict>>,
+}
+
+impl std::fmt::Debug for QueuedCollect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueuedCollect")
+            .field("rkid", &self.rkid)
+            .finish_non_exhaustive()
+    }
+}
+
+impl QueuedCollect {
+    /// Awaits the page the writer decided, once it is durable, without
+    /// holding a thread; its bytes are still to be read
+    /// ([`Driver::read_page`]).
+    ///
+    /// # Errors
+    /// `refused(no-such-queue)` and the rest of [`Driver::collect`]'s.
+    pub async fn page(self) -> Result<CollectPage, SessionError> {
+        self.page.answer().await?.map_err(SessionError::Refused)
+    }
+}
+
 /// The answers of a burst handed to the writer ([`Driver::submit_burst`]):
 /// one `(verdict, id)` per submission, in order, once durable.
 #[derive(Debug)]
 pub struct BurstAnswers {
-    verdicts: tokio::sync::oneshot::Receiver<Result<Vec<SubmitVerdict>, CommitError>>,
+    verdicts: Ticket<Vec<SubmitVerdict>>,
     ids: Vec<DepositId>,
 }
 
 impl BurstAnswers {
     /// Whether the answers are decided (awaiting them will not wait).
     pub fn is_ready(&self) -> bool {
-        !self.verdicts.is_empty()
+        self.verdicts.is_ready()
     }
 
     /// Waits for the answers: each submission's verdict and deposit id;
     /// a store failure (or a writer that is gone) refuses all of them.
     pub async fn answers(self) -> Vec<(Result<SubmitVerdict, EngineError>, DepositId)> {
-        match self.verdicts.await.unwrap_or(Err(CommitError::NotRun)) {
-            Ok(verdicts) => verdicts.into_iter().map(Ok).zip(self.ids).collect(),
-            Err(e) => {
-                let e = EngineError::from(e);
-                self.ids
-                    .into_iter()
-                    .map(|id| (Err(e.clone()), id))
-                    .collect()
-            }
+        pair(self.verdicts.answer().await, self.ids)
+    }
+
+    /// [`BurstAnswers::answers`], blocking this thread.
+    pub fn wait(self) -> Vec<(Result<SubmitVerdict, EngineError>, DepositId)> {
+        pair(self.verdicts.wait(), self.ids)
+    }
+}
+
+/// Each submission's verdict with its id, or the burst's failure for each.
+fn pair(
+    verdicts: Result<Vec<SubmitVerdict>, CommitError>,
+    ids: Vec<DepositId>,
+) -> Vec<(Result<SubmitVerdict, EngineError>, DepositId)> {
+    match verdicts {
+        Ok(verdicts) => verdicts.into_iter().map(Ok).zip(ids).collect(),
+        Err(e) => {
+            let e = EngineError::from(e);
+            ids.into_iter().map(|id| (Err(e.clone()), id)).collect()
         }
     }
 }

@@ -11,7 +11,7 @@ use crate::defaults::{WATCH_PAGE, WRITE_CHUNK};
 use crate::service::metrics::Op;
 use crate::service::stream::refuse;
 use crate::service::{Ctx, until_shutdown};
-use rltp_engine::{CollectedDeposit, SessionError, WatchPage};
+use rltp_engine::{Collected, CollectedDeposit, SessionError, WatchPage};
 use rltp_proofs::multikey::Rkid;
 use rltp_quic::net::FrameReader;
 use rltp_storage::Store;
@@ -31,12 +31,8 @@ pub(super) async fn serve<S: Store>(
     send: &mut quinn::SendStream,
     recv: &mut FrameReader,
 ) {
-    let engine = ctx.engine.clone();
-    let result = {
-        let proof = proof.clone();
-        blocking(move || engine.collect(&proof, after, limit as usize)).await
-    };
-    let collected = match result {
+    let result = collect_page(ctx, proof, after, limit as usize).await;
+    let (rkid, principal, collected) = match result {
         Some(Ok(c)) => c,
         Some(Err(SessionError::Refused(v))) => {
             count(ctx, Op::Collect, v.as_str());
@@ -71,21 +67,34 @@ pub(super) async fn serve<S: Store>(
     if !watch {
         return;
     }
-    // The proof was verified by the engine; its principal scopes the session.
-    let Ok(parsed) = rltp_proofs::proof::parse(&proof, ctx.carrier.as_str()) else {
-        return;
-    };
+    // The session is the principal r1–r3 authorized (the proof parsed once).
     let last = collected.deposits.last().map(|d| d.seq).or(after);
-    watch_session(
-        ctx,
-        *parsed.rkid(),
-        *parsed.principal().as_bytes(),
-        last,
-        limit,
-        send,
-        recv,
-    )
-    .await;
+    watch_session(ctx, rkid, principal, last, limit, send, recv).await;
+}
+
+/// r1–r3 on the blocking pool; the page then awaited without holding a
+/// thread through its fsync; its bytes read on the blocking pool. Returns
+/// the session (the proof's `rkid` and principal) with the page; `None`
+/// if a blocking task failed.
+async fn collect_page<S: Store>(
+    ctx: &Ctx<S>,
+    proof: Vec<u8>,
+    after: Option<u64>,
+    limit: usize,
+) -> Option<Result<(Rkid, [u8; 32], Collected), SessionError>> {
+    let engine = ctx.engine.clone();
+    let queued = match blocking(move || engine.collect_queued(&proof, after, limit)).await? {
+        Ok(queued) => queued,
+        Err(e) => return Some(Err(e)),
+    };
+    let (rkid, principal) = (queued.rkid, queued.principal);
+    let page = match queued.page().await {
+        Ok(page) => page,
+        Err(e) => return Some(Err(e)),
+    };
+    let engine = ctx.engine.clone();
+    let collected = blocking(move || engine.read_page(&rkid, page)).await?;
+    Some(collected.map(|c| (rkid, principal, c)))
 }
 
 /// Writes `deposits` as deposit frames, then the trailer `end` (a collect

@@ -4,7 +4,7 @@
 use super::answer::{blocking, count, count_unavailable, unavailable, write};
 use crate::service::Ctx;
 use crate::service::metrics::Op;
-use rltp_engine::SessionError;
+use rltp_engine::{Concluded, SessionError};
 use rltp_proofs::DepositId;
 use rltp_storage::Store;
 use rltp_wire::response;
@@ -17,8 +17,7 @@ pub(super) async fn serve<S: Store>(
     deposits: Vec<DepositId>,
     send: &mut quinn::SendStream,
 ) {
-    let engine = ctx.engine.clone();
-    let answer = match blocking(move || engine.conclude(&body, &deposits)).await {
+    let answer = match concluded(ctx, body, deposits).await {
         Some(Ok(done)) => {
             count(ctx, Op::Conclude, Verdict::Served.as_str());
             tracing::info!(
@@ -48,4 +47,22 @@ pub(super) async fn serve<S: Store>(
         Err(e) => e.encode_frame_into(out),
     })
     .await;
+}
+
+/// r1–r3 on the blocking pool; the conclusion then awaited without holding
+/// a thread through its fsync. `None` if the blocking task failed.
+async fn concluded<S: Store>(
+    ctx: &Ctx<S>,
+    body: Vec<u8>,
+    deposits: Vec<DepositId>,
+) -> Option<Result<Concluded, SessionError>> {
+    let engine = ctx.engine.clone();
+    let ticket = match blocking(move || engine.conclude_queued(&body, &deposits)).await? {
+        Ok(ticket) => ticket,
+        Err(e) => return Some(Err(e)),
+    };
+    Some(match ticket.answer().await {
+        Ok(outcome) => outcome.map_err(SessionError::Refused),
+        Err(e) => Err(e.into()),
+    })
 }

@@ -2,8 +2,10 @@
 //! shell's loop around the engine: it reads the clock, calls the engine,
 //! and does the I/O (the store's durability primitives), in that order.
 //!
-//! Operations are closures over a [`WriteTxn`], the batch's instant and
-//! the batch's [`Tally`]. The writer takes the first waiting operation,
+//! Operations are typed jobs ([`Job`], one variant per operation; the one
+//! `match` that runs them in the engine is [`Job::run`]), handed over by
+//! the one way in, [`Writer::submit`], which returns the caller's
+//! [`Ticket`]. The writer takes the first waiting operation,
 //! then every operation that arrived meanwhile (up to `max_batch`), reads
 //! its [`Clock`] **once** (that `now` is the linearization instant of every
 //! operation in the batch), calls the engine's prelude directly
@@ -35,8 +37,8 @@
 //! data, which is about that operation and no other — the transaction is
 //! dropped, that operation's caller alone receives the error, and the
 //! other operations of the batch run again, in a fresh transaction,
-//! without it (operations are `FnMut` for this: they may run more than
-//! once, and only the last run's effects and result count). A failed
+//! without it (a job may run more than once for this: only its last run's
+//! effects and result count). A failed
 //! batch never costs another caller its answer because of one caller's
 //! data. If an operation fails otherwise, or the prelude or the commit
 //! fails, the whole transaction is dropped (nothing of it is durable or
@@ -51,51 +53,15 @@
 
 use crate::clock::Clock;
 use rltp_engine::{Engine, EventCounters, EventSnapshot, Tally};
-use rltp_proofs::multikey::Rkid;
-use rltp_proofs::{DepositId, Ms};
-use rltp_storage::{PendingSync, Store, StoreError, StoreResult, WriteTxn};
+use rltp_storage::{PendingSync, Store, StoreError, WriteTxn};
 use std::sync::mpsc;
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use tokio::sync::oneshot;
 
-type Completion = Box<dyn FnOnce(Result<(), Arc<StoreError>>) + Send>;
+mod job;
 
-/// One run of a submitted operation: its completion, or its error.
-type Run =
-    Box<dyn FnMut(&mut dyn WriteTxn, Ms, &mut Tally) -> Result<Completion, StoreError> + Send>;
-
-/// A submitted operation: `run` (possibly more than once, see the module
-/// docs) yields the completion that answers its caller; `fail` answers it
-/// with an error instead. Dropped without either, its caller sees
-/// [`CommitError::NotRun`].
-struct Job {
-    run: Run,
-    fail: Box<dyn FnOnce(CommitError) + Send>,
-    hints: Vec<(Rkid, Option<DepositId>)>,
-}
-
-/// What an operation will read, said before its batch runs: the queue it
-/// names and, for a submission, the deposit id s3 looks up. The batch's
-/// hints go to the store at once ([`WriteTxn::prefetch`]), so a store whose
-/// reads are round trips (PostgreSQL) makes one per batch, not several per
-/// operation. A hint changes no answer.
-pub type Hint = Option<(Rkid, Option<DepositId>)>;
-
-/// The answer slot of one submitted operation, shared by its completion
-/// and its failure path (whichever answers first).
-type Reply<R> = Arc<std::sync::Mutex<Option<oneshot::Sender<Result<R, CommitError>>>>>;
-
-fn answer<R>(reply: &Reply<R>, outcome: Result<R, CommitError>) {
-    let sender = reply
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .take();
-    if let Some(sender) = sender {
-        let _ = sender.send(outcome);
-    }
-}
+pub use job::{Answer, HarnessJob, Hint, Job, Settle, Ticket};
 
 /// Why a submitted operation did not complete.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -239,115 +205,15 @@ impl Writer {
         self.shared.events.snapshot()
     }
 
-    /// Queues `op` for the next batch; the receiver yields its result after
-    /// the batch is durable. `op` may run more than once (module docs):
-    /// only the last run's effects and result count.
-    pub fn submit<R, F>(&self, op: F) -> oneshot::Receiver<Result<R, CommitError>>
-    where
-        R: Send + 'static,
-        F: FnMut(&mut dyn WriteTxn, Ms, &mut Tally) -> StoreResult<R> + Send + 'static,
-    {
-        self.submit_hinted(None, op)
-    }
-
-    /// [`Writer::submit`] with what `op` will read ([`Hint`]).
-    pub fn submit_hinted<R, F>(
-        &self,
-        hint: Hint,
-        op: F,
-    ) -> oneshot::Receiver<Result<R, CommitError>>
-    where
-        R: Send + 'static,
-        F: FnMut(&mut dyn WriteTxn, Ms, &mut Tally) -> StoreResult<R> + Send + 'static,
-    {
-        self.submit_hinted_many(hint.into_iter().collect(), op)
-    }
-
-    /// [`Writer::submit`] of one operation that reads several queues (a
-    /// burst of submissions run as one job, in order): every `(rkid, id)`
-    /// it will read ([`Hint`]).
-    pub fn submit_hinted_many<R, F>(
-        &self,
-        hints: Vec<(Rkid, Option<DepositId>)>,
-        op: F,
-    ) -> oneshot::Receiver<Result<R, CommitError>>
-    where
-        R: Send + 'static,
-        F: FnMut(&mut dyn WriteTxn, Ms, &mut Tally) -> StoreResult<R> + Send + 'static,
-    {
-        let (sender, receiver) = oneshot::channel();
-        let reply: Reply<R> = Arc::new(std::sync::Mutex::new(Some(sender)));
-        let on_failure = Arc::clone(&reply);
-        let mut op = op;
-        let job = Job {
-            run: Box::new(move |txn, now, events| {
-                let value = op(txn, now, events)?;
-                let reply = Arc::clone(&reply);
-                Ok(Box::new(move |outcome: Result<(), Arc<StoreError>>| {
-                    answer(&reply, outcome.map(|()| value).map_err(CommitError::Store));
-                }) as Completion)
-            }),
-            fail: Box::new(move |error| answer(&on_failure, Err(error))),
-            hints,
-        };
-        // If the writer is gone the job (and its reply sender) is dropped and
-        // the receiver reports `Closed`.
+    /// The one way into the writer: queues `job` for the next batch and
+    /// returns its [`Ticket`], answered once the batch is durable (or
+    /// refused). Takes what a [`Job`] constructor returns:
+    /// `writer.submit(Job::register(authorized))`.
+    pub fn submit<T>(&self, (job, ticket): (Job, Ticket<T>)) -> Ticket<T> {
+        // If the writer is gone the job (and its answer) is dropped and
+        // the ticket reports `NotRun`.
         let _ = self.jobs.send(job);
-        receiver
-    }
-
-    /// Runs `op` in the next batch and blocks until it is durable.
-    ///
-    /// # Errors
-    /// [`CommitError`] if the batch failed or the writer stopped.
-    pub fn execute<R, F>(&self, op: F) -> Result<R, CommitError>
-    where
-        R: Send + 'static,
-        F: FnMut(&mut dyn WriteTxn, Ms, &mut Tally) -> StoreResult<R> + Send + 'static,
-    {
-        self.submit(op)
-            .blocking_recv()
-            .unwrap_or(Err(CommitError::NotRun))
-    }
-
-    /// Runs `op` in the next batch and awaits its durable result.
-    ///
-    /// # Errors
-    /// [`CommitError`] if the batch failed or the writer stopped.
-    pub async fn run<R, F>(&self, op: F) -> Result<R, CommitError>
-    where
-        R: Send + 'static,
-        F: FnMut(&mut dyn WriteTxn, Ms, &mut Tally) -> StoreResult<R> + Send + 'static,
-    {
-        self.run_hinted(None, op).await
-    }
-
-    /// [`Writer::execute`] with what `op` will read ([`Hint`]).
-    ///
-    /// # Errors
-    /// As [`Writer::execute`].
-    pub fn execute_hinted<R, F>(&self, hint: Hint, op: F) -> Result<R, CommitError>
-    where
-        R: Send + 'static,
-        F: FnMut(&mut dyn WriteTxn, Ms, &mut Tally) -> StoreResult<R> + Send + 'static,
-    {
-        self.submit_hinted(hint, op)
-            .blocking_recv()
-            .unwrap_or(Err(CommitError::NotRun))
-    }
-
-    /// [`Writer::run`] with what `op` will read ([`Hint`]).
-    ///
-    /// # Errors
-    /// As [`Writer::run`].
-    pub async fn run_hinted<R, F>(&self, hint: Hint, op: F) -> Result<R, CommitError>
-    where
-        R: Send + 'static,
-        F: FnMut(&mut dyn WriteTxn, Ms, &mut Tally) -> StoreResult<R> + Send + 'static,
-    {
-        self.submit_hinted(hint, op)
-            .await
-            .unwrap_or(Err(CommitError::NotRun))
+        ticket
     }
 
     /// Writer statistics.
@@ -403,7 +269,7 @@ impl<S> Batches<'_, S> {
 struct Pending {
     sync: PendingSync,
     events: Tally,
-    completions: Vec<Completion>,
+    jobs: Vec<Job>,
     count: usize,
     started: Instant,
 }
@@ -457,15 +323,15 @@ fn syncer_loop<S: Store>(batches: &Batches<'_, S>, pending: &mpsc::Receiver<Pend
             match batches.store.sync(batch.sync) {
                 Ok(()) => {
                     batches.committed(batch.count, batch.started.elapsed(), batch.events);
-                    for completion in batch.completions {
-                        completion(Ok(()));
+                    for job in batch.jobs {
+                        job.settle(Ok(()));
                     }
                 }
                 Err(error) => {
                     tracing::error!(%error, "batch not durable; its callers are refused");
                     fail_all(
                         batches,
-                        batch.completions,
+                        batch.jobs,
                         batch.count,
                         error,
                         batch.started.elapsed(),
@@ -480,7 +346,7 @@ fn syncer_loop<S: Store>(batches: &Batches<'_, S>, pending: &mpsc::Receiver<Pend
 /// dropped with it).
 fn fail_all<S: Store>(
     batches: &Batches<'_, S>,
-    completions: Vec<Completion>,
+    jobs: Vec<Job>,
     count: usize,
     error: StoreError,
     commit_time: Duration,
@@ -488,8 +354,8 @@ fn fail_all<S: Store>(
     batches.store.after_failure();
     batches.failed(count, commit_time);
     let error = Arc::new(error);
-    for completion in completions {
-        completion(Err(Arc::clone(&error)));
+    for job in jobs {
+        job.settle(Err(CommitError::Store(Arc::clone(&error))));
     }
 }
 
@@ -532,10 +398,10 @@ fn run_batch<S: Store>(batches: &Batches<'_, S>, mut batch: Vec<Job>) -> Option<
                 engine.set_constants(constants);
             }
         };
-        let hints: Vec<(Rkid, Option<DepositId>)> = batch
-            .iter()
-            .flat_map(|job| job.hints.iter().copied())
-            .collect();
+        let mut hints: Vec<Hint> = Vec::new();
+        for job in &batch {
+            job.hints(&mut hints);
+        }
         let prelude = if hints.is_empty() {
             Ok(())
         } else {
@@ -557,22 +423,17 @@ fn run_batch<S: Store>(batches: &Batches<'_, S>, mut batch: Vec<Job>) -> Option<
             batches.failed(count, Duration::ZERO);
             return None;
         }
-        let mut completions = Vec::with_capacity(count);
         let mut failure = None;
         for (i, job) in batch.iter_mut().enumerate() {
-            match (job.run)(&mut txn, now, &mut events) {
-                Ok(completion) => completions.push(completion),
-                Err(error) => {
-                    failure = Some((i, error));
-                    break;
-                }
+            if let Err(error) = job.run(batches.engine, &mut txn, now, &mut events) {
+                failure = Some((i, error));
+                break;
             }
         }
         if let Some((i, error)) = failure {
             // What this attempt did, its events and constants included, is
             // dropped.
             drop(txn);
-            drop(completions);
             drop(events);
             restore();
             if matches!(error, StoreError::Corrupt(_)) {
@@ -584,8 +445,9 @@ fn run_batch<S: Store>(batches: &Batches<'_, S>, mut batch: Vec<Job>) -> Option<
                     .stats
                     .isolated_operations
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let job = batch.remove(i);
-                (job.fail)(CommitError::Store(Arc::new(error)));
+                batch
+                    .remove(i)
+                    .settle(Err(CommitError::Store(Arc::new(error))));
                 continue;
             }
             if again_after(&error, &mut conflicts) {
@@ -598,7 +460,7 @@ fn run_batch<S: Store>(batches: &Batches<'_, S>, mut batch: Vec<Job>) -> Option<
             // Those that ran, and the one that failed, get the error; jobs
             // after it never ran: dropping them tells their callers.
             for job in batch.drain(..=i) {
-                (job.fail)(CommitError::Store(Arc::clone(&error)));
+                job.settle(Err(CommitError::Store(Arc::clone(&error))));
             }
             return None;
         }
@@ -607,18 +469,17 @@ fn run_batch<S: Store>(batches: &Batches<'_, S>, mut batch: Vec<Job>) -> Option<
             Ok(sync) => Some(Pending {
                 sync,
                 events,
-                completions,
+                jobs: batch,
                 count,
                 started,
             }),
             Err(error) => {
                 restore();
                 if again_after(&error, &mut conflicts) {
-                    drop(completions);
                     continue;
                 }
                 tracing::error!(%error, "commit failed; batch dropped");
-                fail_all(batches, completions, count, error, started.elapsed());
+                fail_all(batches, batch, count, error, started.elapsed());
                 None
             }
         };
