@@ -1,3 +1,5 @@
+//! # rltp-conformance
+//!
 //! A black-box conformance runner: drives any carrier that speaks the
 //! wire profile of `PROTOCOL.md` (ours or another implementation) through
 //! every rule of the Delivery Contract that is observable from the wire,

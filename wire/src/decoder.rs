@@ -222,7 +222,7 @@ mod tests {
 
     fn header(op: &str) -> Object {
         let mut h = Object::new();
-        h.insert("op".into(), Value::String(op.into()));
+        h.insert("op", Value::String(op.to_owned()));
         h
     }
 
