@@ -9,7 +9,7 @@ static LOG_FILTER: std::sync::OnceLock<
 > = std::sync::OnceLock::new();
 
 /// Installs the tracing subscriber: human lines or JSON, filtered by
-/// `filter` (`RUST_LOG` syntax; [`Config::effective_log_filter`]), which
+/// `filter` (`RUST_LOG` syntax; [`crate::config::Config::effective_log_filter`]), which
 /// a reload may replace ([`set_log_filter`]). Idempotent (a second call is
 /// ignored).
 pub fn init_tracing(format: LogFormat, filter: &str) {

@@ -1,8 +1,8 @@
 //! The writer's jobs, typed: one variant per operation that runs inside
 //! the writer's transaction, and the one `match` that runs each of them
-//! in the engine ([`Job::run`]). To follow an operation from the driver
+//! in the engine (`Job::run`). To follow an operation from the driver
 //! into the engine, read the variant's constructor (what the driver hands
-//! over), then its arm in [`Job::run`] (what the writer calls), then the
+//! over), then its arm in `Job::run` (what the writer calls), then the
 //! engine function it names.
 //!
 //! A job's caller holds a [`Ticket`]: the typed answer, sent once the

@@ -3,7 +3,7 @@
 //! and does the I/O (the store's durability primitives), in that order.
 //!
 //! Operations are typed jobs ([`Job`], one variant per operation; the one
-//! `match` that runs them in the engine is [`Job::run`]), handed over by
+//! `match` that runs them in the engine is `Job::run`), handed over by
 //! the one way in, [`Writer::submit`], which returns the caller's
 //! [`Ticket`]. The writer takes the first waiting operation,
 //! then every operation that arrived meanwhile (up to `max_batch`), reads
