@@ -8,7 +8,7 @@
 
 use anyhow::{Context as _, bail};
 use ed25519_dalek::SigningKey;
-use rltp_carrier::tls::ServerTrust;
+use rltp_client::tls::ServerTrust;
 use rltp_client::transport::Tuning;
 use rltp_client::{Client, ConnectOptions, RecipientKeys};
 use rltp_proofs::encoding::sha256;

@@ -1,8 +1,11 @@
-//! `rltp-carrier`: the carrier binary. CLI parsing and dispatch only; each
-//! subcommand lives in [`rltp_carrier::cli`].
+//! `rltp-carrier`: the carrier binary. CLI parsing and dispatch only: the
+//! operator commands live in this binary's `cli` module (over
+//! `rltp-server`), the client commands in `rltp-cli`.
+
+mod cli;
 
 use clap::{CommandFactory, Parser, Subcommand};
-use rltp_carrier::cli;
+use rltp_cli as client;
 use std::process::ExitCode;
 
 /// The RLTP carrier: a key-blind relay for sealed envelopes, and the
@@ -19,23 +22,23 @@ enum Command {
     /// Run a carrier: QUIC on the listen address, embedded store in the data dir.
     Serve(cli::serve::Args),
     /// Recipient key material (control principal and rkid) for one carrier.
-    Keys(cli::keys::Args),
+    Keys(client::keys::Args),
     /// Fetch, verify and print the carrier's signed declaration.
-    Declaration(cli::declaration::Args),
+    Declaration(client::declaration::Args),
     /// Register (or rebind) the key file's rkid under its principal.
-    Register(cli::register::Args),
+    Register(client::register::Args),
     /// Seal a JSON document to an rkid and submit it, reporting its status.
-    Send(cli::send::Args),
+    Send(client::send::Args),
     /// Ask the carrier for a deposit's status.
-    Status(cli::status::Args),
+    Status(client::status::Args),
     /// Collect, open and store deposits; conclude the terminal ones.
-    Collect(cli::collect::Args),
+    Collect(client::collect::Args),
     /// Conclude deposits of the key file's queue by id.
-    Conclude(cli::conclude::Args),
+    Conclude(client::conclude::Args),
     /// The whole round trip against an in-process loopback carrier.
-    Demo(cli::demo::Args),
+    Demo(client::demo::Args),
     /// Check any carrier from the wire: one line per contract section.
-    Conformance(cli::conformance::Args),
+    Conformance(client::conformance::Args),
     /// Prepare the shared PostgreSQL database (schema; new constants for every node).
     Migrate(cli::migrate::Args),
     /// Write a consistent backup archive of a carrier's store (online while `serve` runs).
@@ -52,18 +55,18 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    cli::end_quietly_on_closed_stdout();
+    client::end_quietly_on_closed_stdout();
     match Cli::parse().command {
         Command::Serve(args) => cli::serve::run(args).await,
-        Command::Keys(args) => cli::keys::run(args),
-        Command::Declaration(args) => cli::declaration::run(args).await,
-        Command::Register(args) => cli::register::run(args).await,
-        Command::Send(args) => cli::send::run(args).await,
-        Command::Status(args) => cli::status::run(args).await,
-        Command::Collect(args) => cli::collect::run(args).await,
-        Command::Conclude(args) => cli::conclude::run(args).await,
-        Command::Demo(args) => cli::demo::run(args).await,
-        Command::Conformance(args) => cli::conformance::run(args).await,
+        Command::Keys(args) => client::keys::run(args),
+        Command::Declaration(args) => client::declaration::run(args).await,
+        Command::Register(args) => client::register::run(args).await,
+        Command::Send(args) => client::send::run(args).await,
+        Command::Status(args) => client::status::run(args).await,
+        Command::Collect(args) => client::collect::run(args).await,
+        Command::Conclude(args) => client::conclude::run(args).await,
+        Command::Demo(args) => client::demo::run(args).await,
+        Command::Conformance(args) => client::conformance::run(args).await,
         Command::Migrate(args) => cli::migrate::run(args).await,
         Command::Backup(args) => cli::backup::run(args),
         Command::Restore(args) => cli::restore::run(args),

@@ -20,7 +20,7 @@ use tokio::time::Instant;
 async fn retriable_refusals_are_retried_until_an_outcome() {
     rltp_client::tls::install_crypto_provider();
     let dir = tempfile::tempdir().unwrap();
-    let server = rltp_carrier::server::Server::start_with_store(
+    let server = rltp_server::service::Server::start_with_store(
         &test_config(dir.path()),
         std::sync::Arc::new(rltp_storage::mem::MemStore::new()),
     )
@@ -75,8 +75,8 @@ async fn retriable_refusals_are_retried_until_an_outcome() {
     server.shutdown().await;
 }
 
-fn test_config(dir: &std::path::Path) -> rltp_carrier::config::Config {
-    let mut config = rltp_carrier::config::Config::defaults().unwrap();
+fn test_config(dir: &std::path::Path) -> rltp_server::config::Config {
+    let mut config = rltp_server::config::Config::defaults().unwrap();
     config.data_dir = dir.to_owned();
     config.listen = ([127, 0, 0, 1], 0).into();
     config

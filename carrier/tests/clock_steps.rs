@@ -19,11 +19,11 @@
 mod common;
 
 use common::*;
-use rltp_carrier::clock::{Clock, ManualClock, STEP_TOLERANCE_MS, SteadyClock};
-use rltp_carrier::driver::Driver;
 use rltp_engine::table::State;
 use rltp_engine::{BudgetMeter, SessionError};
 use rltp_proofs::proof::Purpose;
+use rltp_server::clock::{Clock, ManualClock, STEP_TOLERANCE_MS, SteadyClock};
+use rltp_server::driver::Driver;
 use rltp_storage::DepositId;
 use rltp_wire::verdict::{DepositStatus, SubmitVerdict, Verdict};
 use std::sync::Arc;

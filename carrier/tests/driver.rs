@@ -9,10 +9,10 @@
 mod common;
 
 use common::*;
-use rltp_carrier::meter::GovernorMeter;
-use rltp_carrier::writer::BatchReport;
 use rltp_engine::{MeterQuotas, Rate};
 use rltp_proofs::proof::Purpose;
+use rltp_server::meter::GovernorMeter;
+use rltp_server::writer::BatchReport;
 use rltp_wire::verdict::{SubmitVerdict, Verdict};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

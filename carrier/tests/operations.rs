@@ -19,12 +19,12 @@
 #![allow(clippy::unwrap_used, clippy::panic, missing_docs)]
 
 use ed25519_dalek::SigningKey;
-use rltp_carrier::config::Config;
-use rltp_carrier::server::Server;
-use rltp_carrier::tls::ServerTrust;
+use rltp_client::tls::ServerTrust;
 use rltp_client::{Client, ConnectOptions, RecipientKeys};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
+use rltp_server::config::Config;
+use rltp_server::service::Server;
 use rltp_storage::log_store::LogStore;
 use rltp_storage::{DepositId, ReadTxn, Store, Tombstone, WriteTxn};
 use rltp_wire::verdict::{SubmitVerdict, Verdict};

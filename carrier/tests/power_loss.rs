@@ -33,9 +33,9 @@ mod journal;
 mod store;
 
 use journal::Counts;
-use rltp_carrier::clock::ManualClock;
-use rltp_carrier::defaults::MAX_BATCH;
-use rltp_carrier::writer::Writer;
+use rltp_server::clock::ManualClock;
+use rltp_server::defaults::MAX_BATCH;
+use rltp_server::writer::Writer;
 use rltp_storage::fault_fs::{CrashReport, FaultFs, Rng};
 use rltp_storage::log_store::{LogOptions, LogStore};
 use rltp_storage::redb_store::{RedbOptions, RedbStore};

@@ -8,12 +8,12 @@
 #![allow(clippy::unwrap_used, clippy::panic, missing_docs)]
 
 use ed25519_dalek::SigningKey;
-use rltp_carrier::config::Config;
-use rltp_carrier::server::Server;
-use rltp_carrier::tls::{ServerTrust, SpkiFingerprint};
+use rltp_client::tls::{ServerTrust, SpkiFingerprint};
 use rltp_client::{Client, ConnectOptions, RecipientKeys, RegisterOutcome, WatchEvent};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
+use rltp_server::config::Config;
+use rltp_server::service::Server;
 use rltp_storage::DepositId;
 use rltp_storage::mem::MemStore;
 use rltp_wire::response::{ErrorCode, split_error};
@@ -580,7 +580,7 @@ async fn the_sender_retries_retriable_refusals_and_reports_them() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = config(dir.path());
     // One submission per second per queue: the second is refused retriably.
-    config.limits.meters.queue = rltp_carrier::config::RateConfig {
+    config.limits.meters.queue = rltp_server::config::RateConfig {
         per_second: 1,
         burst: 1,
     };
@@ -756,7 +756,7 @@ async fn run_returns_ok_after_its_shutdown_future() {
     let dir = tempfile::tempdir().unwrap();
     let config = config(dir.path());
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(rltp_carrier::server::run(config, async {
+    let task = tokio::spawn(rltp_server::service::run(config, async {
         let _ = rx.await;
     }));
     tokio::time::sleep(Duration::from_millis(200)).await;

@@ -39,9 +39,9 @@ mod journal;
 mod store;
 
 use journal::{Counts, xorshift};
-use rltp_carrier::clock::SystemClock;
-use rltp_carrier::defaults::MAX_BATCH;
-use rltp_carrier::writer::Writer;
+use rltp_server::clock::SystemClock;
+use rltp_server::defaults::MAX_BATCH;
+use rltp_server::writer::Writer;
 use rltp_storage::log_store::{KILL_POINTS, LogOptions, LogStore, arm_kill_point};
 use rltp_storage::redb_store::{IntegrityReport, RedbOptions, RedbStore};
 use rltp_storage::{Store, StoreResult};

@@ -10,9 +10,9 @@
 #[path = "../../storage/tests/common/mod.rs"]
 mod store;
 
-use rltp_carrier::clock::{Clock as _, ManualClock, SystemClock};
-use rltp_carrier::defaults::MAX_BATCH;
-use rltp_carrier::writer::Writer;
+use rltp_server::clock::{Clock as _, ManualClock, SystemClock};
+use rltp_server::defaults::MAX_BATCH;
+use rltp_server::writer::{Job, Ticket, Writer};
 use rltp_storage::backup;
 use rltp_storage::log_store::{LogOptions, LogStore};
 use rltp_storage::mem::MemStore;
@@ -72,10 +72,11 @@ fn concurrent_appends<S: Store>(inner: S) -> StoreResult<()> {
                     let bytes = payload(t * 1000 + i, 50 + i as usize);
                     let counter = Arc::clone(&store);
                     let (deposit, commits_seen) = committer
-                        .execute(move |txn, now, _| {
+                        .submit(Job::harness(move |txn, now, _| {
                             let seen = counter.commits.load(Ordering::SeqCst);
                             Ok((txn.append_deposit(&queue, &bytes, now, now + 1)?, seen))
-                        })
+                        }))
+                        .wait()
                         .map_err(|e| rltp_storage::StoreError::Io(std::io::Error::other(e)))?;
                     // The commit of this operation's batch has returned…
                     assert!(store.commits.load(Ordering::SeqCst) > commits_seen);
@@ -130,7 +131,7 @@ fn batches_group_concurrent_operations_redb() -> StoreResult<()> {
 /// were answered `refused(capacity)`). An operation failing otherwise
 /// still fails its batch.
 fn damaged_data_fails_one_operation_not_its_batch<S: Store>(store: S) -> StoreResult<()> {
-    use rltp_carrier::writer::CommitError;
+    use rltp_server::writer::CommitError;
     use rltp_storage::StoreError;
     let store = Arc::new(store);
     let committer = Writer::start(
@@ -143,33 +144,35 @@ fn damaged_data_fails_one_operation_not_its_batch<S: Store>(store: S) -> StoreRe
     // may join that batch or form the next one).
     let (release, wait) = std::sync::mpsc::channel::<()>();
     let wait = Mutex::new(wait);
-    let first = committer.submit(move |_: &mut dyn WriteTxn, _, _| {
+    let first = committer.submit(Job::harness(move |_: &mut dyn WriteTxn, _, _| {
         let _ = wait.lock().map(|w| w.recv());
         Ok(())
-    });
+    }));
     let runs = Arc::new(AtomicU64::new(0));
     let appends = |n: u8, runs: Arc<AtomicU64>| {
-        committer.submit(move |t: &mut dyn WriteTxn, now, _| {
+        committer.submit(Job::harness(move |t: &mut dyn WriteTxn, now, _| {
             runs.fetch_add(1, Ordering::SeqCst);
             t.append_deposit(&rkid(n), &payload(u64::from(n), 64), now, now)
-        })
+        }))
     };
     let a = appends(1, Arc::clone(&runs));
-    let damaged = committer.submit(|t: &mut dyn WriteTxn, now, _| -> StoreResult<()> {
-        t.append_deposit(&rkid(2), &payload(2, 64), now, now)?;
-        Err(StoreError::Corrupt("bytes do not match their id".into()))
-    });
+    let damaged = committer.submit(Job::harness(
+        |t: &mut dyn WriteTxn, now, _| -> StoreResult<()> {
+            t.append_deposit(&rkid(2), &payload(2, 64), now, now)?;
+            Err(StoreError::Corrupt("bytes do not match their id".into()))
+        },
+    ));
     let c = appends(3, Arc::new(AtomicU64::new(0)));
-    let failing = committer.submit(|_: &mut dyn WriteTxn, _, _| -> StoreResult<()> {
-        Err(StoreError::Corrupt("another damaged record".into()))
-    });
+    let failing = committer.submit(Job::harness(
+        |_: &mut dyn WriteTxn, _, _| -> StoreResult<()> {
+            Err(StoreError::Corrupt("another damaged record".into()))
+        },
+    ));
     // (A run again after the release finds the channel closed.)
     release.send(()).ok();
     drop(release);
-    fn block<R>(
-        r: tokio::sync::oneshot::Receiver<Result<R, CommitError>>,
-    ) -> Result<R, CommitError> {
-        r.blocking_recv().unwrap_or(Err(CommitError::NotRun))
+    fn block<R>(r: Ticket<R>) -> Result<R, CommitError> {
+        r.wait()
     }
     let fail = |e: CommitError| StoreError::Io(std::io::Error::other(e));
     block(first).map_err(fail)?;
@@ -191,11 +194,15 @@ fn damaged_data_fails_one_operation_not_its_batch<S: Store>(store: S) -> StoreRe
     assert_eq!(stats.isolated_operations.load(Ordering::SeqCst), 2);
     assert_eq!(stats.failed_batches.load(Ordering::SeqCst), 0);
     // Any other failure still fails the whole batch.
-    let other = committer.execute(|_: &mut dyn WriteTxn, _, _| -> StoreResult<()> {
-        Err(StoreError::Io(std::io::Error::other(
-            "not about one record",
-        )))
-    });
+    let other = committer
+        .submit(Job::harness(
+            |_: &mut dyn WriteTxn, _, _| -> StoreResult<()> {
+                Err(StoreError::Io(std::io::Error::other(
+                    "not about one record",
+                )))
+            },
+        ))
+        .wait();
     assert!(matches!(other, Err(CommitError::Store(_))));
     assert_eq!(stats.failed_batches.load(Ordering::SeqCst), 1);
     Ok(())
@@ -276,7 +283,10 @@ fn an_online_backup_holds_every_acknowledged_append_as_a_gapless_prefix<S: Backe
                     let bytes = payload(w as u64 * 1_000_000 + n, 512 + (n % 300) as usize);
                     let id = DepositId::of(&bytes);
                     let d = committer
-                        .execute(move |t, now, _| t.append_deposit(&r, &bytes, now, now + 1))
+                        .submit(Job::harness(move |t, now, _| {
+                            t.append_deposit(&r, &bytes, now, now + 1)
+                        }))
+                        .wait()
                         .unwrap();
                     acked
                         .lock()
@@ -343,8 +353,8 @@ fn an_online_backup_holds_every_acknowledged_append_as_a_gapless_prefix<S: Backe
 /// used to see the new floor already in force and skip the re-derivation).
 #[test]
 fn a_revision_run_again_after_damaged_data_applies_in_full() -> StoreResult<()> {
-    use rltp_carrier::writer::CommitError;
     use rltp_engine::{BudgetMeter, Engine, EngineConfig, EngineConstants};
+    use rltp_server::writer::CommitError;
     use rltp_storage::{Binding, Due, Phase, StoreError};
     let constants = EngineConstants {
         orphan_horizon_ms: 30 * 86_400_000,
@@ -371,7 +381,7 @@ fn a_revision_run_again_after_damaged_data_applies_in_full() -> StoreResult<()> 
     let fail = |e: CommitError| StoreError::Io(std::io::Error::other(e));
     // A live binding whose queue holds 300 bytes: 200 above the floor.
     writer
-        .execute(|t: &mut dyn WriteTxn, now, _| {
+        .submit(Job::harness(|t: &mut dyn WriteTxn, now, _| {
             let r = rkid(1);
             t.put_binding(
                 &r,
@@ -385,33 +395,34 @@ fn a_revision_run_again_after_damaged_data_applies_in_full() -> StoreResult<()> 
             t.schedule(now + 30 * 86_400_000, &Due::OrphanExpiry(r))?;
             t.append_deposit(&r, &payload(1, 300), now, now + 14 * 86_400_000)?;
             t.add_elastic_bytes(200)
-        })
+        }))
+        .wait()
         .map_err(fail)?;
     // Hold the writer so that the revision and a damaged operation share
     // the next batch.
     let (release, wait) = std::sync::mpsc::channel::<()>();
     let wait = Mutex::new(wait);
-    let first = writer.submit(move |_: &mut dyn WriteTxn, _, _| {
+    let first = writer.submit(Job::harness(move |_: &mut dyn WriteTxn, _, _| {
         let _ = wait.lock().map(|w| w.recv());
         Ok(())
-    });
+    }));
     let revised = EngineConstants {
         queue_floor: 50,
         ..constants
     };
     let engine_in_job = Arc::clone(&engine);
-    let revision = writer.submit(move |t: &mut dyn WriteTxn, now, events| {
+    let revision = writer.submit(Job::harness(move |t: &mut dyn WriteTxn, now, events| {
         engine_in_job.apply_constants(t, revised, None, now, events)
-    });
-    let damaged = writer.submit(|_: &mut dyn WriteTxn, _, _| -> StoreResult<()> {
-        Err(StoreError::Corrupt("a damaged record".into()))
-    });
+    }));
+    let damaged = writer.submit(Job::harness(
+        |_: &mut dyn WriteTxn, _, _| -> StoreResult<()> {
+            Err(StoreError::Corrupt("a damaged record".into()))
+        },
+    ));
     release.send(()).ok();
     drop(release);
-    fn block<R>(
-        r: tokio::sync::oneshot::Receiver<Result<R, CommitError>>,
-    ) -> Result<R, CommitError> {
-        r.blocking_recv().unwrap_or(Err(CommitError::NotRun))
+    fn block<R>(r: Ticket<R>) -> Result<R, CommitError> {
+        r.wait()
     }
     block(first).map_err(fail)?;
     assert!(matches!(block(damaged), Err(CommitError::Store(_))));
@@ -432,20 +443,21 @@ fn a_revision_run_again_after_damaged_data_applies_in_full() -> StoreResult<()> 
 /// `1 + CONFLICT_RETRIES` attempts, with the conflict.
 #[test]
 fn a_conflict_runs_the_batch_again_a_bounded_number_of_times() -> StoreResult<()> {
-    use rltp_carrier::writer::{CONFLICT_RETRIES, CommitError};
+    use rltp_server::writer::{CONFLICT_RETRIES, CommitError};
     use rltp_storage::StoreError;
     let store = Arc::new(MemStore::new());
     let committer = Writer::start(Arc::clone(&store), Arc::new(SystemClock), None, 256).unwrap();
     let runs = Arc::new(AtomicU64::new(0));
     let counted = Arc::clone(&runs);
     let appended = committer
-        .execute(move |t: &mut dyn WriteTxn, now, _| {
+        .submit(Job::harness(move |t: &mut dyn WriteTxn, now, _| {
             let deposit = t.append_deposit(&rkid(1), &payload(1, 64), now, now + 1)?;
             if counted.fetch_add(1, Ordering::SeqCst) < 2 {
                 return Err(StoreError::Conflict("could not serialize access".into()));
             }
             Ok(deposit)
-        })
+        }))
+        .wait()
         .map_err(|e| StoreError::Io(std::io::Error::other(e)))?;
     assert_eq!(runs.load(Ordering::SeqCst), 3);
     // The aborted attempts wrote nothing: one deposit, seq 1.
@@ -454,10 +466,14 @@ fn a_conflict_runs_the_batch_again_a_bounded_number_of_times() -> StoreResult<()
 
     let runs = Arc::new(AtomicU64::new(0));
     let counted = Arc::clone(&runs);
-    let refused = committer.execute(move |_: &mut dyn WriteTxn, _, _| -> StoreResult<()> {
-        counted.fetch_add(1, Ordering::SeqCst);
-        Err(StoreError::Conflict("deadlock detected".into()))
-    });
+    let refused = committer
+        .submit(Job::harness(
+            move |_: &mut dyn WriteTxn, _, _| -> StoreResult<()> {
+                counted.fetch_add(1, Ordering::SeqCst);
+                Err(StoreError::Conflict("deadlock detected".into()))
+            },
+        ))
+        .wait();
     match refused {
         Err(CommitError::Store(e)) => assert!(matches!(*e, StoreError::Conflict(_)), "{e}"),
         other => panic!("expected the conflict, got {other:?}"),

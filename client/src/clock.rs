@@ -13,26 +13,11 @@
 //! (`PROTOCOL.md` §11), so a test moves client and carrier through
 //! simulated days together — and the poll interval shrinks to 100 ms.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-/// The environment variable of the test clock hook (tests only), shared
-/// with the carrier (`rltp_carrier::server::clock`): one file moves both.
-pub const TEST_CLOCK_ENV: &str = "RLTP_TEST_CLOCK_FILE";
-
-/// A decimal millisecond count from the first line of `path` (the test
-/// hook's offset file; the carrier's high-water file has the same first
-/// line).
-pub fn read_ms(path: &Path) -> Option<u64> {
-    std::fs::read_to_string(path)
-        .ok()?
-        .lines()
-        .next()?
-        .trim()
-        .parse()
-        .ok()
-}
+pub use rltp_quic::clock_hook::{TEST_CLOCK_ENV, read_ms};
 
 pub use crate::defaults::{POLL, TEST_POLL};
 

@@ -20,8 +20,7 @@
 //! | [`sender`] | §6.1 sender status and pre-transport reports, the retrying [`Sender::send`] |
 //! | [`retry`] | the one retry driver: full-jitter backoff, reports on the clock, the give-up on its instant (`PROTOCOL.md` §9) |
 //! | [`RecipientKeys`] | register, collect, watch and conclude, each with a fresh proof over a fresh challenge |
-//! | [`net`] | frame I/O over quinn streams (also used by the carrier's server) |
-//! | [`tls`] | the SPKI pin and CA trust modes, the client config |
+//! | [`net`], [`tls`], [`transport`] | frame I/O over quinn streams, the SPKI pin and CA trust modes and the client config, the `[transport]` tuning: `rltp_quic`'s, which the carrier's server shares |
 //! | [`clock`] | the wall clock for schedules the carrier judges by its clock, and the test clock hook |
 //! | [`defaults`] | every operational constant, with its reason |
 //!
@@ -53,12 +52,12 @@
 
 pub mod clock;
 pub mod defaults;
-pub mod net;
+pub use rltp_quic::net;
 mod recipient;
 pub mod retry;
 pub mod sender;
-pub mod tls;
-pub mod transport;
+pub use rltp_quic::tls;
+pub use rltp_quic::transport;
 
 pub use recipient::{CollectPage, Delivered, RecipientKeys, RegisterOutcome, Watch, WatchEvent};
 pub use retry::{

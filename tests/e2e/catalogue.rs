@@ -4,7 +4,7 @@
 //! here, and so does a documented member the code lacks).
 
 use super::*;
-use rltp_carrier::cli::exit;
+use rltp_cli::exit;
 use rltp_wire::response::ErrorCode;
 use rltp_wire::{CloseCode, DepositStatus, SubmitVerdict, Verdict};
 

@@ -6,7 +6,7 @@
 //! never reused after a restore; a failed restore leaves nothing behind.
 
 use super::*;
-use rltp_carrier::tls::ServerTrust;
+use rltp_client::tls::ServerTrust;
 use rltp_client::{Client, ConnectOptions, RecipientKeys};
 use rltp_proofs::identity::CarrierId;
 use rltp_proofs::proof::Purpose;
@@ -333,7 +333,7 @@ fn a_restore_never_makes_a_revision_be_signed_twice() {
 }
 
 async fn connect(carrier: &Carrier) -> Client {
-    rltp_carrier::tls::install_crypto_provider();
+    rltp_client::tls::install_crypto_provider();
     let options = ConnectOptions::new(
         carrier.addr.clone(),
         ServerTrust::Pin(carrier.pin.parse().unwrap()),

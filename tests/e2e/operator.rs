@@ -4,8 +4,8 @@
 //! client to the next node (`PROTOCOL.md` §5, `deploy/OPERATIONS.md`).
 
 use super::*;
-use rltp_carrier::config::Config;
 use rltp_proofs::multikey::Rkid;
+use rltp_server::config::Config;
 
 /// Every file under `dir` with its length and modification time, sorted.
 fn tree(dir: &Path) -> Vec<(PathBuf, u64, std::time::SystemTime)> {
@@ -267,7 +267,7 @@ fn sighup_reloads_the_meters_and_refuses_an_invalid_file_whole() {
     let mut n = 0u32;
     let mut envelope = || {
         n += 1;
-        rltp_carrier::cli::send::seal_document(format!(r#"{{"n":{n}}}"#).as_bytes(), &rkid)
+        rltp_cli::send::seal_document(format!(r#"{{"n":{n}}}"#).as_bytes(), &rkid)
             .unwrap()
             .envelope
     };
@@ -288,7 +288,7 @@ fn sighup_reloads_the_meters_and_refuses_an_invalid_file_whole() {
     )
     .unwrap();
     carrier.signal("HUP");
-    let refusal = carrier.log_events(rltp_carrier::server::reload::REFUSED, 1);
+    let refusal = carrier.log_events(rltp_server::service::reload::REFUSED, 1);
     assert_eq!(refusal.len(), 1, "{:?}", carrier.logs());
     assert_eq!(
         refusal[0]["error"],
@@ -296,7 +296,7 @@ fn sighup_reloads_the_meters_and_refuses_an_invalid_file_whole() {
     );
     assert_eq!(
         carrier
-            .log_events(rltp_carrier::server::reload::RELOADED, 0)
+            .log_events(rltp_server::service::reload::RELOADED, 0)
             .len(),
         0
     );
@@ -310,7 +310,7 @@ fn sighup_reloads_the_meters_and_refuses_an_invalid_file_whole() {
     )
     .unwrap();
     carrier.signal("HUP");
-    let reloaded = carrier.log_events(rltp_carrier::server::reload::RELOADED, 1);
+    let reloaded = carrier.log_events(rltp_server::service::reload::RELOADED, 1);
     assert_eq!(reloaded.len(), 1, "{:?}", carrier.logs());
     assert_eq!(reloaded[0]["applied"], 2);
     assert_eq!(reloaded[0]["needs_restart"], 0);
@@ -357,7 +357,7 @@ fn sighup_reloads_the_meters_and_refuses_an_invalid_file_whole() {
     )
     .unwrap();
     carrier.signal("HUP");
-    let reloaded = carrier.log_events(rltp_carrier::server::reload::RELOADED, 2);
+    let reloaded = carrier.log_events(rltp_server::service::reload::RELOADED, 2);
     assert_eq!(reloaded.len(), 2, "{:?}", carrier.logs());
     assert_eq!(
         (
@@ -386,14 +386,14 @@ fn sighup_reloads_the_meters_and_refuses_an_invalid_file_whole() {
     assert_eq!(carrier.logged("submit").len(), 0, "info has no submit line");
     std::fs::write(
         &config_path,
-        "log-filter = \"info,rltp_carrier=debug\"\n\
+        "log-filter = \"info,rltp_server=debug\"\n\
          [limits.meters]\nqueue = { per-second = 1000, burst = 1000 }\n",
     )
     .unwrap();
     carrier.signal("HUP");
     assert_eq!(
         carrier
-            .log_events(rltp_carrier::server::reload::RELOADED, 3)
+            .log_events(rltp_server::service::reload::RELOADED, 3)
             .len(),
         3
     );
@@ -401,7 +401,7 @@ fn sighup_reloads_the_meters_and_refuses_an_invalid_file_whole() {
     let filter = filter.last().unwrap();
     assert_eq!(filter["fields"]["key"], "log-filter");
     assert_eq!(filter["fields"]["old"], "\"info\"");
-    assert_eq!(filter["fields"]["new"], "\"info,rltp_carrier=debug\"");
+    assert_eq!(filter["fields"]["new"], "\"info,rltp_server=debug\"");
     let answer = rt.block_on(submit_raw(&client, &rkid, &envelope()));
     assert_eq!(verdict_of(&answer), "admitted");
     assert_eq!(carrier.log_events("submit", 1).len(), 1);
@@ -449,7 +449,7 @@ fn lame_duck_moves_a_client_to_the_next_node_and_exits_after_the_drain() {
     )
     .expect(0);
     assert_eq!(run.stdout, "lame-duck entered\n");
-    assert_eq!(a.log_events(rltp_carrier::server::LAME_DUCK, 1).len(), 1);
+    assert_eq!(a.log_events(rltp_server::service::LAME_DUCK, 1).len(), 1);
     let (code, body) = http_get(port, "/readyz");
     assert_eq!(code, 503, "{body}");
     assert_eq!(
@@ -552,7 +552,7 @@ fn sigusr2_closes_new_connections_with_going_away() {
     let rt = runtime();
     let held = rt.block_on(carrier.connect());
     carrier.signal("USR2");
-    let entered = carrier.log_events(rltp_carrier::server::LAME_DUCK, 1);
+    let entered = carrier.log_events(rltp_server::service::LAME_DUCK, 1);
     assert_eq!(entered.len(), 1);
     assert_eq!(entered[0]["by"], "SIGUSR2");
     let error = rt.block_on(async {
@@ -626,7 +626,7 @@ fn check_of_a_postgres_node_reads_the_schema_and_migrates_nothing() {
     let printed = Config::from_toml(&run.stdout).unwrap();
     assert_eq!(
         printed.store.backend,
-        rltp_carrier::config::Backend::Postgres
+        rltp_server::config::Backend::Postgres
     );
     assert!(!dir.join("node").exists());
     // A first node signs revision 1; a fresh data dir without its key is

@@ -6,7 +6,7 @@
 //! for 60 simulated days and reconnects after restarts and crashes.
 
 use super::*;
-use rltp_carrier::cli::keys::KeyFile;
+use rltp_cli::keys::KeyFile;
 use rltp_client::RecipientKeys;
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
@@ -46,7 +46,7 @@ fn envelopes(rkid: &Rkid, tag: &str, count: usize) -> Vec<(Rkid, Vec<u8>)> {
     (0..count)
         .map(|i| {
             let doc = format!(r#"{{"tag":"{tag}","n":{i}}}"#);
-            let sealed = rltp_carrier::cli::send::seal_document(doc.as_bytes(), rkid).unwrap();
+            let sealed = rltp_cli::send::seal_document(doc.as_bytes(), rkid).unwrap();
             (*rkid, sealed.envelope)
         })
         .collect()

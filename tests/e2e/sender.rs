@@ -231,7 +231,7 @@ pub fn hammer(
             while !stop.load(Ordering::SeqCst) {
                 n += 1;
                 let doc = format!(r#"{{"hammer":{n}}}"#);
-                let envelope = rltp_carrier::cli::send::seal_document(doc.as_bytes(), &rkid)
+                let envelope = rltp_cli::send::seal_document(doc.as_bytes(), &rkid)
                     .unwrap()
                     .envelope;
                 let answer = client.submit(&rkid, &envelope).await.unwrap();

@@ -49,7 +49,7 @@ fn shutdown_takes_at_most_drain_timeout_in_total() {
         let items: Vec<_> = (0..300)
             .map(|i| {
                 let doc = format!(r#"{{"n":{i},"fill":"{filler}"}}"#);
-                let sealed = rltp_carrier::cli::send::seal_document(doc.as_bytes(), &rkid).unwrap();
+                let sealed = rltp_cli::send::seal_document(doc.as_bytes(), &rkid).unwrap();
                 (rkid, sealed.envelope)
             })
             .collect();

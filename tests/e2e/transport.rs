@@ -3,8 +3,8 @@
 //! as a keep-alive.
 
 use super::*;
-use rltp_carrier::tls::ServerTrust;
 use rltp_client::net;
+use rltp_client::tls::ServerTrust;
 use rltp_client::{Client, ConnectOptions};
 use rltp_proofs::multikey::Rkid;
 use rltp_wire::{self as wire, Request};
@@ -18,7 +18,7 @@ async fn read(recv: &mut quinn::RecvStream) -> Option<(rltp_proofs::json::Object
 }
 
 fn options(carrier: &Carrier) -> ConnectOptions {
-    rltp_carrier::tls::install_crypto_provider();
+    rltp_client::tls::install_crypto_provider();
     ConnectOptions::new(
         carrier.addr.clone(),
         ServerTrust::Pin(carrier.pin.parse().unwrap()),

@@ -4,7 +4,7 @@
 
 use super::*;
 use ed25519_dalek::SigningKey;
-use rltp_carrier::tls::ServerTrust;
+use rltp_client::tls::ServerTrust;
 use rltp_client::{Client, ClientError, ConnectOptions, RecipientKeys, WatchEvent};
 use rltp_proofs::encoding::b64url_encode;
 use rltp_proofs::identity::CarrierId;
@@ -16,7 +16,7 @@ use rltp_wire::verdict::{SubmitVerdict, Verdict};
 use rltp_wire::{self as wire, Request};
 
 async fn connect(carrier: &Carrier) -> Client {
-    rltp_carrier::tls::install_crypto_provider();
+    rltp_client::tls::install_crypto_provider();
     let options = ConnectOptions::new(
         carrier.addr.clone(),
         ServerTrust::Pin(carrier.pin.parse().unwrap()),

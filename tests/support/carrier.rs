@@ -107,7 +107,7 @@ pub struct Spec {
 
 /// The log filter of the end-to-end tests: per-deposit lines (`submit`)
 /// are `debug`, and the tests read them.
-pub const DEBUG_LOG: &str = "info,rltp_carrier=debug";
+pub const DEBUG_LOG: &str = "info,rltp_server=debug";
 
 impl Spec {
     /// A carrier over `data_dir` configured by the TOML text `config`

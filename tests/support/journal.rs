@@ -16,8 +16,8 @@
 #![allow(dead_code, clippy::panic)]
 
 use crate::store::{live, payload, rkid2, tomb};
-use rltp_carrier::writer::{CommitError, Writer};
 use rltp_proofs::multikey::Rkid;
+use rltp_server::writer::{CommitError, Job, Writer};
 use rltp_storage::{
     Binding, Departure, DepartureRecord, DepositId, ReadTxn, Store, StoreResult, WriteTxn,
 };
@@ -125,9 +125,10 @@ pub fn worker<S: Store>(
             let seed = (seed << 32) | ((w as u64) << 24) | counter;
             say(format!("ia {q} {seed}"));
             let d = committer
-                .execute(move |t: &mut dyn WriteTxn, now, _| {
+                .submit(Job::harness(move |t: &mut dyn WriteTxn, now, _| {
                     t.append_deposit(&rkid, &envelope(seed), now, now + 1)
-                })
+                }))
+                .wait()
                 .map_err(fail)?;
             seqs.push(d.seq);
             say(format!("a {q} {} {seed}", d.seq));
@@ -135,13 +136,14 @@ pub fn worker<S: Store>(
             let seq = seqs.remove(xorshift(&mut rng) as usize % seqs.len());
             say(format!("ir {q} {seq}"));
             let gone = committer
-                .execute(move |t: &mut dyn WriteTxn, _, _| {
+                .submit(Job::harness(move |t: &mut dyn WriteTxn, _, _| {
                     let gone = t.remove_deposit(&rkid, seq)?;
                     if let Some(d) = &gone {
                         t.put_departure(&rkid, &d.id, &CONCLUDED)?;
                     }
                     Ok(gone)
-                })
+                }))
+                .wait()
                 .map_err(fail)?;
             if gone.is_none() {
                 return Err(format!("deposit {q}/{seq} was not held"));
@@ -153,10 +155,11 @@ pub fn worker<S: Store>(
                 Bind::Bound(g) => {
                     say(format!("it {q} {g}"));
                     committer
-                        .execute(move |t: &mut dyn WriteTxn, now, _| {
+                        .submit(Job::harness(move |t: &mut dyn WriteTxn, now, _| {
                             t.remove_binding(&rkid)?;
                             t.put_tombstone(&rkid, &tomb(g, now))
-                        })
+                        }))
+                        .wait()
                         .map_err(fail)?;
                     say(format!("t {q} {g}"));
                     Bind::Released(g)
@@ -168,10 +171,11 @@ pub fn worker<S: Store>(
                     };
                     say(format!("ib {q} {g}"));
                     committer
-                        .execute(move |t: &mut dyn WriteTxn, now, _| {
+                        .submit(Job::harness(move |t: &mut dyn WriteTxn, now, _| {
                             t.remove_tombstone(&rkid)?;
                             t.put_binding(&rkid, &live(g, now))
-                        })
+                        }))
+                        .wait()
                         .map_err(fail)?;
                     say(format!("b {q} {g}"));
                     Bind::Bound(g)

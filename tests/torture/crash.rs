@@ -64,10 +64,10 @@
 //! `RLTP_TORTURE_SEED` repeats a run.
 
 use super::harness::*;
-use rltp_carrier::server::clock::TEST_CLOCK_ENV;
 use rltp_client::{Client, ClientError, RecipientKeys, RegisterOutcome};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
+use rltp_server::service::clock::TEST_CLOCK_ENV;
 use rltp_storage::log_store::LogStore;
 use rltp_storage::{DepositId, ReadTxn, Store};
 use rltp_wire::verdict::{DepositStatus, SubmitVerdict, Verdict};

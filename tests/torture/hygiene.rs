@@ -10,8 +10,8 @@
 //! (default 10 000 per round; 1 000 000 for the full form).
 
 use super::harness::*;
-use rltp_carrier::tls::ServerTrust;
 use rltp_client::net;
+use rltp_client::tls::ServerTrust;
 use rltp_proofs::json::Object;
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
@@ -23,9 +23,9 @@ use std::time::{Duration, Instant};
 /// A client endpoint (one UDP socket) able to open many raw connections
 /// to `carrier`, with no keep-alive.
 fn endpoint(carrier: &Carrier) -> (quinn::Endpoint, std::net::SocketAddr) {
-    rltp_carrier::tls::install_crypto_provider();
+    rltp_client::tls::install_crypto_provider();
     let tls =
-        rltp_carrier::tls::rustls_client_config(&ServerTrust::Pin(carrier.pin.parse().unwrap()))
+        rltp_client::tls::rustls_client_config(&ServerTrust::Pin(carrier.pin.parse().unwrap()))
             .unwrap();
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
     let mut config = quinn::ClientConfig::new(Arc::new(crypto));
@@ -395,7 +395,7 @@ async fn a_flood_of_distinct_unknown_rkids_leaves_no_per_key_state() {
         ),
     );
     spec.env.push((
-        rltp_carrier::server::clock::TEST_CLOCK_ENV.to_owned(),
+        rltp_server::service::clock::TEST_CLOCK_ENV.to_owned(),
         offset_file.display().to_string(),
     ));
     let carrier = Carrier::start_with(&spec);

@@ -9,6 +9,7 @@
 //! | module | what | spec |
 //! |---|---|---|
 //! | [`frame`] | the 8-byte prefix, the strict-JSON header, frozen limits, [`FrameError`] | `PROTOCOL.md` §6 |
+//! | [`decoder`] | [`FrameDecoder`]: the frame reader both ends use, sans-IO (bytes pushed in, frames parsed from the buffer) | `PROTOCOL.md` §6 |
 //! | [`op`] | the one [`Op`] table: `op` spellings, metric labels, each operation's answer set | `PROTOCOL.md` §6–§7 |
 //! | [`request`] | request headers with closed member sets | `PROTOCOL.md` §7 |
 //! | [`response`] | response headers, [`ErrorCode`](response::ErrorCode) | `PROTOCOL.md` §6–§7 |
@@ -17,7 +18,8 @@
 //! | [`address_challenge`] | the §8 plaintext and its opening by the registrant | `PROTOCOL.md` §8 |
 //!
 //! What this crate does **not** do: no I/O, no async runtime, no QUIC or
-//! TLS (moving frames over streams is `rltp-client`'s `net` module), no
+//! TLS (moving bytes between a QUIC stream and a [`FrameDecoder`] is
+//! `rltp-quic`'s `net` module), no
 //! storage and no admission decisions (those are the engine's). Every
 //! malformed input is a closed [`FrameError`], never a panic; the fuzz
 //! crate (`fuzz/`) drives these parsers directly.
@@ -28,6 +30,7 @@
 pub mod address_challenge;
 pub mod close;
 mod closed_set;
+pub mod decoder;
 mod direct;
 mod fields;
 pub mod frame;
@@ -37,6 +40,7 @@ pub mod response;
 pub mod verdict;
 
 pub use close::CloseCode;
+pub use decoder::{FrameDecoder, Prefix};
 pub use frame::{
     ALPN, FrameError, MAX_BODY_BYTES, MAX_COLLECT_LIMIT, MAX_CONCLUDE_IDS, MAX_HEADER_BYTES,
     MAX_PROOF_BYTES, PREFIX_BYTES, encode_frame, parse_header, parse_prefix,

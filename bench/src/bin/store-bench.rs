@@ -2,7 +2,7 @@
 //! each other.
 //!
 //! Runs, in one process, each design through the group-commit
-//! group-commit writer (`rltp_carrier::writer::Writer`, no engine prelude) with durable commits (fsync), N operations in flight
+//! group-commit writer (`rltp_server::writer::Writer`, no engine prelude) with durable commits (fsync), N operations in flight
 //! (spread over up to 4 producer threads), over 1024 queues, for a fixed
 //! duration per run, interleaved design by design (A B A B …) at each
 //! in-flight level. Designs: `log` (the log store, the default of `serve`),
@@ -33,10 +33,10 @@
 //! held; `dev B/op` = bytes the block device wrote per append during the run
 //! (`/proc/diskstats`, whole machine: noisy when other work runs).
 
-use rltp_carrier::clock::SystemClock;
-use rltp_carrier::defaults::MAX_BATCH;
-use rltp_carrier::writer::{CommitError, Writer};
 use rltp_proofs::multikey::Rkid;
+use rltp_server::clock::SystemClock;
+use rltp_server::defaults::MAX_BATCH;
+use rltp_server::writer::{Job, Ticket, Writer};
 use rltp_storage::log_store::{LogOptions, LogStore};
 use rltp_storage::redb_store::{Placement, RedbOptions, RedbStore};
 use rltp_storage::{
@@ -401,11 +401,7 @@ fn run_on<S: Store>(
     })
 }
 
-type Pending = (
-    Instant,
-    bool,
-    tokio::sync::oneshot::Receiver<Result<(), CommitError>>,
-);
+type Pending = (Instant, bool, Ticket<()>);
 
 /// Keeps `quota` operations in flight until `stop`; returns the
 /// latencies of the operations submitted while `measuring`, and the
@@ -436,7 +432,7 @@ fn produce(
                     let rkid = rkid_of(rng % QUEUES);
                     // Far above what a conclude fill used.
                     let bytes = envelope(producer, (1 << 40) + counter);
-                    committer.submit(move |txn: &mut dyn WriteTxn, now, _| {
+                    committer.submit(Job::harness(move |txn: &mut dyn WriteTxn, now, _| {
                         // s1 and s3 as the engine does them, then the append.
                         if !txn.holds_binding(&rkid)? {
                             return Err(StoreError::Closed);
@@ -446,7 +442,7 @@ fn produce(
                         }
                         let deposit = txn.append_deposit(&rkid, &bytes, now, now + 86_400_000)?;
                         txn.schedule(deposit.give_up_at, &Due::GiveUp(rkid, deposit.seq))
-                    })
+                    }))
                 }
                 Workload::Conclude => {
                     if counter >= fill {
@@ -456,7 +452,7 @@ fn produce(
                     counter += 1;
                     let rkid = rkid_of(n % QUEUES);
                     let id = DepositId::of(&envelope(producer, n));
-                    committer.submit(move |txn: &mut dyn WriteTxn, _, _| {
+                    committer.submit(Job::harness(move |txn: &mut dyn WriteTxn, _, _| {
                         let Some(d) = txn.deposit_by_id(&rkid, &id)? else {
                             return Ok(());
                         };
@@ -468,7 +464,7 @@ fn produce(
                         };
                         txn.put_departure(&rkid, &id, &record)?;
                         txn.schedule(record.forget_at, &Due::Forget(rkid, id))
-                    })
+                    }))
                 }
             };
             pending.push_back((Instant::now(), measuring.load(Ordering::Relaxed), receiver));
@@ -480,9 +476,9 @@ fn produce(
             std::thread::sleep(Duration::from_millis(1));
             continue;
         };
-        match receiver.blocking_recv() {
-            Ok(Ok(())) if measured => latencies.push(started.elapsed()),
-            Ok(Ok(())) => {}
+        match receiver.wait() {
+            Ok(()) if measured => latencies.push(started.elapsed()),
+            Ok(()) => {}
             _ => failures += 1,
         }
     }
@@ -694,7 +690,7 @@ mod scale {
                         n += 1;
                         let rkid = scale_rkid((p * 7_919 + n * 104_729) % bindings.max(1));
                         let bytes = envelope(100 + p, n);
-                        pending.push_back(committer.submit(
+                        pending.push_back(committer.submit(Job::harness(
                             move |txn: &mut dyn WriteTxn, now, _| {
                                 if !txn.holds_binding(&rkid)? {
                                     return Err(StoreError::Closed);
@@ -702,10 +698,10 @@ mod scale {
                                 let d = txn.append_deposit(&rkid, &bytes, now, now + 1_000_000)?;
                                 txn.schedule(d.give_up_at, &Due::GiveUp(rkid, d.seq))
                             },
-                        ));
+                        )));
                     }
                     if let Some(r) = pending.pop_front() {
-                        let _ = r.blocking_recv();
+                        let _ = r.wait();
                         counted.fetch_add(1, Ordering::Relaxed);
                     }
                 }

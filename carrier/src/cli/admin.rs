@@ -7,12 +7,12 @@
 //! disk, log bytes and how many of them still hold deposits (the rest is
 //! what compaction and reclaiming give back), segments, compaction's
 //! backlog, snapshots, the in-memory index, and the oldest held deposit's
-//! age ([`crate::admin::counts::Counts::size_lines`]).
+//! age ([`rltp_server::admin::counts::Counts::size_lines`]).
 //!
 //! `rltp-carrier admin renew --data-dir DIR --declaration-key |
 //! --tls-identity | --clock`: replaces that file on purpose, with the
 //! carrier stopped (the old one is moved aside, the data dir's lineage
-//! updated: [`crate::admin::renew`]). A carrier refuses to start when one
+//! updated: [`rltp_server::admin::renew`]). A carrier refuses to start when one
 //! of them is missing or foreign; this is the deliberate way past it.
 //!
 //! `rltp-carrier admin lame-duck --data-dir DIR`: puts the running
@@ -84,18 +84,20 @@ fn execute(args: &Args) -> Result<u8, Failure> {
     let out = super::output::Output::new("admin", args.json, tokio::time::Instant::now());
     match &args.command {
         Command::Stats { data_dir } => {
-            let text = crate::admin::stats(data_dir).map_err(|e| Failure::usage(e.to_string()))?;
+            let text =
+                rltp_server::admin::stats(data_dir).map_err(|e| Failure::usage(e.to_string()))?;
             out.record("stats", &text);
             Ok(exit::OK)
         }
         Command::Store { data_dir } => {
-            let text = crate::admin::store(data_dir).map_err(|e| Failure::usage(e.to_string()))?;
+            let text =
+                rltp_server::admin::store(data_dir).map_err(|e| Failure::usage(e.to_string()))?;
             out.record("store", &text);
             Ok(exit::OK)
         }
         Command::LameDuck { data_dir } => {
             use std::io::Read as _;
-            let mut body = crate::admin::ask(data_dir, crate::admin::Request::LameDuck)
+            let mut body = rltp_server::admin::ask(data_dir, rltp_server::admin::Request::LameDuck)
                 .map_err(|e| Failure::usage(e.to_string()))?
                 .ok_or_else(|| {
                     Failure::transport(format!(
@@ -116,14 +118,14 @@ fn execute(args: &Args) -> Result<u8, Failure> {
             clock: _,
         } => {
             let what = if *declaration_key {
-                crate::admin::Renew::DeclarationKey
+                rltp_server::admin::Renew::DeclarationKey
             } else if *tls_identity {
-                crate::admin::Renew::TlsIdentity
+                rltp_server::admin::Renew::TlsIdentity
             } else {
-                crate::admin::Renew::Clock
+                rltp_server::admin::Renew::Clock
             };
-            let text =
-                crate::admin::renew(data_dir, what).map_err(|e| Failure::refused(e.to_string()))?;
+            let text = rltp_server::admin::renew(data_dir, what)
+                .map_err(|e| Failure::refused(e.to_string()))?;
             out.record("renew", &text);
             Ok(exit::OK)
         }

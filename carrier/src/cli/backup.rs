@@ -1,14 +1,14 @@
 //! `rltp-carrier backup --data-dir DIR --out FILE`: a consistent snapshot
 //! of a carrier's store, taken **online** while `serve` runs (through the
-//! control socket, [`crate::admin`]) or directly when the carrier is
-//! stopped. See [`crate::admin::backup`] for what the archive holds — it
+//! control socket, [`rltp_server::admin`]) or directly when the carrier is
+//! stopped. See [`rltp_server::admin::backup`] for what the archive holds — it
 //! includes the declaration key and the generated TLS key: protect it.
 //!
 //! Prints `name value` lines describing the archive (`taken-at` first:
 //! deposits admitted after it are not in this copy).
 
 use super::{Failure, exit};
-use crate::admin::backup;
+use rltp_server::admin::backup;
 use std::path::PathBuf;
 use std::process::ExitCode;
 

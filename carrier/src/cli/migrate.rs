@@ -25,7 +25,7 @@
 //!   restored from a backup or a point in time) it raises the floor every
 //!   queue's next `seq` stays above to now × 1024 (now by the database's
 //!   clock, `PROTOCOL.md` §13 "One clock")
-//!   ([`crate::admin::backup::restore_seq_floor`], the rule `restore`
+//!   ([`rltp_server::admin::backup::restore_seq_floor`], the rule `restore`
 //!   applies to the embedded store), so that no `seq` handed out after the
 //!   backup's instant is handed out again (`PROTOCOL.md` §7). Prints
 //!   `seq-floor`.
@@ -33,9 +33,9 @@
 //! The embedded store needs none of this: it upgrades itself when it opens.
 
 use super::{Failure, exit};
-use crate::config::{Backend, Config};
-use crate::server::{self, declaration};
 use rltp_engine::EngineConstants;
+use rltp_server::config::{Backend, Config};
+use rltp_server::service::{self as server, declaration};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -100,7 +100,7 @@ fn execute(args: &Args) -> Result<u8, Failure> {
         let now = store
             .database_clock()
             .map_err(|e| Failure::transport(format!("reading the database's clock: {e}")))?;
-        let floor = crate::admin::backup::restore_seq_floor(now, 0, None);
+        let floor = rltp_server::admin::backup::restore_seq_floor(now, 0, None);
         store
             .raise_seq_floor(floor)
             .map_err(|e| Failure::transport(format!("raising the seq floor: {e}")))?;
@@ -129,9 +129,9 @@ fn execute(args: &Args) -> Result<u8, Failure> {
     let store = Arc::new(store);
     let starting = declaration::starting_constants(&*store, &key, &config.constants)
         .map_err(|e| Failure::transport(e.to_string()))?;
-    let driver = crate::driver::Driver::start(
+    let driver = rltp_server::driver::Driver::start(
         store,
-        Arc::new(crate::clock::SystemClock),
+        Arc::new(rltp_server::clock::SystemClock),
         config.carrier.clone(),
         EngineConstants::from(&starting),
         rltp_engine::EngineConfig::new(config.limits.capacity_bytes, config.limits.max_bindings),

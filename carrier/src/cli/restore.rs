@@ -9,12 +9,12 @@
 //!
 //! **A restore is for disasters.** The restored carrier holds the
 //! snapshot: deposits admitted after its `taken-at` are lost to that copy,
-//! though their senders were told `admitted` ([`crate::admin::backup`]).
+//! though their senders were told `admitted` ([`rltp_server::admin::backup`]).
 //! `--verify` performs the same checks in a temporary directory and only
 //! reports what the archive holds and when it was taken.
 
 use super::{Failure, exit};
-use crate::admin::backup;
+use rltp_server::admin::backup;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -37,7 +37,7 @@ pub struct Args {
 }
 
 fn execute(args: &Args) -> Result<u8, Failure> {
-    let refused = |e: crate::admin::AdminError| Failure::refused(e.to_string());
+    let refused = |e: rltp_server::admin::AdminError| Failure::refused(e.to_string());
     let mut lines = String::new();
     let checked = match &args.data_dir {
         Some(dir) if !args.verify => {

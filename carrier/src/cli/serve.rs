@@ -1,10 +1,10 @@
-//! `rltp-carrier serve`: run a carrier ([`crate::server`]) until SIGINT or
+//! `rltp-carrier serve`: run a carrier ([`rltp_server::service`]) until SIGINT or
 //! SIGTERM, then drain and exit 0. SIGHUP reloads the configuration file
-//! ([`crate::server::reload`]; what reloads: [`crate::config::RELOAD`]);
-//! SIGUSR2 enters lame-duck mode ([`crate::server::Server::lame_duck`]),
+//! ([`rltp_server::service::reload`]; what reloads: [`rltp_server::config::RELOAD`]);
+//! SIGUSR2 enters lame-duck mode ([`rltp_server::service::Server::lame_duck`]),
 //! after which the carrier drains and exits 0 by itself.
 //! `serve --check` checks everything a start would and prints the
-//! configuration in force, changing nothing ([`crate::server::check`]).
+//! configuration in force, changing nothing ([`rltp_server::service::check`]).
 //!
 //! Once listening it prints four lines on stdout, for people and for
 //! scripts (the e2e tests read them), always in this order:
@@ -20,14 +20,14 @@
 //! anything starts, with exit status 2 and a message naming the field.
 
 use super::{Failure, exit};
-use crate::config::{Config, LogFormat};
+use rltp_server::config::{Config, LogFormat};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// What `serve --help` says about the environment (also in the README).
 const ENVIRONMENT_HELP: &str = "Environment:
-  RUST_LOG              the log filter (default `info`; `info,rltp_carrier=debug`
+  RUST_LOG              the log filter (default `info`; `info,rltp_server=debug`
                         adds a line per deposit and per challenge)
   RLTP_TEST_CLOCK_FILE  TEST HOOK, never for production: names a file holding a
                         decimal millisecond offset that is added to every reading
@@ -92,12 +92,12 @@ pub fn load_config(args: &Args) -> Result<Config, Failure> {
     Ok(config)
 }
 
-/// `serve --check`: [`crate::server::check::check`], then the
+/// `serve --check`: [`rltp_server::service::check::check`], then the
 /// configuration in force.
 fn check(args: &Args) -> Result<u8, Failure> {
     let config = load_config(args)?;
     let findings =
-        crate::server::check::check(&config).map_err(|e| Failure::usage(e.to_string()))?;
+        rltp_server::service::check::check(&config).map_err(|e| Failure::usage(e.to_string()))?;
     let effective = config.effective();
     if args.json {
         let checks: Vec<serde_json::Value> = findings
@@ -122,16 +122,16 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
         return check(args);
     }
     let config = load_config(args)?;
-    crate::server::init_tracing(config.log_format, &config.effective_log_filter());
+    rltp_server::service::init_tracing(config.log_format, &config.effective_log_filter());
     match config.store.backend {
-        crate::config::Backend::Embedded => {
-            let server = crate::server::Server::start(&config)
+        rltp_server::config::Backend::Embedded => {
+            let server = rltp_server::service::Server::start(&config)
                 .await
                 .map_err(|e| Failure::usage(e.to_string()))?;
             run_until_signal(server, args).await
         }
-        crate::config::Backend::Postgres => {
-            let server = crate::server::Server::start_postgres(&config)
+        rltp_server::config::Backend::Postgres => {
+            let server = rltp_server::service::Server::start_postgres(&config)
                 .await
                 .map_err(|e| Failure::usage(e.to_string()))?;
             run_until_signal(server, args).await
@@ -142,7 +142,7 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
 /// Prints the four lines, serves until SIGINT or SIGTERM (or the end of
 /// lame-duck mode, SIGUSR2), reloads on SIGHUP, drains.
 async fn run_until_signal<S: rltp_storage::Store>(
-    server: crate::server::Server<S>,
+    server: rltp_server::service::Server<S>,
     args: &Args,
 ) -> Result<u8, Failure> {
     use tokio::signal::unix::{SignalKind, signal};
@@ -153,7 +153,7 @@ async fn run_until_signal<S: rltp_storage::Store>(
     };
     let mut hangup = listen(SignalKind::hangup(), "SIGHUP")?;
     let mut usr2 = listen(SignalKind::user_defined2(), "SIGUSR2")?;
-    let stop = crate::server::shutdown_signal();
+    let stop = rltp_server::service::shutdown_signal();
     tokio::pin!(stop);
     let started = super::output::Output::new("serve", args.json, tokio::time::Instant::now());
     started.record(
@@ -185,7 +185,7 @@ async fn run_until_signal<S: rltp_storage::Store>(
 /// The signal loop of [`run_until_signal`]: returns on SIGINT/SIGTERM or
 /// at the end of lame-duck mode.
 async fn serve_signals<S: rltp_storage::Store>(
-    server: &crate::server::Server<S>,
+    server: &rltp_server::service::Server<S>,
     args: &Args,
     hangup: &mut tokio::signal::unix::Signal,
     usr2: &mut tokio::signal::unix::Signal,
@@ -255,22 +255,22 @@ mod tests {
         assert_eq!(
             (pg.pool_size, pg.connect_timeout_ms, pg.lock_timeout_ms),
             (
-                crate::defaults::postgres::POOL_SIZE,
-                crate::defaults::postgres::CONNECT_TIMEOUT_MS,
-                crate::defaults::postgres::LOCK_TIMEOUT_MS
+                rltp_server::defaults::postgres::POOL_SIZE,
+                rltp_server::defaults::postgres::CONNECT_TIMEOUT_MS,
+                rltp_server::defaults::postgres::LOCK_TIMEOUT_MS
             )
         );
         assert_eq!(
             (pg.commit_timeout_ms, pg.notify, pg.tls),
             (
-                crate::defaults::postgres::COMMIT_TIMEOUT_MS,
-                crate::defaults::postgres::NOTIFY,
-                crate::config::PgTlsMode::Disable
+                rltp_server::defaults::postgres::COMMIT_TIMEOUT_MS,
+                rltp_server::defaults::postgres::NOTIFY,
+                rltp_server::config::PgTlsMode::Disable
             )
         );
         assert_eq!(
             pg.max_clock_offset_ms,
-            crate::defaults::postgres::MAX_CLOCK_OFFSET_MS
+            rltp_server::defaults::postgres::MAX_CLOCK_OFFSET_MS
         );
         for config in [&shipped, &full] {
             assert_eq!(config.carrier.as_str(), defaults.carrier.as_str());

@@ -7,8 +7,6 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::panic, missing_docs)]
 
 use ed25519_dalek::SigningKey;
-use rltp_carrier::clock::ManualClock;
-use rltp_carrier::driver::Driver;
 use rltp_engine::table::State;
 use rltp_engine::{
     BudgetMeter, Collected, Concluded, EngineConfig, EngineConstants, Meter, SessionError,
@@ -17,6 +15,8 @@ use rltp_proofs::identity::CarrierId;
 use rltp_proofs::multikey::{DidKey, Rkid};
 use rltp_proofs::proof::{Purpose, UnsignedProof};
 use rltp_proofs::seal::SealedEnvelope;
+use rltp_server::clock::ManualClock;
+use rltp_server::driver::Driver;
 use rltp_storage::{Binding, DepositId, ReadTxn, Store, Tombstone};
 use rltp_wire::address_challenge::open_address_challenge;
 use rltp_wire::verdict::{SubmitVerdict, Verdict};
