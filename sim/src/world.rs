@@ -3,13 +3,13 @@
 //! sequence without its threads.
 //!
 //! One [`World::batch`] is what the shell's group-commit writer does with
-//! one batch (`carrier/src/writer.rs` `run_batch`, then its syncer): begin
+//! one batch (`server/src/writer/mod.rs` `run_batch`, then its syncer): begin
 //! a write transaction, prefetch the batch's hints, run the engine's
 //! prelude at the batch's `now`, run each job in order, commit the
 //! transaction visibly ([`Store::commit_deferred`]), make it durable
 //! ([`Store::sync`]), and only then hand back the answers. The work the
 //! shell does outside the writer (challenges, r1–r3, the s2 screen)
-//! happens before, at the same `now`, as `carrier/src/driver.rs` does it.
+//! happens before, at the same `now`, as `server/src/driver.rs` does it.
 
 use rand::rngs::StdRng;
 use rltp_engine::{

@@ -350,7 +350,7 @@ macro_rules! on_both_stores {
 // ---------------------------------------------------------------------------
 
 /// The engine, its store, its clock and its CSPRNG, with no thread: the
-/// calls of the shell's `Driver` (`carrier/src/driver.rs`), each one
+/// calls of the shell's `Driver` (`server/src/driver.rs`), each one
 /// **step** — the work outside the writer (r1–r3, the s2 check,
 /// challenges, status) at [`Carrier::now`], then at most one write
 /// transaction (the batch prelude at `now`, then the operation), committed
