@@ -16,6 +16,8 @@
 //!   `admin stats` online and offline; a restore refuses a serving data
 //!   dir and a damaged archive.
 
+// A test reads top to bottom: long test functions are legitimate here (issue 22 bounds production code).
+#![allow(clippy::too_many_lines)]
 #![allow(clippy::unwrap_used, clippy::panic, missing_docs)]
 
 use ed25519_dalek::SigningKey;

@@ -783,17 +783,7 @@ impl<'a> Collector<'a> {
                 event = events.recv() => match event {
                     Some(Ok(Some(WatchEvent::Deposit(delivered)))) => {
                         page += 1;
-                        if previous.remove(&delivered.id) {
-                            known.insert(delivered.id);
-                            if self.conclude {
-                                self.owed.push(delivered.id);
-                            }
-                        } else {
-                            let handled = self.take(&delivered);
-                            if handled.disposition.is_terminal() {
-                                known.insert(handled.id);
-                            }
-                        }
+                        self.watched_deposit(&delivered, &mut previous, known);
                         if self.owed.len() >= CONCLUDE_BATCH {
                             flush_at = Some(Instant::now());
                         } else if !in_first_page {
@@ -803,21 +793,7 @@ impl<'a> Collector<'a> {
                     Some(Ok(Some(WatchEvent::PageEnd { more }))) => {
                         served = true;
                         in_first_page = false;
-                        out.emit(
-                            "collect",
-                            &[
-                                ("verdict", Verdict::Served.as_str().into()),
-                                ("deposits", n(page)),
-                                ("more", Value::Bool(more)),
-                                ("watch", Value::Bool(true)),
-                            ],
-                            || format!("collect served deposits {page} more {more}"),
-                        );
-                        out.emit(
-                            "watching",
-                            &[("clockMs", n(clock.now_ms())), ("refreshAtMs", n(refresh_at))],
-                            || format!("watching refresh-at {refresh_at}"),
-                        );
+                        emit_watch_page(out, page, more, clock, refresh_at);
                         flush_at = Some(Instant::now());
                     }
                     Some(Ok(Some(WatchEvent::Ended(verdict)))) => {
@@ -851,6 +827,28 @@ impl<'a> Collector<'a> {
         }
     }
 
+    /// One deposit pushed in a watch session: one an earlier session
+    /// handled (in `previous`) stays known and owed again when concluding;
+    /// a new one is taken, and known once terminal.
+    fn watched_deposit(
+        &mut self,
+        delivered: &Delivered,
+        previous: &mut HashSet<DepositId>,
+        known: &mut HashSet<DepositId>,
+    ) {
+        if previous.remove(&delivered.id) {
+            known.insert(delivered.id);
+            if self.conclude {
+                self.owed.push(delivered.id);
+            }
+        } else {
+            let handled = self.take(delivered);
+            if handled.disposition.is_terminal() {
+                known.insert(handled.id);
+            }
+        }
+    }
+
     /// Ctrl-C: one last attempt at what is owed, then stop.
     /// Ctrl-C: one last attempt, of at most [`LAST_ATTEMPT`], at what is
     /// owed, then stop (what is left is redelivered to the next run).
@@ -863,6 +861,29 @@ impl<'a> Collector<'a> {
         }
         Ok(())
     }
+}
+
+/// The end of a watch session's page of `page` deposits: the `collect`
+/// line, then `watching` until `refresh_at`.
+fn emit_watch_page(out: Output, page: u64, more: bool, clock: &WallClock, refresh_at: u64) {
+    out.emit(
+        "collect",
+        &[
+            ("verdict", Verdict::Served.as_str().into()),
+            ("deposits", n(page)),
+            ("more", Value::Bool(more)),
+            ("watch", Value::Bool(true)),
+        ],
+        || format!("collect served deposits {page} more {more}"),
+    );
+    out.emit(
+        "watching",
+        &[
+            ("clockMs", n(clock.now_ms())),
+            ("refreshAtMs", n(refresh_at)),
+        ],
+        || format!("watching refresh-at {refresh_at}"),
+    );
 }
 
 /// How long a stopped watch keeps trying to conclude what it owes.

@@ -22,7 +22,7 @@
 //! Exit status 0 when every step gave the expected verdict, 1 at the first
 //! that did not.
 
-use super::collect::{Collector, Concluded, Disposition};
+use super::collect::{Collector, Concluded, Disposition, Handled};
 use super::keys::KeyFile;
 use super::output::{Output, n};
 use super::send::{Sealed, seal_value};
@@ -31,7 +31,7 @@ use rltp_client::{Client, ConnectOptions, RetryPolicy, Sender, SenderStatus};
 use rltp_proofs::json::{self, Value};
 use rltp_server::config::Config;
 use rltp_server::service::Server;
-use rltp_server::tls::ServerTrust;
+use rltp_server::tls::{ServerTrust, SpkiFingerprint};
 use rltp_vectors::SpecVectors;
 use rltp_wire::verdict::{DepositStatus, Verdict};
 use std::path::{Path, PathBuf};
@@ -241,7 +241,31 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
         ]),
     )?;
 
-    let key_path = temp.path().join("recipient.keys.json");
+    let keys = new_keys(&mut steps, temp.path(), &config)?;
+    let (options, client) = connect(&server).await.map_err(Failure::transport)?;
+    let policy = declaration_and_register(&mut steps, &server, &client, &keys).await?;
+    let sent = send_documents(&mut steps, &options, &client, &keys, policy, &docs).await?;
+
+    client.close().await;
+    server.shutdown().await;
+    let server = restart_carrier(&mut steps, &config, fingerprint, &declaration).await?;
+    let (options, client) = connect(&server).await.map_err(Failure::transport)?;
+
+    collect_and_conclude(&mut steps, &options, &client, &keys, &sent, temp.path()).await?;
+    status_after_conclusion(&mut steps, &client, &keys, &sent).await?;
+    client.close().await;
+    server.shutdown().await;
+    let total = steps.number;
+    steps.out.emit("done", &[("steps", n(total as u64))], || {
+        format!("demo: all {total} steps ok")
+    });
+    Ok(exit::OK)
+}
+
+/// Step 3: recipient keys in a 0600 key file under `dir`, saved and loaded
+/// back.
+fn new_keys(steps: &mut Steps, dir: &Path, config: &Config) -> Result<KeyFile, Failure> {
+    let key_path = dir.join("recipient.keys.json");
     let keys = KeyFile::generate(config.carrier.clone());
     let saved = keys
         .save(&key_path, false)
@@ -257,8 +281,17 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
             ]
         }),
     )?;
+    Ok(keys)
+}
 
-    let (options, client) = connect(&server).await.map_err(Failure::transport)?;
+/// Step 3: fetch and verify the declaration, then register `keys`; yields
+/// the retry policy of the declared constants.
+async fn declaration_and_register(
+    steps: &mut Steps,
+    server: &Server,
+    client: &Client,
+    keys: &KeyFile,
+) -> Result<RetryPolicy, Failure> {
     let declared = client.declaration_from(server.declaration_issuer()).await;
     let policy = declared
         .as_ref()
@@ -276,7 +309,7 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
     )?;
     let policy = policy.map_err(Failure::transport)?;
 
-    let outcome = super::register::register(&client, &keys, None).await;
+    let outcome = super::register::register(client, keys, None).await;
     steps.record(
         "register",
         match outcome {
@@ -287,10 +320,22 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
             Err(f) => Err(f.message),
         },
     )?;
+    Ok(policy)
+}
 
+/// Step 4: send each document with the retrying sender, then check that
+/// every deposit's status is `accepted`; yields what was sent.
+async fn send_documents(
+    steps: &mut Steps,
+    options: &ConnectOptions,
+    client: &Client,
+    keys: &KeyFile,
+    policy: RetryPolicy,
+    docs: &[(String, Value)],
+) -> Result<Vec<Sealed>, Failure> {
     let mut sent = Vec::new();
-    for (name, document) in &docs {
-        let result = send(&options, &client, &keys, policy, document).await;
+    for (name, document) in docs {
+        let result = send(options, client, keys, policy, document).await;
         let result = result.and_then(|(sealed, lines)| {
             if name.starts_with("seal.json") && sealed.document_digest != SEAL_SAMPLE_DIGEST {
                 return Err(format!(
@@ -319,18 +364,28 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
             Err(format!("{statuses:?}"))
         },
     )?;
+    Ok(sent)
+}
 
-    client.close().await;
-    server.shutdown().await;
-    let server = Server::start(&config).await;
+/// Step 5: start the carrier again on the same data dir; the same
+/// fingerprint and the same declaration, byte for byte.
+async fn restart_carrier(
+    steps: &mut Steps,
+    config: &Config,
+    fingerprint: SpkiFingerprint,
+    declaration: &[u8],
+) -> Result<Server, Failure> {
+    let server = Server::start(config).await;
     let restarted = match &server {
-        Ok(s) if s.fingerprint() == fingerprint && s.declaration() == declaration => Ok(vec![
-            format!(
-                "stopped, started again on the same data dir: listening {}",
-                s.local_addr()
-            ),
-            "fingerprint unchanged, declaration served byte for byte as before".to_owned(),
-        ]),
+        Ok(s) if s.fingerprint() == fingerprint && s.declaration().as_slice() == declaration => {
+            Ok(vec![
+                format!(
+                    "stopped, started again on the same data dir: listening {}",
+                    s.local_addr()
+                ),
+                "fingerprint unchanged, declaration served byte for byte as before".to_owned(),
+            ])
+        }
         Ok(s) if s.fingerprint() != fingerprint => {
             Err(format!("fingerprint changed to {}", s.fingerprint()))
         }
@@ -339,21 +394,43 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
     };
     steps.record("restart carrier", restarted)?;
     let server = server.map_err(|e| Failure::transport(e.to_string()))?;
-    let (options, client) = connect(&server).await.map_err(Failure::transport)?;
+    Ok(server)
+}
 
-    let inbox = temp.path().join("inbox");
+/// Steps 6 and 7: collect and open into an inbox under `dir` with the
+/// collect command's own code, verify the digests, conclude, collect again.
+async fn collect_and_conclude(
+    steps: &mut Steps,
+    options: &ConnectOptions,
+    client: &Client,
+    keys: &KeyFile,
+    sent: &[Sealed],
+    dir: &Path,
+) -> Result<(), Failure> {
+    let inbox = dir.join("inbox");
     std::fs::create_dir_all(&inbox)
         .map_err(|e| Failure::usage(format!("{}: {e}", inbox.display())))?;
     // The collect command's own code, over this connection, printing nothing.
     let link = rltp_client::Link::with_client(options.clone(), client.clone());
     let mut collector = Collector::new(
-        &keys,
+        keys,
         link,
         &inbox,
         false,
         Output::quiet("demo"),
         Duration::from_secs(10),
     );
+    let handled = collect_and_verify(steps, &mut collector, sent).await?;
+    conclude_and_collect_again(steps, collector, &handled, sent).await
+}
+
+/// Step 6: collect and open every deposit sent; each digest matches what
+/// was sent, and one is the seal sample's.
+async fn collect_and_verify(
+    steps: &mut Steps,
+    collector: &mut Collector<'_>,
+    sent: &[Sealed],
+) -> Result<Vec<Handled>, Failure> {
     let collected = collector.collect_all().await.map_err(|f| f.message);
     let refused = collector.summary.refused;
     let handled = collected.clone().unwrap_or_default();
@@ -401,7 +478,17 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
             }
         });
     steps.record("verify digests", verified)?;
+    Ok(handled)
+}
 
+/// Steps 6 and 7: conclude every terminal deposit, then collect again:
+/// nothing is redelivered.
+async fn conclude_and_collect_again(
+    steps: &mut Steps,
+    mut collector: Collector<'_>,
+    handled: &[Handled],
+    sent: &[Sealed],
+) -> Result<(), Failure> {
     let terminal: Vec<rltp_proofs::DepositId> = handled
         .iter()
         .filter(|h| h.disposition.is_terminal())
@@ -434,9 +521,18 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
         },
     )?;
     drop(collector);
+    Ok(())
+}
 
+/// Step 7: the status of every deposit stays `accepted` after conclusion.
+async fn status_after_conclusion(
+    steps: &mut Steps,
+    client: &Client,
+    keys: &KeyFile,
+    sent: &[Sealed],
+) -> Result<(), Failure> {
     let mut statuses = Vec::new();
-    for sealed in &sent {
+    for sealed in sent {
         statuses.push(client.status(&keys.rkid(), &sealed.deposit).await);
     }
     steps.record(
@@ -452,13 +548,7 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
             Err(format!("{statuses:?}"))
         },
     )?;
-    client.close().await;
-    server.shutdown().await;
-    let total = steps.number;
-    steps.out.emit("done", &[("steps", n(total as u64))], || {
-        format!("demo: all {total} steps ok")
-    });
-    Ok(exit::OK)
+    Ok(())
 }
 
 /// Runs `demo`.

@@ -218,6 +218,8 @@ pub async fn run(args: Args) -> ExitCode {
 }
 
 #[cfg(test)]
+// A test reads top to bottom: long test functions are legitimate here.
+#[allow(clippy::too_many_lines)]
 mod tests {
     use super::*;
 

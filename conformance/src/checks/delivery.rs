@@ -61,6 +61,26 @@ pub(super) async fn sessions(probe: &Probe, report: &mut Report) {
 // ---------------------------------------------------------------------------
 
 pub(super) async fn submissions(probe: &Probe, report: &mut Report) {
+    unknown_rkid(probe, report).await;
+    let who = match registered(probe).await {
+        Ok(who) => who,
+        Err(e) => {
+            report.record("§5a.5 s2", "a queue to submit to", Err(e));
+            return;
+        }
+    };
+    let rkid = who.rkid();
+    let other = registered(probe).await.map(|o| o.rkid());
+    bounds(probe, &rkid, other.ok(), report).await;
+
+    same_bytes_same_deposit(probe, &rkid, report).await;
+    // Leave the queues empty.
+    drain(probe, &who).await;
+}
+
+/// §5a.5 s1 and its §4.4 g2 precedence: submissions to an rkid nobody
+/// registered, well-formed, malformed and oversize, are all `NoSuchQueue`.
+async fn unknown_rkid(probe: &Probe, report: &mut Report) {
     let stranger = Recipient::fresh(&probe.carrier, 1).rkid();
     report.record(
         "§5a.5 s1",
@@ -103,28 +123,22 @@ pub(super) async fn submissions(probe: &Probe, report: &mut Report) {
         }
         .await,
     );
-    let who = match registered(probe).await {
-        Ok(who) => who,
-        Err(e) => {
-            report.record("§5a.5 s2", "a queue to submit to", Err(e));
-            return;
-        }
-    };
-    let rkid = who.rkid();
-    let other = registered(probe).await.map(|o| o.rkid());
-    bounds(probe, &rkid, other.ok(), report).await;
+}
 
+/// §5a.5 s3: byte-identical bytes are a duplicate of one deposit; a re-seal
+/// of the same document is a different envelope.
+async fn same_bytes_same_deposit(probe: &Probe, rkid: &Rkid, report: &mut Report) {
     const S3: &str = "§5a.5 s3";
-    let bytes = envelope(&rkid, 200);
+    let bytes = envelope(rkid, 200);
     let check = async {
         let first = probe
             .client
-            .submit(&rkid, &bytes)
+            .submit(rkid, &bytes)
             .await
             .map_err(|e| e.to_string())?;
         let again = probe
             .client
-            .submit(&rkid, &bytes)
+            .submit(rkid, &bytes)
             .await
             .map_err(|e| e.to_string())?;
         let id = DepositId::of(&bytes);
@@ -147,17 +161,17 @@ pub(super) async fn submissions(probe: &Probe, report: &mut Report) {
     );
     let check = async {
         let document = b"{\"n\":1}";
-        let a = rltp_proofs::seal::seal(document, &rkid, &mut rand::rng())
+        let a = rltp_proofs::seal::seal(document, rkid, &mut rand::rng())
             .map_err(|e| e.to_string())?
             .to_bytes();
-        let b = rltp_proofs::seal::seal(document, &rkid, &mut rand::rng())
+        let b = rltp_proofs::seal::seal(document, rkid, &mut rand::rng())
             .map_err(|e| e.to_string())?
             .to_bytes();
         expect(
             "two seals of one document",
             (
-                deposit(probe, &rkid, &a).await?,
-                deposit(probe, &rkid, &b).await?,
+                deposit(probe, rkid, &a).await?,
+                deposit(probe, rkid, &b).await?,
             ),
             (SubmitVerdict::Admitted, SubmitVerdict::Admitted),
         )
@@ -167,8 +181,6 @@ pub(super) async fn submissions(probe: &Probe, report: &mut Report) {
         "re-sealing the same document is a different envelope, admitted",
         check.await,
     );
-    // Leave the queues empty.
-    drain(probe, &who).await;
 }
 
 /// §5a.5 s2: every shape fault, the size bound, and the JCS rule.
@@ -309,29 +321,45 @@ pub(super) async fn collection(probe: &Probe, report: &mut Report) {
             return;
         }
     }
-    let page = |after: Option<u64>, limit: u32| {
-        let keys = &who.keys;
-        async move {
-            let page = probe
-                .client
-                .collect(keys, after, limit)
-                .await
-                .map_err(|e| e.to_string())?;
-            Ok::<_, String>((
-                page.verdict,
-                page.deposits
-                    .iter()
-                    .map(|d| (d.seq, d.id))
-                    .collect::<Vec<_>>(),
-                page.more,
-            ))
-        }
-    };
+    collect_paging(probe, &who, &ids, report).await;
+    malformed_collects(probe, &who, report).await;
+    status_and_conclusion(probe, &who, &ids, report).await;
+    malformed_concludes(probe, &who, report).await;
+    drain(probe, &who).await;
+}
+
+/// One collect of `who`'s queue: the verdict, the `(seq, id)` of each deposit
+/// served, and `more`.
+async fn collect_page(
+    probe: &Probe,
+    who: &Recipient,
+    after: Option<u64>,
+    limit: u32,
+) -> Result<(Verdict, Vec<(u64, DepositId)>, bool), String> {
+    let page = probe
+        .client
+        .collect(&who.keys, after, limit)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok((
+        page.verdict,
+        page.deposits
+            .iter()
+            .map(|d| (d.seq, d.id))
+            .collect::<Vec<_>>(),
+        page.more,
+    ))
+}
+
+/// §5a.8 paging over three held deposits `ids`: seq order, exclusive
+/// `after`, and `more`.
+async fn collect_paging(probe: &Probe, who: &Recipient, ids: &[DepositId], report: &mut Report) {
+    const S: &str = "§5a.8";
     let check = async {
-        let first = page(None, 1).await?;
-        let second = page(Some(1), 1).await?;
-        let rest = page(Some(2), 10).await?;
-        let past = page(Some(3), 10).await?;
+        let first = collect_page(probe, who, None, 1).await?;
+        let second = collect_page(probe, who, Some(1), 1).await?;
+        let rest = collect_page(probe, who, Some(2), 10).await?;
+        let past = collect_page(probe, who, Some(3), 10).await?;
         expect(
             "pages (limit 1, after 1 limit 1, after 2, after 3)",
             vec![first, second, rest, past],
@@ -348,13 +376,19 @@ pub(super) async fn collection(probe: &Probe, report: &mut Report) {
         "seq starts at 1 in admission order; after is exclusive; more says whether to page on",
         check.await,
     );
+}
+
+/// §5a.8: a collect `limit` out of 1..=1024, or an `after` that is not an
+/// integer, is malformed-frame.
+async fn malformed_collects(probe: &Probe, who: &Recipient, report: &mut Report) {
+    const S: &str = "§5a.8";
     for (what, header) in [
         ("limit 0", "{\"limit\":0,\"op\":\"collect\"}"),
         ("limit 1025", "{\"limit\":1025,\"op\":\"collect\"}"),
         ("after as a string", "{\"after\":\"1\",\"op\":\"collect\"}"),
     ] {
         let check = async {
-            let proof = session_proof(probe, &who, Purpose::Collect).await?;
+            let proof = session_proof(probe, who, Purpose::Collect).await?;
             let answer = probe
                 .raw(&Probe::frame(header.as_bytes(), &proof), true)
                 .await?;
@@ -366,6 +400,19 @@ pub(super) async fn collection(probe: &Probe, report: &mut Report) {
             check.await,
         );
     }
+}
+
+/// §5a.8 status and conclude over the held deposits `ids`: a repeated id
+/// counts once, a concluded deposit is never redelivered, and its status
+/// stays accepted.
+async fn status_and_conclusion(
+    probe: &Probe,
+    who: &Recipient,
+    ids: &[DepositId],
+    report: &mut Report,
+) {
+    const S: &str = "§5a.8";
+    let rkid = who.rkid();
     let status = |id: DepositId| async move {
         probe
             .client
@@ -416,7 +463,7 @@ pub(super) async fn collection(probe: &Probe, report: &mut Report) {
         S,
         "a concluded deposit is never redelivered",
         async {
-            let (_, deposits, _) = page(None, 10).await?;
+            let (_, deposits, _) = collect_page(probe, who, None, 10).await?;
             expect(
                 "held seqs after concluding seq 1",
                 deposits.iter().map(|d| d.0).collect::<Vec<_>>(),
@@ -430,9 +477,14 @@ pub(super) async fn collection(probe: &Probe, report: &mut Report) {
         "status after conclusion is still accepted (a carrier never reveals a conclusion)",
         async { expect("status", status(ids[0]).await?, DepositStatus::Accepted) }.await,
     );
+}
+
+/// §5a.8: a conclude with no ids, or more than 256, is malformed-frame.
+async fn malformed_concludes(probe: &Probe, who: &Recipient, report: &mut Report) {
+    const S: &str = "§5a.8";
     for (what, count) in [("no ids", 0usize), ("257 ids", wire::MAX_CONCLUDE_IDS + 1)] {
         let check = async {
-            let proof = session_proof(probe, &who, Purpose::Conclude).await?;
+            let proof = session_proof(probe, who, Purpose::Conclude).await?;
             let deposits = Value::Array(
                 (0..count)
                     .map(|i| Value::from(DepositId::of(&i.to_be_bytes()).to_multibase()))
@@ -452,7 +504,6 @@ pub(super) async fn collection(probe: &Probe, report: &mut Report) {
             check.await,
         );
     }
-    drain(probe, &who).await;
 }
 
 // ---------------------------------------------------------------------------
@@ -507,29 +558,7 @@ pub(super) async fn frames(probe: &Probe, report: &mut Report) {
         };
         report.record(S, what.to_string(), check.await);
     }
-    let check = async {
-        // A valid registration with one byte after it registers nothing.
-        let who = Recipient::fresh(&probe.carrier, 1);
-        let (object, _) = registration_object(probe, &who, Purpose::Register).await?;
-        let mut bytes = wire::encode_frame(
-            &Request::Register.to_header(),
-            &sign_object(&who.key, object),
-        );
-        bytes.push(b'x');
-        let answer = probe.raw(&bytes, true).await?;
-        expect("answer", answer.error_code(), Some("malformed-frame"))?;
-        let page = probe
-            .client
-            .collect(&who.keys, None, 1)
-            .await
-            .map_err(|e| e.to_string())?;
-        expect("collect after it", page.verdict, Verdict::NoSuchQueue)
-    };
-    report.record(
-        S,
-        "a valid register followed by a byte is malformed-frame and registers nothing",
-        check.await,
-    );
+    trailing_byte_registers_nothing(probe, report).await;
     let check = async {
         let answer = probe
             .raw(
@@ -560,6 +589,35 @@ pub(super) async fn frames(probe: &Probe, report: &mut Report) {
     report.record(
         S,
         "a well-formed request ended by FIN is served",
+        check.await,
+    );
+}
+
+/// PROTOCOL §6: a valid registration with one byte after it is
+/// malformed-frame and registers nothing.
+async fn trailing_byte_registers_nothing(probe: &Probe, report: &mut Report) {
+    const S: &str = "PROTOCOL §6";
+    let check = async {
+        // A valid registration with one byte after it registers nothing.
+        let who = Recipient::fresh(&probe.carrier, 1);
+        let (object, _) = registration_object(probe, &who, Purpose::Register).await?;
+        let mut bytes = wire::encode_frame(
+            &Request::Register.to_header(),
+            &sign_object(&who.key, object),
+        );
+        bytes.push(b'x');
+        let answer = probe.raw(&bytes, true).await?;
+        expect("answer", answer.error_code(), Some("malformed-frame"))?;
+        let page = probe
+            .client
+            .collect(&who.keys, None, 1)
+            .await
+            .map_err(|e| e.to_string())?;
+        expect("collect after it", page.verdict, Verdict::NoSuchQueue)
+    };
+    report.record(
+        S,
+        "a valid register followed by a byte is malformed-frame and registers nothing",
         check.await,
     );
 }

@@ -247,6 +247,18 @@ pub(super) async fn challenges(
         check.await,
     );
 
+    expired_challenge(probe, target, constants, report).await;
+}
+
+/// §5a.3: a proof on an expired challenge is refused, observed only when
+/// challenge-lifetime fits the runner's patience.
+async fn expired_challenge(
+    probe: &Probe,
+    target: &Target,
+    constants: Option<&CarrierConstants>,
+    report: &mut Report,
+) {
+    const S: &str = "§5a.3 challenge";
     // Expiry: only within the runner's patience.
     let Some(lifetime) = constants.map(CarrierConstants::challenge_lifetime_ms) else {
         return;
@@ -301,7 +313,10 @@ pub(super) async fn mutated(
     Ok(sign_object(&who.key, object))
 }
 
-pub(super) async fn r1_syntax(probe: &Probe, report: &mut Report) {
+/// §5a.3 r1, `carrier-proof.json` encodingAcceptanceSurface: schema-valid
+/// identifiers whose decoded bytes are wrong, each in a fresh, otherwise
+/// valid proof, are refused(malformed).
+async fn encoding_acceptance_surface(probe: &Probe, report: &mut Report) {
     const S: &str = "§5a.3 r1";
     let vectors = SpecVectors::Vendored;
     let surface = vectors
@@ -357,6 +372,11 @@ pub(super) async fn r1_syntax(probe: &Probe, report: &mut Report) {
             check.await,
         );
     }
+}
+
+pub(super) async fn r1_syntax(probe: &Probe, report: &mut Report) {
+    const S: &str = "§5a.3 r1";
+    encoding_acceptance_surface(probe, report).await;
     // generationSpelling: the received lexeme decides.
     for lexeme in ["1.0", "1e0", "01", "+1"] {
         let check = async {

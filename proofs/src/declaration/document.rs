@@ -501,20 +501,7 @@ pub fn parse_declaration(bytes: &[u8]) -> Result<ParsedDeclaration, DeclarationP
         .and_then(|v| object_at(v, "constants"))?;
     check_constants_shape(constants)?;
 
-    let proof_value = document
-        .get("proof")
-        .ok_or(DeclarationParseError::MissingMember {
-            at: "document",
-            member: "proof",
-        })?;
-    let proof = object_at(proof_value, "proof")?;
-    closed_members(
-        proof,
-        "proof",
-        &DECLARATION_PROOF_MEMBERS,
-        &DECLARATION_PROOF_MEMBERS,
-    )?;
-    let proof_key = parse_proof_shape(proof)?;
+    let proof_key = parse_declaration_proof(document)?;
 
     let payload_jcs = canonicalize(payload_value).map_err(DeclarationParseError::Jcs)?;
     Ok(ParsedDeclaration {
@@ -530,6 +517,25 @@ pub fn parse_declaration(bytes: &[u8]) -> Result<ParsedDeclaration, DeclarationP
         payload_jcs,
         proof_key,
     })
+}
+
+/// The document's `proof` member: present, an object with exactly the
+/// declaration proof members, and of the proof shape; yields the signing key.
+fn parse_declaration_proof(document: &Object) -> Result<DidKey, DeclarationParseError> {
+    let proof_value = document
+        .get("proof")
+        .ok_or(DeclarationParseError::MissingMember {
+            at: "document",
+            member: "proof",
+        })?;
+    let proof = object_at(proof_value, "proof")?;
+    closed_members(
+        proof,
+        "proof",
+        &DECLARATION_PROOF_MEMBERS,
+        &DECLARATION_PROOF_MEMBERS,
+    )?;
+    parse_proof_shape(proof)
 }
 
 /// The payload schema's `constants`: 1–16 members, names per

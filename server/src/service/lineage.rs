@@ -235,51 +235,17 @@ pub fn account_for(
     generated_tls: bool,
     home: StoreHome,
 ) -> Result<Life, LineageError> {
-    let damaged = |what: String, way_back: &str| LineageError::Damaged {
-        dir: data_dir.to_owned(),
-        what,
-        way_back: way_back.to_owned(),
-    };
     let key_path = data_dir.join(super::declaration::KEY_FILE);
     let tls_dir = crate::data_dir::tls(data_dir);
     let clock_path = data_dir.join(super::clock::HIGH_WATER_FILE);
     let index = data_dir.join(STORE_INDEX);
     let index_present = std::fs::metadata(&index).is_ok_and(|m| m.len() > 0);
     let Some(lineage) = Lineage::read(data_dir)? else {
-        if index_present && home == StoreHome::DataDir {
-            return Ok(Life::Adopt);
-        }
-        // What an operator copies from another node of the same database.
-        let shared = [
-            super::declaration::KEY_FILE,
-            super::declaration::SIGNED_FILE,
-            crate::data_dir::TLS,
-        ];
-        let leftovers: Vec<String> = crate::data_dir::MADE_BY_A_CARRIER
-            .into_iter()
-            .filter(|name| data_dir.join(name).exists())
-            .filter(|name| home == StoreHome::DataDir || !shared.contains(name))
-            .map(str::to_owned)
-            .collect();
-        if leftovers.is_empty() || leftovers == [crate::data_dir::STORE] && store_is_empty(data_dir)
-        {
-            return Ok(Life::Fresh);
-        }
-        let no_store = match home {
-            StoreHome::DataDir => format!("no store ({STORE_INDEX}) and "),
-            StoreHome::External => String::new(),
-        };
-        return Err(damaged(
-            format!(
-                "it holds {} but {no_store}no lineage: it is not a fresh data dir, \
-                 and a fresh store here would sign the declaration again from revision 1",
-                leftovers.join(", ")
-            ),
-            &format!("{RESTORE}; to start a new carrier, give it a new, empty data directory"),
-        ));
+        return without_lineage(data_dir, home, index_present);
     };
     if !index_present && home == StoreHome::DataDir {
         return Err(damaged(
+            data_dir,
             format!(
                 "its store {STORE_INDEX} (store {}) is missing or empty",
                 lineage.store_id
@@ -287,45 +253,7 @@ pub fn account_for(
             RESTORE,
         ));
     }
-    let renew = |what: &str| {
-        format!(
-            "restore it from a backup of this data dir; or, to replace it deliberately, stop the carrier \
-             and run `rltp-carrier admin renew --data-dir {} --{what}`",
-            data_dir.display()
-        )
-    };
-    match std::fs::read(&key_path) {
-        Ok(bytes) => {
-            let issuer = <[u8; 32]>::try_from(bytes.as_slice()).ok().map(|seed| {
-                DidKey::from_verifying_key(
-                    &ed25519_dalek::SigningKey::from_bytes(&seed).verifying_key(),
-                )
-                .to_did_key()
-            });
-            if issuer.as_deref() != Some(lineage.declaration_issuer.as_str()) {
-                return Err(damaged(
-                    format!(
-                        "{} is not this carrier's declaration key ({})",
-                        key_path.display(),
-                        lineage.declaration_issuer
-                    ),
-                    &renew("declaration-key"),
-                ));
-            }
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(damaged(
-                format!(
-                    "its declaration key {} is missing: a new one would re-sign the declaration under \
-                     another issuer than {}, which counterparts pin",
-                    key_path.display(),
-                    lineage.declaration_issuer
-                ),
-                &renew("declaration-key"),
-            ));
-        }
-        Err(e) => return Err(io(format!("reading {}", key_path.display()))(e)),
-    }
+    check_declaration_key(data_dir, &lineage, &key_path)?;
     if generated_tls && let Some(expected) = &lineage.tls_identity {
         let found = generated_fingerprint(&tls_dir);
         if found.as_deref() != Some(expected.as_str()) {
@@ -339,7 +267,7 @@ pub fn account_for(
                     tls_dir.display()
                 ),
             };
-            return Err(damaged(what, &renew("tls-identity")));
+            return Err(damaged(data_dir, what, &renew(data_dir, "tls-identity")));
         }
     }
     match std::fs::read_to_string(&clock_path) {
@@ -348,27 +276,132 @@ pub fn account_for(
                 && named != lineage.store_id.to_string()
             {
                 return Err(damaged(
+                    data_dir,
                     format!(
                         "its clock file {} belongs to store {named}, not {}",
                         clock_path.display(),
                         lineage.store_id
                     ),
-                    &renew("clock"),
+                    &renew(data_dir, "clock"),
                 ));
             }
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(damaged(
+                data_dir,
                 format!(
                     "its clock file {} is missing (the last instant this carrier used, PROTOCOL.md §11)",
                     clock_path.display()
                 ),
-                &renew("clock"),
+                &renew(data_dir, "clock"),
             ));
         }
         Err(e) => return Err(io(format!("reading {}", clock_path.display()))(e)),
     }
     Ok(Life::Known(lineage))
+}
+
+/// [`account_for`] without a lineage: a data dir to adopt, a fresh one, or
+/// one holding what a carrier made, which is damage (a fresh store there
+/// would sign the declaration again from revision 1).
+fn without_lineage(
+    data_dir: &Path,
+    home: StoreHome,
+    index_present: bool,
+) -> Result<Life, LineageError> {
+    if index_present && home == StoreHome::DataDir {
+        return Ok(Life::Adopt);
+    }
+    // What an operator copies from another node of the same database.
+    let shared = [
+        super::declaration::KEY_FILE,
+        super::declaration::SIGNED_FILE,
+        crate::data_dir::TLS,
+    ];
+    let leftovers: Vec<String> = crate::data_dir::MADE_BY_A_CARRIER
+        .into_iter()
+        .filter(|name| data_dir.join(name).exists())
+        .filter(|name| home == StoreHome::DataDir || !shared.contains(name))
+        .map(str::to_owned)
+        .collect();
+    if leftovers.is_empty() || leftovers == [crate::data_dir::STORE] && store_is_empty(data_dir) {
+        return Ok(Life::Fresh);
+    }
+    let no_store = match home {
+        StoreHome::DataDir => format!("no store ({STORE_INDEX}) and "),
+        StoreHome::External => String::new(),
+    };
+    Err(damaged(
+        data_dir,
+        format!(
+            "it holds {} but {no_store}no lineage: it is not a fresh data dir, \
+             and a fresh store here would sign the declaration again from revision 1",
+            leftovers.join(", ")
+        ),
+        &format!("{RESTORE}; to start a new carrier, give it a new, empty data directory"),
+    ))
+}
+
+/// [`account_for`]: the declaration key in the data dir is present and is
+/// the lineage's declaration issuer.
+fn check_declaration_key(
+    data_dir: &Path,
+    lineage: &Lineage,
+    key_path: &Path,
+) -> Result<(), LineageError> {
+    match std::fs::read(key_path) {
+        Ok(bytes) => {
+            let issuer = <[u8; 32]>::try_from(bytes.as_slice()).ok().map(|seed| {
+                DidKey::from_verifying_key(
+                    &ed25519_dalek::SigningKey::from_bytes(&seed).verifying_key(),
+                )
+                .to_did_key()
+            });
+            if issuer.as_deref() != Some(lineage.declaration_issuer.as_str()) {
+                return Err(damaged(
+                    data_dir,
+                    format!(
+                        "{} is not this carrier's declaration key ({})",
+                        key_path.display(),
+                        lineage.declaration_issuer
+                    ),
+                    &renew(data_dir, "declaration-key"),
+                ));
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(damaged(
+                data_dir,
+                format!(
+                    "its declaration key {} is missing: a new one would re-sign the declaration under \
+                     another issuer than {}, which counterparts pin",
+                    key_path.display(),
+                    lineage.declaration_issuer
+                ),
+                &renew(data_dir, "declaration-key"),
+            ));
+        }
+        Err(e) => return Err(io(format!("reading {}", key_path.display()))(e)),
+    }
+    Ok(())
+}
+
+/// The data dir is damaged: `what`, and the `way_back`.
+fn damaged(data_dir: &Path, what: String, way_back: &str) -> LineageError {
+    LineageError::Damaged {
+        dir: data_dir.to_owned(),
+        what,
+        way_back: way_back.to_owned(),
+    }
+}
+
+/// The way back from a damaged `what`: a backup, or `admin renew --{what}`.
+fn renew(data_dir: &Path, what: &str) -> String {
+    format!(
+        "restore it from a backup of this data dir; or, to replace it deliberately, stop the carrier \
+         and run `rltp-carrier admin renew --data-dir {} --{what}`",
+        data_dir.display()
+    )
 }
 
 /// `store/` holds no file at all (a directory tree an interrupted first

@@ -292,6 +292,78 @@ fn absolute(counter: &Counter, value: u64) {
     counter.inner().store(value, Ordering::Relaxed);
 }
 
+/// The labelled families, the histograms, the store's gauges and the build
+/// info, registered after the plain counters and gauges of [`Metrics::new`];
+/// every labelled series is present (at 0) from the first scrape.
+struct Families {
+    series: Vec<(Op, &'static str)>,
+    verdicts: Family<VerdictLabels, Counter>,
+    unavailable: Family<OperationLabel, Counter>,
+    bindings: Family<StateLabel, Gauge>,
+    commit_seconds: Histogram,
+    batch_operations: Histogram,
+    store: StoreGauges,
+}
+
+impl Families {
+    fn register(registry: &mut Registry) -> Families {
+        let series = series();
+        let verdicts = Family::<VerdictLabels, Counter>::default();
+        for (op, verdict) in &series {
+            let _ = verdicts.get_or_create(&VerdictLabels {
+                operation: op.as_str(),
+                verdict,
+            });
+        }
+        registry.register("rltp_carrier_verdicts", HELP_VERDICTS, verdicts.clone());
+        let unavailable = Family::<OperationLabel, Counter>::default();
+        for op in metric_ops() {
+            let _ = unavailable.get_or_create(&OperationLabel {
+                operation: op.as_str(),
+            });
+        }
+        registry.register(
+            "rltp_carrier_unavailable",
+            HELP_UNAVAILABLE,
+            unavailable.clone(),
+        );
+        let bindings = Family::<StateLabel, Gauge>::default();
+        for state in ["live", "closing"] {
+            let _ = bindings.get_or_create(&StateLabel { state });
+        }
+        registry.register("rltp_carrier_bindings", HELP_BINDINGS, bindings.clone());
+        let commit_seconds = Histogram::new(COMMIT_BUCKETS);
+        registry.register(
+            "rltp_carrier_commit_seconds",
+            HELP_COMMIT_SECONDS,
+            commit_seconds.clone(),
+        );
+        let batch_operations = Histogram::new(BATCH_BUCKETS);
+        registry.register(
+            "rltp_carrier_batch_operations",
+            HELP_BATCH_OPERATIONS,
+            batch_operations.clone(),
+        );
+        let store = StoreGauges::register(registry);
+        let build = Family::<VersionLabel, Gauge>::default();
+        build
+            .get_or_create(&VersionLabel {
+                version: env!("CARGO_PKG_VERSION"),
+            })
+            .set(1);
+        registry.register("rltp_carrier_build_info", "The running build", build);
+        Families {
+            series,
+            verdicts,
+            unavailable,
+            bindings,
+            commit_seconds,
+            batch_operations,
+            store,
+        }
+    }
+}
+
 impl Metrics {
     /// A fresh set of metrics on its own registry; every series is present
     /// (at 0) from the first scrape, so rates start at once.
@@ -349,64 +421,20 @@ impl Metrics {
         let quarantined = gauge("rltp_carrier_quarantined_deposits", HELP_QUARANTINED);
         let revision = gauge("rltp_carrier_declaration_revision", HELP_REVISION);
 
-        let series = series();
-        let verdicts = Family::<VerdictLabels, Counter>::default();
-        for (op, verdict) in &series {
-            let _ = verdicts.get_or_create(&VerdictLabels {
-                operation: op.as_str(),
-                verdict,
-            });
-        }
-        registry.register("rltp_carrier_verdicts", HELP_VERDICTS, verdicts.clone());
-        let unavailable = Family::<OperationLabel, Counter>::default();
-        for op in metric_ops() {
-            let _ = unavailable.get_or_create(&OperationLabel {
-                operation: op.as_str(),
-            });
-        }
-        registry.register(
-            "rltp_carrier_unavailable",
-            HELP_UNAVAILABLE,
-            unavailable.clone(),
-        );
-        let bindings = Family::<StateLabel, Gauge>::default();
-        for state in ["live", "closing"] {
-            let _ = bindings.get_or_create(&StateLabel { state });
-        }
-        registry.register("rltp_carrier_bindings", HELP_BINDINGS, bindings.clone());
-        let commit_seconds = Histogram::new(COMMIT_BUCKETS);
-        registry.register(
-            "rltp_carrier_commit_seconds",
-            HELP_COMMIT_SECONDS,
-            commit_seconds.clone(),
-        );
-        let batch_operations = Histogram::new(BATCH_BUCKETS);
-        registry.register(
-            "rltp_carrier_batch_operations",
-            HELP_BATCH_OPERATIONS,
-            batch_operations.clone(),
-        );
-        let store = StoreGauges::register(&mut registry);
-        let build = Family::<VersionLabel, Gauge>::default();
-        build
-            .get_or_create(&VersionLabel {
-                version: env!("CARGO_PKG_VERSION"),
-            })
-            .set(1);
-        registry.register("rltp_carrier_build_info", "The running build", build);
+        let families = Families::register(&mut registry);
         Metrics {
             registry,
-            history: History::new(series.clone()),
-            series,
-            verdicts,
-            unavailable,
+            history: History::new(families.series.clone()),
+            series: families.series,
+            verdicts: families.verdicts,
+            unavailable: families.unavailable,
             collected,
             connections_open,
             connections_accepted,
             connections_refused,
             streams_open,
             streams_accepted,
-            bindings,
+            bindings: families.bindings,
             bindings_max,
             tombstones,
             tombstones_max,
@@ -432,9 +460,9 @@ impl Metrics {
             clock_steps,
             clock_offset_ms,
             clock_offset_exceeded,
-            commit_seconds,
-            batch_operations,
-            store,
+            commit_seconds: families.commit_seconds,
+            batch_operations: families.batch_operations,
+            store: families.store,
         }
     }
 

@@ -344,29 +344,9 @@ impl<S: Store> Server<S> {
                 source: std::io::Error::other(e),
             })??
         };
-        let record = {
-            let engine = engine.clone();
-            let constants = config.constants.clone();
-            let data_dir = config.data_dir.clone();
-            tokio::task::spawn_blocking(move || {
-                declaration::publish(&engine, &key, &constants, &data_dir)
-            })
-            .await
-            .map_err(|e| ServerError::Io {
-                what: "publishing the declaration".into(),
-                source: std::io::Error::other(e),
-            })??
-        };
+        let record = publish_declaration(&engine, key, config).await?;
 
-        let clock_check = Arc::new(db_clock::ClockCheck::new(
-            config
-                .store
-                .postgres
-                .as_ref()
-                .map_or(crate::defaults::postgres::MAX_CLOCK_OFFSET_MS, |pg| {
-                    pg.max_clock_offset_ms
-                }),
-        ));
+        let clock_check = Arc::new(clock_check(config));
         compare_clocks(&engine, &server_clock, &clock_check).await;
         let endpoint = endpoint(config, &identity)?;
         let local_addr = endpoint.local_addr().map_err(|source| ServerError::Io {
@@ -413,23 +393,7 @@ impl<S: Store> Server<S> {
             abandoned: std::sync::atomic::AtomicBool::new(false),
         });
         let task = tokio::spawn(serve(endpoint, Arc::clone(&ctx)));
-        let mut aux = Vec::new();
-        let mut metrics_addr = None;
-        if let (Some(listener), Some(metrics)) = (http_listener, metrics) {
-            metrics_addr = listener.local_addr().ok();
-            if let Some(addr) = metrics_addr {
-                tracing::info!(
-                    listen = %addr,
-                    "operator endpoint listening (/metrics /healthz /readyz /status)"
-                );
-            }
-            aux.push(tokio::spawn(http::serve(
-                listener,
-                Arc::clone(&ctx),
-                metrics,
-                stopped.subscribe(),
-            )));
-        }
+        let (aux, metrics_addr) = spawn_operator_endpoint(http_listener, metrics, &ctx, &stopped);
         Ok(Server {
             local_addr,
             fingerprint: identity.fingerprint,
@@ -442,6 +406,68 @@ impl<S: Store> Server<S> {
             metrics_addr,
         })
     }
+}
+
+/// Publishes the declaration over the started `engine`, signing with `key`
+/// when it must (off the async runtime: it writes).
+async fn publish_declaration<S: Store>(
+    engine: &Driver<S>,
+    key: ed25519_dalek::SigningKey,
+    config: &Config,
+) -> Result<rltp_storage::DeclarationRecord, ServerError> {
+    let engine = engine.clone();
+    let constants = config.constants.clone();
+    let data_dir = config.data_dir.clone();
+    Ok(tokio::task::spawn_blocking(move || {
+        declaration::publish(&engine, &key, &constants, &data_dir)
+    })
+    .await
+    .map_err(|e| ServerError::Io {
+        what: "publishing the declaration".into(),
+        source: std::io::Error::other(e),
+    })??)
+}
+
+/// The check of the database's clock against this node's: the configured
+/// bound for Postgres, else the default.
+fn clock_check(config: &Config) -> db_clock::ClockCheck {
+    db_clock::ClockCheck::new(
+        config
+            .store
+            .postgres
+            .as_ref()
+            .map_or(crate::defaults::postgres::MAX_CLOCK_OFFSET_MS, |pg| {
+                pg.max_clock_offset_ms
+            }),
+    )
+}
+
+/// Serves the operator endpoint (/metrics /healthz /readyz /status) on
+/// `http_listener` when metrics are on; yields its task and address.
+fn spawn_operator_endpoint<S: Store>(
+    http_listener: Option<tokio::net::TcpListener>,
+    metrics: Option<Arc<metrics::Metrics>>,
+    ctx: &Arc<Ctx<S>>,
+    stopped: &signal::Sender<bool>,
+) -> (Vec<tokio::task::JoinHandle<()>>, Option<SocketAddr>) {
+    let mut aux = Vec::new();
+    let mut metrics_addr = None;
+    if let (Some(listener), Some(metrics)) = (http_listener, metrics) {
+        metrics_addr = listener.local_addr().ok();
+        if let Some(addr) = metrics_addr {
+            tracing::info!(
+                listen = %addr,
+                "operator endpoint listening (/metrics /healthz /readyz /status)"
+            );
+        }
+        aux.push(tokio::spawn(http::serve(
+            listener,
+            Arc::clone(ctx),
+            metrics,
+            stopped.subscribe(),
+        )));
+    }
+    (aux, metrics_addr)
 }
 
 /// Binds the operator's HTTP endpoint.

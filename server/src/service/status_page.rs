@@ -286,6 +286,19 @@ fn chart(html: &mut String, history: &VerdictHistory) {
             H / 2.0
         );
     }
+    chart_lines(html, history, &shown, x, y);
+    chart_legend(html, history, &shown, &totals);
+}
+
+/// The chart's body: for each shown series, its polyline over the hour and
+/// a dot (titled with the count) at each minute that had answers.
+fn chart_lines(
+    html: &mut String,
+    history: &VerdictHistory,
+    shown: &[usize],
+    x: impl Fn(usize) -> f64,
+    y: impl Fn(u64) -> f64,
+) {
     for (colour_index, &s) in shown.iter().enumerate() {
         let colour = COLOURS[colour_index % COLOURS.len()];
         let mut line = String::new();
@@ -308,6 +321,11 @@ fn chart(html: &mut String, history: &VerdictHistory) {
             line.trim_end()
         );
     }
+}
+
+/// The chart's legend: one row per shown series, in its colour, with its
+/// answers over the last hour.
+fn chart_legend(html: &mut String, history: &VerdictHistory, shown: &[usize], totals: &[u64]) {
     html.push_str("</svg><table id=\"verdicts\"><tr><th></th><th>operation</th><th>verdict</th><th>answers, last hour</th></tr>");
     for (colour_index, &s) in shown.iter().enumerate() {
         let (op, verdict) = history.series[s];

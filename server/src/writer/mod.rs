@@ -389,6 +389,30 @@ fn fail_all<S: Store>(
     }
 }
 
+/// A batch attempt's prelude, before its operations: one prefetch of what
+/// its jobs name (when they name any), then the engine's prelude at `now`.
+fn prelude<S: Store>(
+    batches: &Batches<'_, S>,
+    batch: &[Job],
+    txn: &mut dyn WriteTxn,
+    now: Ms,
+    events: &mut Tally,
+) -> Result<(), StoreError> {
+    let mut hints: Vec<Hint> = Vec::new();
+    for job in batch {
+        job.hints(&mut hints);
+    }
+    if hints.is_empty() {
+        Ok(())
+    } else {
+        txn.prefetch(&hints)
+    }
+    .and_then(|()| match batches.engine {
+        Some(engine) => engine.prelude(txn, now, events),
+        None => Ok(()),
+    })
+}
+
 /// Runs one batch in one write transaction and commits it visibly; returns
 /// it for the syncer, or `None` when it failed (its callers are answered).
 /// An operation that meets damaged data is refused alone and the others
@@ -428,19 +452,7 @@ fn run_batch<S: Store>(batches: &Batches<'_, S>, mut batch: Vec<Job>) -> Option<
                 engine.set_constants(constants);
             }
         };
-        let mut hints: Vec<Hint> = Vec::new();
-        for job in &batch {
-            job.hints(&mut hints);
-        }
-        let prelude = if hints.is_empty() {
-            Ok(())
-        } else {
-            txn.prefetch(&hints)
-        }
-        .and_then(|()| match batches.engine {
-            Some(engine) => engine.prelude(&mut txn, now, &mut events),
-            None => Ok(()),
-        });
+        let prelude = prelude(batches, &batch, &mut txn, now, &mut events);
         if let Err(error) = prelude {
             drop(txn);
             restore();
