@@ -391,7 +391,7 @@ fn fail_all<S: Store>(
 
 /// A batch attempt's prelude, before its operations: one prefetch of what
 /// its jobs name (when they name any), then the engine's prelude at `now`.
-fn prelude<S: Store>(
+fn run_prelude<S: Store>(
     batches: &Batches<'_, S>,
     batch: &[Job],
     txn: &mut dyn WriteTxn,
@@ -452,7 +452,7 @@ fn run_batch<S: Store>(batches: &Batches<'_, S>, mut batch: Vec<Job>) -> Option<
                 engine.set_constants(constants);
             }
         };
-        let prelude = prelude(batches, &batch, &mut txn, now, &mut events);
+        let prelude = run_prelude(batches, &batch, &mut txn, now, &mut events);
         if let Err(error) = prelude {
             drop(txn);
             restore();
