@@ -670,6 +670,54 @@ fn a_segment_is_reclaimed_only_once_the_removal_that_drained_it_is_durable() -> 
     Ok(())
 }
 
+/// Reclaiming counts only committed transactions. The index is changed in
+/// place by the open write transaction (with an undo log), so a removal
+/// that drained a segment is seen there before it commits; a reclaim that
+/// counted it would delete the segment under a transaction that may still
+/// roll back (or be cut by a power loss before its record is written): the
+/// deposit would then be held with its bytes gone (the power-loss
+/// torture's "log segment(s) that held deposits live in are missing").
+/// The reclaim runs on another thread while the removal is open; the
+/// removal then rolls back, and the deposit must still be readable.
+#[test]
+fn reclaiming_never_counts_the_open_transaction() -> StoreResult<()> {
+    let dir = tempfile::tempdir()?;
+    let store = Arc::new(LogStore::open_with(dir.path(), quiet())?);
+    let first = write(&*store, |t| {
+        t.append_deposit(&rkid(1), &payload(7, 5000), 10, 20)
+    })?;
+    for n in 1..4 {
+        write(&*store, |t| {
+            t.append_deposit(&rkid(2), &payload(70 + n, 5000), 10, 20)
+        })?;
+    }
+    store.snapshot_now()?;
+    let before: Vec<String> = files(dir.path()).into_keys().collect();
+    let mut txn = store.begin_write()?;
+    txn.remove_deposit(&rkid(1), first.seq)?;
+    let reclaimer = {
+        let store = Arc::clone(&store);
+        std::thread::spawn(move || store.reclaim_step())
+    };
+    // Give a reclaim that does not wait for the transaction every chance
+    // to run to its end (one that waits is still blocked here).
+    for _ in 0..200 {
+        if reclaimer.is_finished() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    drop(txn);
+    reclaimer.join().map_err(|_| StoreError::Closed)?;
+    let after = files(dir.path());
+    let gone: Vec<&String> = before.iter().filter(|n| !after.contains_key(*n)).collect();
+    assert!(gone.is_empty(), "deleted under the open transaction: {gone:?}");
+    let held = store.read()?.deposits(&rkid(1), None, 10)?;
+    assert_eq!(held.len(), 1);
+    assert_eq!(store.read()?.deposit_bytes(&rkid(1), &held[0])?, payload(7, 5000));
+    Ok(())
+}
+
 /// A backup copies the log up to the segment it ends in, never the spare
 /// after it (64 MiB of zeros by default, or — had the writer rotated into
 /// it while the copy was made — records past the copy's end).

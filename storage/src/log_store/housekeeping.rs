@@ -4,7 +4,8 @@
 //! ([`crate::Store::maintenance_step`]).
 //!
 //! **Reclaiming.** A segment file is deleted once (1) no held deposit
-//! lives in it, (2) it lies before the latest durable snapshot's position
+//! lives in it as of the last committed transaction (never counting the
+//! open one), (2) it lies before the latest durable snapshot's position
 //! and before redb's durable `applied` (no replay reads it), (3) it is not
 //! the active one, and (4) no read snapshot older than the moment (1) was
 //! seen is alive (it might still read a removed deposit's bytes there).
@@ -159,6 +160,14 @@ pub(super) fn reclaim(inner: &Inner) {
         }
     };
     let (version, drained): (u64, Vec<u64>) = {
+        // The writer gate, so that no write transaction is open: the index
+        // is changed in place by the open one (with an undo log), and a
+        // removal or a compaction move it has not committed must not count
+        // as draining a segment (it may still roll back, or be cut before
+        // its record is written). Transactions begun after this read only
+        // remove from segments before `limit` (appends and moves go to the
+        // active one), so what is drained here stays drained.
+        let _no_open_transaction = inner.gate();
         let ix = inner.index_read();
         let drained = names
             .iter()
@@ -173,8 +182,8 @@ pub(super) fn reclaim(inner: &Inner) {
     if drained.is_empty() || inner.oldest_reader().is_some_and(|v| v < version) {
         return;
     }
-    // The live counts read above are those of visible transactions, which
-    // may not be durable yet: the removal that drained a segment must be,
+    // The live counts read above are those of committed (visible)
+    // transactions, which may not be durable yet: the removal that drained a segment must be,
     // before the segment goes — else a power cut would bring the deposit
     // back (its removal lost) with its bytes deleted. One `fdatasync`
     // here makes everything visible (so everything counted) durable.
