@@ -129,6 +129,7 @@ pub(crate) fn realize(
             events.record(Event::Release);
             queue::give_up_all(txn, rkid, at, c, events)?;
             txn.remove_binding(rkid)?;
+            txn.add_reserved_bytes(-reserve(c.queue_floor))?;
             txn.put_tombstone(
                 rkid,
                 &Tombstone {
@@ -170,7 +171,16 @@ fn install_live(
         last_collection_at: new.now,
     };
     txn.put_binding(rkid, &binding)?;
+    if held.binding.is_none() {
+        // An arrival: its floor is now held in reserve (guarantee 5).
+        txn.add_reserved_bytes(reserve(c.queue_floor))?;
+    }
     txn.schedule(orphan_instant(&binding, c), &Due::OrphanExpiry(*rkid))
+}
+
+/// A floor of `floor` bytes as a signed reserve change (saturating).
+fn reserve(floor: u64) -> i64 {
+    i64::try_from(floor).unwrap_or(i64::MAX)
 }
 
 /// A collection at `now` (§5a.9): `last_collection_at` moves, and a live

@@ -37,7 +37,7 @@
 //!   too, so a return outranks an arrival (§5a.9).
 
 use crate::config::Limits;
-use rltp_store::Occupancy;
+use rltp_store::{Escrow, Occupancy};
 
 /// §4.4 guarantee 5: a queue's elastic bytes, `max(0, queue_bytes −
 /// floor)` (bytes).
@@ -112,6 +112,27 @@ pub fn global_refused(
     let grown = usage(occupancy, floor)
         .saturating_add(excess(after, floor).saturating_sub(excess(queue_bytes, floor)));
     grown > limits.capacity_bytes
+}
+
+/// §4.4 guarantee 5: the growth of the carrier's elastic bytes when a
+/// deposit of `len` bytes joins a queue holding `queue_bytes` bytes under
+/// `floor` (bytes; 0 within the floor).
+pub fn growth(queue_bytes: u64, len: u64, floor: u64) -> u64 {
+    excess(queue_bytes.saturating_add(len), floor).saturating_sub(excess(queue_bytes, floor))
+}
+
+/// §5a.5 s6 under escrowed budgets (`PROTOCOL.md` §13): refused when the
+/// deposit's `growth` above its floor is more than the transaction may
+/// spend. Within the floor (`growth` 0) never.
+pub fn escrow_refuses_growth(escrow: &Escrow, growth: u64) -> bool {
+    growth > escrow.bytes
+}
+
+/// §5a.3 r4 for an arrival under escrowed budgets (`PROTOCOL.md` §13):
+/// refused unless the transaction may spend a floor's bytes and a
+/// binding slot.
+pub fn escrow_refuses_arrival(escrow: &Escrow, floor: u64) -> bool {
+    floor > escrow.bytes || escrow.slots == 0
 }
 
 /// §5a.5 s5 then s6 for a deposit of `len` bytes to a queue holding

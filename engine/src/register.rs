@@ -28,7 +28,7 @@ use rltp_proofs::Ms;
 use rltp_proofs::identity::CarrierId;
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::{self, CarrierProof, Purpose};
-use rltp_store::{Store, StoreResult, WriteTxn};
+use rltp_store::{Need, Store, StoreResult, WriteTxn};
 use rltp_wire::Verdict;
 
 /// Which operation a proof is presented to; its `purpose` must match.
@@ -153,12 +153,23 @@ pub(crate) fn r4_capacity(
     held: &Held,
 ) -> StoreResult<Result<(), Verdict>> {
     let returning = matches!(held.state, State::Live | State::Closing);
-    let refused = capacity::registration_refused(
-        &txn.occupancy()?,
-        engine.constants().queue_floor,
-        engine.limits(),
-        returning,
-    );
+    let floor = engine.constants().queue_floor;
+    let escrowed = if returning {
+        txn.over_limits()?
+    } else {
+        let need = Need {
+            bytes: floor,
+            slots: 1,
+        };
+        txn.escrow(need)?
+            .map(|escrow| capacity::escrow_refuses_arrival(&escrow, floor))
+    };
+    let refused = match escrowed {
+        Some(refused) => refused,
+        None => {
+            capacity::registration_refused(&txn.occupancy()?, floor, engine.limits(), returning)
+        }
+    };
     Ok(if refused {
         Err(Verdict::RegistrationCapacity)
     } else {

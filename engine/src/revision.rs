@@ -91,10 +91,12 @@ fn renormalize(
         })
         .collect();
     let mut elastic: i64 = 0;
+    let mut bindings: i64 = 0;
     for rkid in &held {
         let Some(b) = txn.binding(rkid)? else {
             continue;
         };
+        bindings = bindings.saturating_add(1);
         let queue_bytes = txn.queue_bytes(rkid)?;
         elastic = elastic.saturating_add(capacity::floor_change_delta(
             queue_bytes,
@@ -107,5 +109,13 @@ fn renormalize(
             txn.schedule(binding::orphan_instant(&b, new).max(now), &due)?;
         }
     }
+    // Every held binding's reserve moves with the floor.
+    let floor_delta = i128::from(new.queue_floor) - i128::from(old.queue_floor);
+    let reserved = i128::from(bindings).saturating_mul(floor_delta);
+    txn.add_reserved_bytes(i64::try_from(reserved).unwrap_or(if reserved < 0 {
+        i64::MIN
+    } else {
+        i64::MAX
+    }))?;
     txn.add_elastic_bytes(elastic)
 }

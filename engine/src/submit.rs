@@ -21,7 +21,7 @@ use crate::state::Engine;
 use rltp_proofs::envelope::passes_shape;
 use rltp_proofs::multikey::{Rkid, RkidText};
 use rltp_proofs::{DepositId, Ms};
-use rltp_store::{StoreError, StoreResult, WriteTxn};
+use rltp_store::{Need, StoreError, StoreResult, WriteTxn};
 use rltp_wire::SubmitVerdict;
 
 /// A submission as the caller's thread prepared it ([`Engine::screen`]):
@@ -181,13 +181,22 @@ pub fn s6_global_capacity(
 ) -> StoreResult<Result<(), SubmitVerdict>> {
     let queue_bytes = txn.queue_bytes(&submission.rkid)?;
     let len = submission.bytes.len() as u64;
-    let refused = capacity::global_refused(
-        &txn.occupancy()?,
-        queue_bytes,
-        len,
-        engine.constants().queue_floor,
-        engine.limits(),
-    );
+    let floor = engine.constants().queue_floor;
+    if queue_bytes.saturating_add(len) <= floor {
+        // Guarantee 5: within the floor nothing global is consulted.
+        return Ok(Ok(()));
+    }
+    let growth = capacity::growth(queue_bytes, len, floor);
+    let need = Need {
+        bytes: growth,
+        slots: 0,
+    };
+    let refused = match txn.escrow(need)? {
+        Some(escrow) => capacity::escrow_refuses_growth(&escrow, growth),
+        None => {
+            capacity::global_refused(&txn.occupancy()?, queue_bytes, len, floor, engine.limits())
+        }
+    };
     Ok(if refused {
         Err(SubmitVerdict::Capacity)
     } else {

@@ -194,7 +194,7 @@ impl World {
         let mut txn = store.begin_write()?;
         let hints: Vec<(Rkid, Option<DepositId>)> = jobs.iter().map(hint).collect();
         if !hints.is_empty() {
-            txn.prefetch(&hints)?;
+            txn.prefetch(&hints, false)?;
         }
         let mut events = Tally::default();
         self.engine.prelude(&mut txn, self.now, &mut events)?;

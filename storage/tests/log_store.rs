@@ -711,10 +711,16 @@ fn reclaiming_never_counts_the_open_transaction() -> StoreResult<()> {
     reclaimer.join().map_err(|_| StoreError::Closed)?;
     let after = files(dir.path());
     let gone: Vec<&String> = before.iter().filter(|n| !after.contains_key(*n)).collect();
-    assert!(gone.is_empty(), "deleted under the open transaction: {gone:?}");
+    assert!(
+        gone.is_empty(),
+        "deleted under the open transaction: {gone:?}"
+    );
     let held = store.read()?.deposits(&rkid(1), None, 10)?;
     assert_eq!(held.len(), 1);
-    assert_eq!(store.read()?.deposit_bytes(&rkid(1), &held[0])?, payload(7, 5000));
+    assert_eq!(
+        store.read()?.deposit_bytes(&rkid(1), &held[0])?,
+        payload(7, 5000)
+    );
     Ok(())
 }
 

@@ -163,7 +163,13 @@ fn apply(t: &mut impl WriteTxn, op: &Op) -> StoreResult<String> {
         }
         Op::Schedule(at, d) => format!("{:?}", t.schedule(*at, d)?),
         Op::Unschedule(at, d) => format!("{:?}", t.unschedule(*at, d)?),
-        Op::Elastic(delta) => format!("{:?}", t.add_elastic_bytes(*delta)?),
+        Op::Elastic(delta) => {
+            // Never below 0, as the engine keeps them (a sum of
+            // non-negative terms): a store many nodes share keeps them as
+            // sharded deltas and does not saturate within a transaction.
+            let held = i64::try_from(t.occupancy()?.elastic_bytes).unwrap_or(i64::MAX);
+            format!("{:?}", t.add_elastic_bytes((*delta).max(-held))?)
+        }
         Op::Declaration(revision, n) => format!(
             "{:?}",
             t.put_declaration(&DeclarationRecord {
@@ -174,7 +180,7 @@ fn apply(t: &mut impl WriteTxn, op: &Op) -> StoreResult<String> {
         Op::Prefetch(r, i) => {
             let mut keys: Vec<_> = rk.iter().map(|q| (*q, None)).collect();
             keys.push((rk[*r], Some(DepositId::of(&p[*i]))));
-            format!("{:?}", t.prefetch(&keys)?)
+            format!("{:?}", t.prefetch(&keys, false)?)
         }
         Op::ReadDue(upto, limit) => format!("{:?}", t.due(*upto, *limit)?),
         Op::ReadDeposits(r, after, limit) => format!("{:?}", t.deposits(&rk[*r], *after, *limit)?),

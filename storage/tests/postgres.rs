@@ -1,6 +1,7 @@
 //! The PostgreSQL store as many nodes see it, on real throwaway clusters:
 //! two stores on one database are two carrier nodes. Their write
-//! transactions serialize (the global lock), each sees the other's commits,
+//! transactions on one queue serialize (its lock), a queue one holds is
+//! put off by the other, each sees the other's commits,
 //! admissions reach the other node's watchers (LISTEN/NOTIFY), a commit a
 //! synchronous standby never confirms is an unknown outcome, a failover to
 //! a promoted standby loses nothing committed, and a schema from a newer
@@ -85,16 +86,18 @@ fn the_doorbell_rings_once_per_commit_from_a_session_of_its_own() {
     );
 }
 
-/// Every write transaction reads the database's clock (the one clock of
-/// `PROTOCOL.md` §13) once it holds the global lock: a transaction that
-/// waited for another's lock reads an instant after that one committed,
-/// so the nodes' transactions read it in their serial order.
+/// A write transaction's instant is the database's clock, read once it
+/// holds its queues' locks (`PROTOCOL.md` §13 "One clock"): a transaction
+/// that waited for another node's transaction on the same queue reads an
+/// instant after that one's commit.
 #[test]
-fn a_write_transaction_reads_the_database_clock_once_it_holds_the_lock() {
+fn a_write_transaction_reads_the_database_clock_once_it_holds_its_queues() {
     let pg = cluster();
     let a = open(PgOptions::new(pg.conninfo()));
     let b = Arc::new(open(PgOptions::new(pg.conninfo())));
-    let first = a.begin_write().unwrap();
+    let q = rkid(3);
+    let mut first = a.begin_write().unwrap();
+    assert_eq!(first.prefetch(&[(q, None)], false).unwrap(), vec![]);
     let at_a = first.store_now().expect("the database's clock");
     let host = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -104,13 +107,14 @@ fn a_write_transaction_reads_the_database_clock_once_it_holds_the_lock() {
     let waiting = {
         let b = Arc::clone(&b);
         std::thread::spawn(move || {
-            let txn = b.begin_write().unwrap();
+            let mut txn = b.begin_write().unwrap();
+            assert_eq!(txn.prefetch(&[(q, None)], true).unwrap(), vec![]);
             let at = txn.store_now();
             b.commit(txn).unwrap();
             at
         })
     };
-    // Hold the lock a while, then commit.
+    // Hold the queue a while, then commit.
     std::thread::sleep(Duration::from_millis(500));
     let committed_at = a.database_clock().unwrap();
     a.commit(first).unwrap();
@@ -122,11 +126,46 @@ fn a_write_transaction_reads_the_database_clock_once_it_holds_the_lock() {
     assert!(at_b >= at_a + 500, "B read {at_b}, A {at_a}");
 }
 
-/// Two nodes bump one binding's generation 200 times each, read-modify-
-/// write, concurrently: every bump survives (the write transactions of
-/// both nodes are one serial order), and each node reads the other's.
+/// Per-queue locks (`PROTOCOL.md` §13): while one node's transaction holds
+/// a queue, another node's prefetch reports that queue busy (its
+/// operations go to the writer's next batch) and takes the others at
+/// once; touching the busy queue anyway is a retriable conflict, never a
+/// wait. Once the first commits, the queue is free.
 #[test]
-fn two_nodes_serialize_their_write_transactions() {
+fn a_queue_another_node_holds_is_put_off_and_the_others_are_not() {
+    let pg = cluster();
+    let a = open(PgOptions::new(pg.conninfo()));
+    let b = open(PgOptions::new(pg.conninfo()));
+    let (held, free) = (rkid(1), rkid(2));
+    let mut first = a.begin_write().unwrap();
+    assert_eq!(first.prefetch(&[(held, None)], false).unwrap(), vec![]);
+    first.put_binding(&held, &live(1, 0)).unwrap();
+    let mut second = b.begin_write().unwrap();
+    assert_eq!(
+        second
+            .prefetch(&[(held, None), (free, None)], false)
+            .unwrap(),
+        vec![held]
+    );
+    second.put_binding(&free, &live(1, 0)).unwrap();
+    assert!(matches!(
+        second.binding(&held),
+        Err(rltp_storage::StoreError::Conflict(_))
+    ));
+    drop(second);
+    a.commit(first).unwrap();
+    let mut third = b.begin_write().unwrap();
+    assert_eq!(third.prefetch(&[(held, None)], false).unwrap(), vec![]);
+    assert_eq!(third.binding(&held).unwrap(), Some(live(1, 0)));
+    drop(third);
+}
+
+/// Two nodes bump one binding's generation 200 times each, read-modify-
+/// write, concurrently: every bump survives (the transactions of both
+/// nodes on one queue are one serial order under its lock), and each node
+/// reads the other's.
+#[test]
+fn two_nodes_serialize_their_write_transactions_on_one_queue() {
     let pg = cluster();
     let a = Arc::new(open(PgOptions::new(pg.conninfo())));
     let b = Arc::new(open(PgOptions::new(pg.conninfo())));
@@ -137,6 +176,7 @@ fn two_nodes_serialize_their_write_transactions() {
         std::thread::spawn(move || {
             for _ in 0..200 {
                 write(&*store, |t| {
+                    t.prefetch(&[(r, None)], true)?;
                     let b = t.binding(&r)?.expect("the binding");
                     t.put_binding(&r, &live(b.generation + 1, 0))
                 })
@@ -315,8 +355,10 @@ fn a_newer_schema_is_refused_by_name() {
         .unwrap();
     let err = PgStore::open(PgOptions::new(pg.conninfo())).expect_err("a newer schema");
     assert!(
-        err.to_string()
-            .contains("the database has rltp schema version 99, newer than this binary's 1"),
+        err.to_string().contains(&format!(
+            "the database has rltp schema version 99, newer than this binary's {}",
+            rltp_storage::postgres::schema::SCHEMA_VERSION
+        )),
         "{err}"
     );
     assert_eq!(

@@ -100,6 +100,12 @@ pub trait ReadTxn {
     /// The departure record of a deposit that left `rkid`'s queue.
     fn departure(&self, rkid: &Rkid, id: &DepositId) -> StoreResult<Option<DepartureRecord>>;
     /// Up to `limit` due entries with instant ≤ `upto`, earliest first.
+    /// In a write transaction of a store many nodes share, a bounded read
+    /// leaves out the entries of queues another node's transaction holds
+    /// (they stay due, for that node or a later transaction:
+    /// `PROTOCOL.md` §13 "Per-queue locks"); a read of every entry
+    /// (`limit = usize::MAX`) never leaves one out (it fails as a
+    /// [`StoreError::Conflict`] instead).
     fn due(&self, upto: Ms, limit: usize) -> StoreResult<Vec<(Ms, Due)>>;
     /// The earliest due instant, if any (for the sweeper's next wake-up).
     fn next_due(&self) -> StoreResult<Option<Ms>>;
@@ -199,19 +205,67 @@ pub trait WriteTxn: ReadTxn {
     fn unschedule(&mut self, at: Ms, due: &Due) -> StoreResult<()>;
     /// Adjusts the engine-maintained elastic occupancy (guarantee 5).
     fn add_elastic_bytes(&mut self, delta: i64) -> StoreResult<()>;
+    /// The bytes held in reserve for floors moved by `delta` (§4.4
+    /// guarantee 5): `+queue-floor` when a binding is installed where none
+    /// was held, `−queue-floor` when one is removed, `bindings × Δfloor`
+    /// when a revision moves the floor. Only a store that escrows capacity
+    /// ([`WriteTxn::escrow`]) counts it, spending it from its budget; the
+    /// others derive the reserve as `bindings × queue-floor`. Default:
+    /// nothing.
+    fn add_reserved_bytes(&mut self, delta: i64) -> StoreResult<()> {
+        let _ = delta;
+        Ok(())
+    }
+    /// §4.4 guarantees 2, 4 and 5 under **escrowed budgets**
+    /// (`PROTOCOL.md` §13 "Escrowed budgets"): for a store many nodes
+    /// share, what this transaction may still spend (its node's budget),
+    /// after moving into it what `need` lacks, where the shared pool (or
+    /// the budget of a node that is gone) has it. `None` (the default): the
+    /// store holds no budgets, and capacity is judged exactly on
+    /// [`ReadTxn::occupancy`].
+    ///
+    /// # Errors
+    /// [`StoreError`] if the budget cannot be read or moved.
+    fn escrow(&self, need: Need) -> StoreResult<Option<Escrow>> {
+        let _ = need;
+        Ok(None)
+    }
+    /// §5a.3 r4 for a return, under escrowed budgets: whether the carrier
+    /// is over its limits (the pool and every budget together below zero,
+    /// in bytes or in binding slots: a limit was lowered below what is
+    /// held). `None` (the default): judge on [`ReadTxn::occupancy`].
+    ///
+    /// # Errors
+    /// [`StoreError`] if the budgets cannot be read.
+    fn over_limits(&self) -> StoreResult<Option<bool>> {
+        Ok(None)
+    }
     /// Stores a declaration revision.
     fn put_declaration(&mut self, record: &DeclarationRecord) -> StoreResult<()>;
     /// A hint before the operations of a batch run: they will look up
     /// these queues (their binding, tombstone and counters) and, where an
     /// id is given, these deposits by id. A store whose reads are round
     /// trips (PostgreSQL) reads them all at once; answers are the same
-    /// either way. Default: nothing.
+    /// either way.
+    ///
+    /// A store many nodes share also **locks** the queues here, in `rkid`
+    /// order (`PROTOCOL.md` §13 "Per-queue locks"), and returns the queues
+    /// another node's transaction holds: the caller runs the operations on
+    /// those in a later transaction rather than wait. With `wait`, it
+    /// waits for every lock instead (in `rkid` order, so two nodes never
+    /// deadlock) and returns none; the caller asks for that once an
+    /// operation has been put off a few times, so none is put off for
+    /// ever. Default: nothing read ahead, nothing held elsewhere.
     ///
     /// # Errors
     /// [`StoreError`] if the reads fail (the batch then fails as a whole).
-    fn prefetch(&mut self, keys: &[(Rkid, Option<DepositId>)]) -> StoreResult<()> {
-        let _ = keys;
-        Ok(())
+    fn prefetch(
+        &mut self,
+        keys: &[(Rkid, Option<DepositId>)],
+        wait: bool,
+    ) -> StoreResult<Vec<Rkid>> {
+        let _ = (keys, wait);
+        Ok(Vec::new())
     }
     /// Records that held deposit `deposit` of `rkid` was found damaged at
     /// `at` (`reason`: the failed check): a quarantine record the operator

@@ -99,6 +99,18 @@ pub enum Due {
     Forget(Rkid, DepositId),
 }
 
+impl Due {
+    /// The queue the entry is about.
+    pub fn rkid(&self) -> &Rkid {
+        match self {
+            Due::OrphanExpiry(rkid)
+            | Due::Deadline(rkid)
+            | Due::GiveUp(rkid, _)
+            | Due::Forget(rkid, _) => rkid,
+        }
+    }
+}
+
 /// Byte occupancy (s5, s6, guarantee 5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Occupancy {
@@ -113,6 +125,26 @@ pub struct Occupancy {
     /// Σ over queues of `max(0, queue_bytes − queue_floor)`, maintained by
     /// the engine through [`crate::WriteTxn::add_elastic_bytes`].
     pub elastic_bytes: u64,
+}
+
+/// What a decision needs from an escrowed budget ([`crate::WriteTxn::escrow`]):
+/// bytes above the floors, and binding slots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Need {
+    /// Bytes (an arrival's floor, or a deposit's growth above its floor).
+    pub bytes: u64,
+    /// Binding slots (1 for an arrival).
+    pub slots: u64,
+}
+
+/// What a write transaction may spend of an escrowed budget
+/// ([`crate::WriteTxn::escrow`], `PROTOCOL.md` §13).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Escrow {
+    /// Bytes.
+    pub bytes: u64,
+    /// Binding slots.
+    pub slots: u64,
 }
 
 /// A published declaration revision (§4.4): the signed document bytes.

@@ -109,7 +109,7 @@ fn execute(args: &Args) -> Result<u8, Failure> {
     if args.publish_limits {
         let limits = server::node_limits::of(&config.limits);
         store
-            .publish_limits(limits)
+            .publish_limits(limits, config.constants.queue_floor_bytes())
             .map_err(|e| Failure::transport(format!("publishing the capacity limits: {e}")))?;
         lines.push_str(&format!(
             "capacity-bytes {}\nmax-bindings {}\n",

@@ -65,13 +65,14 @@ pub fn check_held_limits(
 }
 
 /// Stores the configured limits if the database holds none, then checks
-/// the configuration against what it holds ([`check_held_limits`]).
+/// the configuration against what it holds ([`check_held_limits`]);
+/// `floor` (the carrier's `queue-floor`, bytes) settles the escrow pool.
 ///
 /// # Errors
 /// [`ServerError::Config`] for a configuration that differs;
 /// [`ServerError::Store`] if the database cannot be read or written.
-pub fn claim(store: &PgStore, configured: &LimitsConfig) -> Result<(), ServerError> {
-    let held = store.claim_limits(of(configured))?;
+pub fn claim(store: &PgStore, configured: &LimitsConfig, floor: u64) -> Result<(), ServerError> {
+    let held = store.claim_limits(of(configured), floor)?;
     check_held_limits(Some(held), configured)
 }
 

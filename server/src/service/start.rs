@@ -171,7 +171,7 @@ impl Server<PgStore> {
             ));
         }
         check_node_declaration(&store, &data_dir, Some(&config.constants))?;
-        node_limits::claim(&store, &config.limits)?;
+        node_limits::claim(&store, &config.limits, config.constants.queue_floor_bytes())?;
         if !matches!(life, lineage::Life::Known(_)) {
             lineage::stamp_clock(&data_dir, store_id, crate::admin::now_ms())?;
         }

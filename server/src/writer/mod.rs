@@ -49,6 +49,15 @@
 //! operation never ran: [`CommitError::NotRun`]): a retriable answer
 //! upstream, never a partial effect. The writer survives the error and
 //! serves the next batch (a single I/O error never wedges the carrier).
+//! On a store many nodes share, a batch's prefetch also locks its queues
+//! ([`WriteTxn::prefetch`], `PROTOCOL.md` §13 "Per-queue locks"): the
+//! operations on a queue another node's transaction holds are **put off**
+//! to the next batch, in their order, rather than waited for; after
+//! [`PUT_OFF_ROUNDS`] batches in a row that put operations off (or when
+//! every operation of a batch would be), the batch waits for its queues'
+//! locks instead, so none is put off for ever. The batch's instant is read
+//! once its queues are held.
+//!
 //! One exception: a [`StoreError::Conflict`] — the database aborted the
 //! transaction as a serialization failure or a deadlock, so nothing of it
 //! was written — runs the whole batch again, in a fresh transaction, up
@@ -314,15 +323,28 @@ fn writer_loop<S: Store>(batches: &Batches<'_, S>, queue: &mpsc::Receiver<Job>, 
             tracing::error!(%error, "the sync thread could not start; the writer stops");
             return;
         }
-        while let Ok(first) = queue.recv() {
-            let mut batch = vec![first];
+        // Operations put off by the last batch (their queues were held by
+        // another node's transaction): first in the next one.
+        let mut put_off: Vec<Job> = Vec::new();
+        let mut rounds = 0;
+        loop {
+            let mut batch = std::mem::take(&mut put_off);
+            if batch.is_empty() {
+                match queue.recv() {
+                    Ok(first) => batch.push(first),
+                    Err(_) => break,
+                }
+            }
             while batch.len() < max_batch {
                 match queue.try_recv() {
                     Ok(job) => batch.push(job),
                     Err(_) => break,
                 }
             }
-            if let Some(committed) = run_batch(batches, batch)
+            let (committed, later) = run_batch(batches, batch, rounds >= PUT_OFF_ROUNDS);
+            rounds = if later.is_empty() { 0 } else { rounds + 1 };
+            put_off = later;
+            if let Some(committed) = committed
                 && to_syncer.send(committed).is_err()
             {
                 // The syncer died (a panic in an observer or a reply). The
@@ -389,39 +411,83 @@ fn fail_all<S: Store>(
     }
 }
 
-/// A batch attempt's prelude, before its operations: one prefetch of what
-/// its jobs name (when they name any), then the engine's prelude at `now`.
+/// Batches in a row that put operations off (their queues held by another
+/// node's transaction, [`WriteTxn::prefetch`]) before a batch waits for
+/// its queues' locks instead: no operation is put off for ever.
+const PUT_OFF_ROUNDS: u32 = 3;
+
+/// A batch attempt's prefetch of what its jobs name (when they name any),
+/// locking their queues on a store many nodes share; moves into `put_off`
+/// the jobs that name a queue another node's transaction holds (in their
+/// order), unless `wait`.
+fn prefetch(
+    batch: &mut Vec<Job>,
+    put_off: &mut Vec<Job>,
+    txn: &mut dyn WriteTxn,
+    wait: bool,
+) -> Result<(), StoreError> {
+    let mut hints: Vec<Hint> = Vec::new();
+    for job in batch.iter() {
+        job.hints(&mut hints);
+    }
+    if hints.is_empty() {
+        return Ok(());
+    }
+    let busy = txn.prefetch(&hints, wait)?;
+    if busy.is_empty() {
+        return Ok(());
+    }
+    let (later, now): (Vec<Job>, Vec<Job>) = std::mem::take(batch).into_iter().partition(|job| {
+        let mut named = Vec::new();
+        job.hints(&mut named);
+        named.iter().any(|(rkid, _)| busy.contains(rkid))
+    });
+    *batch = now;
+    put_off.extend(later);
+    Ok(())
+}
+
+/// A batch attempt's prelude, before its operations: the engine's prelude
+/// at `now`.
 fn run_prelude<S: Store>(
     batches: &Batches<'_, S>,
-    batch: &[Job],
     txn: &mut dyn WriteTxn,
     now: Ms,
     events: &mut Tally,
 ) -> Result<(), StoreError> {
-    let mut hints: Vec<Hint> = Vec::new();
-    for job in batch {
-        job.hints(&mut hints);
-    }
-    if hints.is_empty() {
-        Ok(())
-    } else {
-        txn.prefetch(&hints)
-    }
-    .and_then(|()| match batches.engine {
+    match batches.engine {
         Some(engine) => engine.prelude(txn, now, events),
         None => Ok(()),
-    })
+    }
 }
 
 /// Runs one batch in one write transaction and commits it visibly; returns
-/// it for the syncer, or `None` when it failed (its callers are answered).
-/// An operation that meets damaged data is refused alone and the others
-/// run again without it (module docs).
-fn run_batch<S: Store>(batches: &Batches<'_, S>, mut batch: Vec<Job>) -> Option<Pending> {
+/// it for the syncer, or `None` when it failed (its callers are answered),
+/// and the jobs put off to the next batch ([`prefetch`]). An operation
+/// that meets damaged data is refused alone and the others run again
+/// without it (module docs).
+fn run_batch<S: Store>(
+    batches: &Batches<'_, S>,
+    batch: Vec<Job>,
+    wait: bool,
+) -> (Option<Pending>, Vec<Job>) {
+    let mut put_off = Vec::new();
+    let pending = attempt_batch(batches, batch, &mut put_off, wait);
+    (pending, put_off)
+}
+
+fn attempt_batch<S: Store>(
+    batches: &Batches<'_, S>,
+    mut batch: Vec<Job>,
+    put_off: &mut Vec<Job>,
+    mut wait: bool,
+) -> Option<Pending> {
     let store = batches.store;
     // Attempts the database aborted as conflicts (module docs).
     let mut conflicts = 0;
     loop {
+        // Jobs put off by an attempt that did not commit run in this one.
+        batch.append(put_off);
         let count = batch.len();
         if count == 0 {
             return None;
@@ -438,7 +504,16 @@ fn run_batch<S: Store>(batches: &Batches<'_, S>, mut batch: Vec<Job>) -> Option<
                 return None;
             }
         };
-        // One reading per attempt: the batch's linearization instant.
+        let prelude = prefetch(&mut batch, put_off, &mut txn, wait);
+        if prelude.is_ok() && batch.is_empty() {
+            // Every queue it names is held by another node's transaction:
+            // wait for them (in `rkid` order) rather than spin.
+            drop(txn);
+            wait = true;
+            continue;
+        }
+        // One reading per attempt, once its queues are held: the batch's
+        // linearization instant.
         let now = batches.batch_now(&txn);
         // The events of this attempt: published only if it becomes durable.
         let mut events = Tally::default();
@@ -452,7 +527,8 @@ fn run_batch<S: Store>(batches: &Batches<'_, S>, mut batch: Vec<Job>) -> Option<
                 engine.set_constants(constants);
             }
         };
-        let prelude = run_prelude(batches, &batch, &mut txn, now, &mut events);
+        let prelude = prelude.and_then(|()| run_prelude(batches, &mut txn, now, &mut events));
+        let count = batch.len();
         if let Err(error) = prelude {
             drop(txn);
             restore();
@@ -465,14 +541,7 @@ fn run_batch<S: Store>(batches: &Batches<'_, S>, mut batch: Vec<Job>) -> Option<
             batches.failed(count, Duration::ZERO);
             return None;
         }
-        let mut failure = None;
-        for (i, job) in batch.iter_mut().enumerate() {
-            if let Err(error) = job.run(batches.engine, &mut txn, now, &mut events) {
-                failure = Some((i, error));
-                break;
-            }
-        }
-        if let Some((i, error)) = failure {
+        if let Some((i, error)) = run_jobs(batches.engine, &mut batch, &mut txn, now, &mut events) {
             // What this attempt did, its events and constants included, is
             // dropped.
             drop(txn);
@@ -526,6 +595,21 @@ fn run_batch<S: Store>(batches: &Batches<'_, S>, mut batch: Vec<Job>) -> Option<
             }
         };
     }
+}
+
+/// Runs the jobs of an attempt in order, until one fails: its index and
+/// error.
+fn run_jobs(
+    engine: Option<&Engine>,
+    batch: &mut [Job],
+    txn: &mut dyn WriteTxn,
+    now: Ms,
+    events: &mut Tally,
+) -> Option<(usize, StoreError)> {
+    batch
+        .iter_mut()
+        .enumerate()
+        .find_map(|(i, job)| job.run(engine, txn, now, events).err().map(|e| (i, e)))
 }
 
 /// How many times a batch the database aborted as a conflict runs again

@@ -7,8 +7,8 @@
 //! every node by `rltp-carrier migrate --publish-limits`
 //! ([`PgStore::publish_limits`]).
 
-use super::PgStore;
 use super::codec::{self, pg_error};
+use super::{PgStore, escrow};
 use crate::failure::Context;
 use crate::{StoreError, StoreResult};
 use tokio_postgres::Client;
@@ -89,19 +89,26 @@ async fn write(client: &Client, sql: &str, limits: HeldLimits) -> StoreResult<()
 impl PgStore {
     /// The limits the database holds, storing `proposed` first if it holds
     /// none (the first node of a database; of two first nodes racing, one
-    /// stores both rows and the other reads them).
+    /// stores both rows and the other reads them); then the pool is
+    /// recomputed from what is held ([`escrow::rebalance`]: a node's start
+    /// also settles what a lowered `queue-floor` or a restore moved).
+    /// `floor` is the carrier's `queue-floor` (bytes).
     ///
     /// # Errors
     /// [`StoreError`] if the database cannot be read or written.
-    pub fn claim_limits(&self, proposed: HeldLimits) -> StoreResult<HeldLimits> {
+    pub fn claim_limits(&self, proposed: HeldLimits, floor: u64) -> StoreResult<HeldLimits> {
         let pool = self.readers.clone();
-        self.io.run(async move {
+        let held = self.io.run(async move {
             let client = pooled(&pool).await?;
             write(&client, INSERT_ABSENT, proposed).await?;
-            read(&client).await?.ok_or_else(|| {
+            let held = read(&client).await?.ok_or_else(|| {
                 StoreError::Corrupt("rltp_meta: the capacity limits vanished".into())
-            })
-        })
+            })?;
+            escrow::rebalance(&client, held.capacity_bytes, held.max_bindings, floor).await?;
+            Ok(held)
+        })?;
+        *super::lock(&self.limits) = Some(held);
+        Ok(held)
     }
 
     /// The limits the database holds, if any.
@@ -110,19 +117,55 @@ impl PgStore {
     /// [`StoreError`] if the database cannot be read.
     pub fn held_limits(&self) -> StoreResult<Option<HeldLimits>> {
         let pool = self.readers.clone();
-        self.io
-            .run(async move { read(&*pooled(&pool).await?).await })
+        let held = self
+            .io
+            .run(async move { read(&*pooled(&pool).await?).await })?;
+        if held.is_some() {
+            *super::lock(&self.limits) = held;
+        }
+        Ok(held)
     }
 
     /// Replaces the limits every node judges capacity against (running
-    /// nodes adopt them within one `sweep-interval-ms`).
+    /// nodes adopt them within one `sweep-interval-ms`), and recomputes the
+    /// pool under them ([`escrow::rebalance`]: a lowered limit below what
+    /// is held leaves the pool in debt, so no lane refills and a return is
+    /// refused). `floor` is the carrier's `queue-floor` (bytes).
     ///
     /// # Errors
     /// [`StoreError`] if the database cannot be written.
-    pub fn publish_limits(&self, limits: HeldLimits) -> StoreResult<()> {
+    pub fn publish_limits(&self, limits: HeldLimits, floor: u64) -> StoreResult<()> {
         let pool = self.readers.clone();
-        self.io
-            .run(async move { write(&*pooled(&pool).await?, UPSERT, limits).await })
+        self.io.run(async move {
+            let client = pooled(&pool).await?;
+            write(&client, UPSERT, limits).await?;
+            escrow::rebalance(&client, limits.capacity_bytes, limits.max_bindings, floor)
+                .await
+                .map(drop)
+        })?;
+        *super::lock(&self.limits) = Some(limits);
+        Ok(())
+    }
+
+    /// The audit of the escrowed budgets ([`escrow`]): `(bytes, slots)`
+    /// not accounted for by the pool, the lanes and what is held under the
+    /// limits the database holds (both 0 when conserved; `None` without
+    /// limits). Exact only while no write transaction runs (tests, after
+    /// every node stopped or between batches).
+    ///
+    /// # Errors
+    /// [`StoreError`] if the database cannot be read.
+    pub fn audit_budgets(&self, floor: u64) -> StoreResult<Option<(i64, i64)>> {
+        let pool = self.readers.clone();
+        self.io.run(async move {
+            let client = pooled(&pool).await?;
+            match read(&client).await? {
+                Some(l) => escrow::audit(&client, l.capacity_bytes, l.max_bindings, floor)
+                    .await
+                    .map(Some),
+                None => Ok(None),
+            }
+        })
     }
 }
 

@@ -3,18 +3,23 @@
 //! as the embedded store.
 //!
 //! ## One database, many nodes, every rule exact
-//! - **Every write transaction holds the `rltp_occupancy` row lock** (taken
-//!   by `SELECT … FOR UPDATE` as the transaction begins), so the write
-//!   transactions of all nodes are serialized: the r5 state-table
-//!   transition is a compare-and-swap on the binding row, s5/s6 judge the
-//!   global occupancy, s3's byte identity is global, a queue's next `seq` is
-//!   its row's `last_seq + 1` under that lock (never a global serial: a
-//!   cursor over `nextval()` would skip deposits whose commits land out of
-//!   order), and a horizon entry of `rltp_due` is applied by exactly one
-//!   node (the one whose transaction first sees it due; it deletes it in
-//!   the same transaction, so a node that dies mid-sweep applied nothing).
-//!   Each node's own group commit (one writer per node) puts hundreds of
-//!   operations into one such transaction.
+//! - **Per-queue locks and escrowed budgets** ([`escrow`], `PROTOCOL.md`
+//!   §13): a write transaction holds the lock of every queue it touches
+//!   (taken in `rkid` order for the batch, without waiting: a queue another
+//!   node's transaction holds goes into the writer's next batch), so the
+//!   transactions of all nodes on one queue are serialized: the r5
+//!   state-table transition is a compare-and-swap on the binding row, s3's
+//!   byte identity and s5 are judged under the queue's lock, a queue's
+//!   next `seq` is its row's `last_seq + 1` under that lock (never a
+//!   global serial: a cursor over `nextval()` would skip deposits whose
+//!   commits land out of order), and a horizon entry of `rltp_due` is
+//!   applied by exactly one node (the one whose transaction holds its
+//!   queue and first sees it due; it deletes it in the same transaction,
+//!   so a node that dies mid-sweep applied nothing). s6 and r4 spend from
+//!   the node's lane budget, refilled from the pool in the same
+//!   transaction; floors are in no budget (g5). Each node's own group
+//!   commit (one writer per node) puts hundreds of operations into one
+//!   such transaction.
 //! - **Durability** is the database's: `admitted` is answered only after
 //!   `COMMIT` returned, with `synchronous_commit` on (and, with a
 //!   synchronous standby, confirmed by it). A commit whose outcome is
@@ -35,7 +40,7 @@
 //!   timer, so a database without LISTEN/NOTIFY, or a doorbell lost,
 //!   still delivers.
 //! - **One clock**: every write transaction reads the database's clock
-//!   once it holds the lock (`clock.rs`); the carrier stamps and judges
+//!   once it holds its queues' locks (`clock.rs`); the carrier stamps and judges
 //!   every horizon of the transaction on it, never on a node's own.
 //!
 //! ## How a write transaction talks to the database
@@ -57,6 +62,7 @@
 mod clock;
 mod codec;
 pub mod doorbell;
+mod escrow;
 mod limits;
 mod queries;
 mod read;
@@ -93,7 +99,8 @@ pub struct PgOptions {
     pub tls: PgTls,
     /// Longest wait for a connection.
     pub connect_timeout: Duration,
-    /// Longest a write transaction waits for the global lock.
+    /// Longest a write transaction waits for a lock (a queue's, once its
+    /// batch has been put off three times; the pool's; the tombstone gate).
     pub lock_timeout: Duration,
     /// Longest a `COMMIT` may take before its outcome counts as unknown
     /// (answered `unavailable`): bounds the wait for a synchronous standby
@@ -465,6 +472,12 @@ pub struct PgStore {
     options: PgOptions,
     /// The writer's connection (one per node), made again after a failure.
     writer: Mutex<Option<Arc<Client>>>,
+    /// The writer's lane ([`escrow`]): the one its session holds, kept
+    /// across a new session while it was not reclaimed.
+    lane: Mutex<Option<escrow::Lane>>,
+    /// The limits the database holds, as last read (a lane's refill
+    /// target, [`escrow::target`]).
+    limits: Mutex<Option<HeldLimits>>,
     /// Serializes this node's write transactions (the database lock
     /// serializes them across nodes).
     write_gate: Mutex<()>,
@@ -526,11 +539,12 @@ impl PgStore {
                 .build()
                 .map_err(|e| settings("pool", e))?
         };
-        let store_id = {
+        let (store_id, held_limits) = {
             let (config, connector) = (config.clone(), connector.clone());
             io.run_as(async move {
                 let client = connector.connect(&config).await?;
-                migrate(&client).await
+                let store_id = migrate(&client).await?;
+                Ok::<_, OpenError>((store_id, limits::read(&client).await?))
             })?
         };
         let doorbell = if options.notify {
@@ -546,6 +560,8 @@ impl PgStore {
             connector,
             options,
             writer: Mutex::new(None),
+            lane: Mutex::new(None),
+            limits: Mutex::new(held_limits),
             write_gate: Mutex::new(()),
             readers,
             challenges: ChallengeTable::default(),
@@ -630,12 +646,15 @@ impl PgStore {
         &self.options
     }
 
-    /// The writer's connection, connecting (again) if there is none or it
-    /// broke.
-    fn writer_client(&self) -> StoreResult<Arc<Client>> {
+    /// The writer's connection and its lane, connecting (again) if there
+    /// is none or it broke: the new session resumes the lane it had, or
+    /// claims a new one ([`escrow::resume`]).
+    fn writer_client(&self) -> StoreResult<(Arc<Client>, escrow::Lane)> {
         let mut writer = lock(&self.writer);
-        if let Some(client) = writer.as_ref().filter(|c| !c.is_closed()) {
-            return Ok(Arc::clone(client));
+        if let Some(client) = writer.as_ref().filter(|c| !c.is_closed())
+            && let Some(lane) = *lock(&self.lane)
+        {
+            return Ok((Arc::clone(client), lane));
         }
         *writer = None;
         let (config, connector) = (self.config.clone(), self.connector.clone());
@@ -654,9 +673,26 @@ impl PgStore {
                 .map_err(|e| pg_error("session settings", e))?;
             Ok(client)
         })?;
+        let had = *lock(&self.lane);
         let client = Arc::new(client);
+        let lane = {
+            let client = Arc::clone(&client);
+            self.io.run_within(self.round_trip(), async move {
+                escrow::resume(&client, had).await
+            })?
+        };
+        *lock(&self.lane) = Some(lane);
         *writer = Some(Arc::clone(&client));
-        Ok(client)
+        Ok((client, lane))
+    }
+
+    /// A lane's refill target under the limits last read
+    /// ([`escrow::target`]; none known: refills take only what a decision
+    /// needs).
+    fn target(&self) -> escrow::Budget {
+        lock(&self.limits).map_or(escrow::Budget::default(), |l| {
+            escrow::target(l.capacity_bytes, l.max_bindings)
+        })
     }
 
     /// Longest one round trip of a transaction may take: a statement
@@ -716,7 +752,7 @@ impl PgStore {
                 .await
                 .map_err(|e| pg_error("integrity snapshot", e))?;
             let mut problems = Vec::new();
-            let (o, quarantined) = queries::occupancy(&c, false).await?;
+            let (o, quarantined) = queries::occupancy(&c).await?;
             let row = c
                 .query_one(
                     "SELECT (SELECT count(*) FROM rltp_bindings), \
@@ -789,10 +825,14 @@ impl PgStore {
     /// # Errors
     /// [`StoreError::Postgres`].
     pub fn raise_seq_floor(&self, floor: u64) -> StoreResult<()> {
-        let client = self.writer_client()?;
+        let pool = self.readers.clone();
         // Big-endian bytes order as the numbers do, so the greater wins.
         let floor = floor.to_be_bytes().to_vec();
         self.io.run(async move {
+            let client = pool
+                .get()
+                .await
+                .map_err(|e| StoreError::Postgres(Context::new("postgres pool", e)))?;
             client
                 .execute(
                     "INSERT INTO rltp_meta (name, value) VALUES ('seq_floor', $1) \
@@ -972,8 +1012,8 @@ impl Store for PgStore {
 
     fn begin_write(&self) -> StoreResult<PgWrite<'_>> {
         let gate = lock(&self.write_gate);
-        let client = self.writer_client()?;
-        match PgWrite::begin(self, client, gate) {
+        let (client, lane) = self.writer_client()?;
+        match PgWrite::begin(self, client, lane, gate) {
             Ok(txn) => Ok(txn),
             Err(e) => {
                 self.drop_writer();

@@ -209,16 +209,22 @@ pub(super) async fn queue(client: &Client, rkid: &Rkid) -> StoreResult<Option<(u
     .transpose()
 }
 
-/// The global counters and the quarantine count; `lock` takes the row lock
-/// that serializes every write transaction of every node.
-pub(super) async fn occupancy(client: &Client, lock: bool) -> StoreResult<(Occupancy, u64)> {
-    let sql = if lock {
-        "SELECT total_bytes, bindings, deposits, tombstones, elastic_bytes, quarantined \
-         FROM rltp_occupancy WHERE id = 1 FOR UPDATE"
-    } else {
-        "SELECT total_bytes, bindings, deposits, tombstones, elastic_bytes, quarantined \
-         FROM rltp_occupancy WHERE id = 1"
-    };
+/// The global counters: `rltp_occupancy`'s plus every lane's share
+/// ([`super::escrow`]: the counters are sharded), and the quarantined
+/// count likewise. The elastic bytes read never below 0 (as every
+/// backend's bookkeeping keeps them).
+pub(super) async fn occupancy(client: &Client) -> StoreResult<(Occupancy, u64)> {
+    let sql = "SELECT o.total_bytes + l.total_bytes, o.bindings + l.bindings, \
+                      o.deposits + l.deposits, o.tombstones, \
+                      greatest(o.elastic_bytes + l.elastic_bytes, 0), o.quarantined + l.quarantined \
+               FROM rltp_occupancy o, \
+                    (SELECT coalesce(sum(total_bytes), 0)::int8 AS total_bytes, \
+                            coalesce(sum(bindings), 0)::int8 AS bindings, \
+                            coalesce(sum(deposits), 0)::int8 AS deposits, \
+                            coalesce(sum(elastic_bytes), 0)::int8 AS elastic_bytes, \
+                            coalesce(sum(quarantined), 0)::int8 AS quarantined \
+                     FROM rltp_lanes) l \
+               WHERE o.id = 1";
     let row = one(client, "read occupancy", sql, &[])
         .await?
         .ok_or_else(|| StoreError::Corrupt("rltp_occupancy has no row".into()))?;

@@ -110,7 +110,7 @@ impl ReadTxn for PgRead<'_> {
         self.run(|c| async move { Ok(queries::queue(&c, &rkid).await?.map_or(0, |q| q.1)) })
     }
     fn occupancy(&self) -> StoreResult<Occupancy> {
-        self.run(|c| async move { Ok(queries::occupancy(&c, false).await?.0) })
+        self.run(|c| async move { Ok(queries::occupancy(&c).await?.0) })
     }
     fn departure(&self, rkid: &Rkid, id: &DepositId) -> StoreResult<Option<DepartureRecord>> {
         let (rkid, id) = (*rkid, *id);
@@ -126,7 +126,7 @@ impl ReadTxn for PgRead<'_> {
         self.run(|c| async move { queries::declaration(&c).await })
     }
     fn quarantined(&self) -> StoreResult<u64> {
-        self.run(|c| async move { Ok(queries::occupancy(&c, false).await?.1) })
+        self.run(|c| async move { Ok(queries::occupancy(&c).await?.1) })
     }
     fn binding_phases(&self) -> StoreResult<BindingPhases> {
         self.run(|c| async move { queries::binding_phases(&c).await })

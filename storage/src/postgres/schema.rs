@@ -9,7 +9,9 @@
 //! | table | key | what |
 //! |---|---|---|
 //! | `rltp_meta` | `name` | `schema_version` (u32 BE), `store_id` (16 bytes), `declaration` (revision u64 BE ‖ document), `seq_floor` (u64 BE) |
-//! | `rltp_occupancy` | `id = 1` | the global counters (s5, s6, guarantee 5); its row lock serializes every write transaction of every node |
+//! | `rltp_occupancy` | `id = 1` | the counters (s5, s6, guarantee 5) not held in a lane's share; the tombstone count, exact; its row lock is the tombstone gate (`escrow.rs`) |
+//! | `rltp_pool` | `id = 1` | the capacity no node holds: bytes above the floors and binding slots (`escrow.rs`) |
+//! | `rltp_lanes` | `lane` | each node's budget (bytes, slots), its epoch, and its share of the counters (`escrow.rs`) |
 //! | `rltp_bindings` | `rkid` | held bindings; `closing_deadline` NULL = `live` |
 //! | `rltp_tombstones` | `rkid` | released bindings; index `(released_at, rkid)` = eviction order |
 //! | `rltp_queues` | `rkid` | `last_seq` (the queue's highest `seq` ever handed out, kept forever), `bytes` held |
@@ -23,10 +25,11 @@
 //! orders of the embedded store hold here too).
 
 /// The schema this binary reads and writes.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Migration `n` (1-based) is `MIGRATIONS[n - 1]`.
-pub const MIGRATIONS: [&str; 1] = [r"
+pub const MIGRATIONS: [&str; 2] = [
+    r"
 CREATE TABLE rltp_meta (
     name text PRIMARY KEY,
     value bytea NOT NULL
@@ -97,7 +100,30 @@ CREATE TABLE rltp_quarantine (
     reason text NOT NULL,
     PRIMARY KEY (rkid, seq)
 );
-"];
+",
+    // 2: escrowed budgets (issue 23): the pool and the lanes; the pool is
+    // filled by the first rebalance (`escrow::rebalance`), when a node
+    // stores or finds the limits.
+    r"
+CREATE TABLE rltp_pool (
+    id smallint PRIMARY KEY CHECK (id = 1),
+    bytes bigint NOT NULL,
+    slots bigint NOT NULL
+);
+INSERT INTO rltp_pool VALUES (1, 0, 0);
+CREATE TABLE rltp_lanes (
+    lane integer PRIMARY KEY,
+    epoch bigint NOT NULL,
+    bytes bigint NOT NULL,
+    slots bigint NOT NULL,
+    total_bytes bigint NOT NULL,
+    deposits bigint NOT NULL,
+    bindings bigint NOT NULL,
+    elastic_bytes bigint NOT NULL,
+    quarantined bigint NOT NULL
+);
+",
+];
 
 /// Why the schema cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,27 +1,36 @@
 //! Write transactions: one database transaction on the node's writer
-//! connection, holding the `rltp_occupancy` row lock from its first
-//! statement to its `COMMIT` (see the module docs of [`super`]).
+//! connection, holding its lane's row and the locks of the queues it
+//! touches from the moment it first touches each to its `COMMIT`
+//! ([`super::escrow`]; see the module docs of [`super`]).
 //!
-//! Point reads are cached for the transaction (exact under the lock);
+//! Point reads are cached for the transaction (exact under the queue's
+//! lock, taken before the first read);
 //! mutations are buffered as the final state of each row they touch and
 //! written as one multi-row statement per table, pipelined, before any
 //! range read and at commit.
 
 use super::codec::{self, DueKey, big, pg_error};
+use super::escrow::{self, Budget, Lane, queue_key};
 use super::{Connector, PgStore, clock, queries};
 use crate::{
-    Binding, DeclarationRecord, Departure, DepartureRecord, Deposit, DepositId, Due, Ms, Occupancy,
-    ReadTxn, StoreError, StoreResult, Tombstone, WriteTxn,
+    Binding, DeclarationRecord, Departure, DepartureRecord, Deposit, DepositId, Due, Escrow, Ms,
+    Need, Occupancy, ReadTxn, StoreError, StoreResult, Tombstone, WriteTxn,
 };
+use budget::COUNTER_BASE;
 use rltp_proofs::multikey::Rkid;
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 use tokio_postgres::Client;
 use tokio_postgres::types::{ToSql, Type};
+
+mod budget;
+mod columns;
+
+use columns::{BindingColumns, DepositColumns, DueColumns};
 
 /// A queue's counters: the highest `seq` handed out, and bytes held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -36,7 +45,9 @@ pub struct PgWrite<'a> {
     client: Arc<Client>,
     _gate: MutexGuard<'a, ()>,
     open: bool,
-    /// The database's clock, read once the lock was held ([`super::clock`]).
+    /// This node's lane, its row locked as the transaction began.
+    lane: Lane,
+    /// The database's clock, read once the lane was held ([`super::clock`]).
     now: Ms,
     /// The transaction's caches and buffers (reads take `&self` and fill
     /// caches or flush buffers: only the writer thread uses a write
@@ -47,9 +58,18 @@ pub struct PgWrite<'a> {
 /// A write transaction's own state.
 #[derive(Default)]
 struct Inner {
+    /// The counters as [`COUNTER_BASE`] plus this transaction's changes.
     occupancy: Occupancy,
     quarantined: u64,
     seq_floor: u64,
+    /// The queue locks held (keys, [`queue_key`]).
+    locked: HashSet<i64>,
+    /// The lane's budget as this transaction leaves it so far.
+    budget: Budget,
+    /// The pool, once this transaction locked its row (a refill).
+    pool: Option<Budget>,
+    /// Whether this transaction holds the tombstone gate.
+    gate: bool,
     // Point caches: the row's state in this transaction (None: no row).
     bindings: HashMap<Rkid, Option<Binding>>,
     tombstones: HashMap<Rkid, Option<Tombstone>>,
@@ -76,8 +96,8 @@ struct Inner {
 }
 
 /// Due entries fetched from the database in one read, kept exact by the
-/// transaction's own `schedule`/`unschedule` (the global lock keeps every
-/// other writer out): the batch prelude and the sweep take entries one at
+/// transaction's own `schedule`/`unschedule` (only its entries of queues
+/// this transaction holds are kept, and no other writer changes those): the batch prelude and the sweep take entries one at
 /// a time, and each is answered here without a round trip.
 struct DueWindow {
     /// The instant (biased, [`codec::due_at`]) the window was read up to.
@@ -153,38 +173,59 @@ fn pipeline(client: Arc<Client>, statements: Vec<Statement>) -> Pending {
 }
 
 impl<'a> PgWrite<'a> {
-    /// `BEGIN`, the global lock (with the counters), the seq floor.
+    /// `BEGIN`, this node's lane row (its budget; a lane reclaimed since
+    /// is a [`StoreError::Conflict`] and the store takes a new one), the
+    /// seq floor, the database's clock.
     pub(super) fn begin(
         store: &'a PgStore,
         client: Arc<Client>,
+        lane: Lane,
         gate: MutexGuard<'a, ()>,
     ) -> StoreResult<PgWrite<'a>> {
         let c = Arc::clone(&client);
         let within = store.round_trip();
-        let ((occupancy, quarantined), seq_floor, now) =
-            store.io.run_within(within, async move {
-                let begin = c.batch_execute("BEGIN ISOLATION LEVEL READ COMMITTED");
-                let lock = queries::occupancy(&c, true);
-                let floor = queries::meta_u64(&c, "seq_floor");
-                // Sent after the lock statement, so read once the lock is held.
-                let now = clock::read(&c);
-                let (begin, lock, floor, now) = tokio::join!(begin, lock, floor, now);
-                begin.map_err(|e| pg_error("begin", e))?;
-                Ok((lock?, floor?, now?))
-            })?;
-        Ok(PgWrite {
+        let (budget, seq_floor, now) = store.io.run_within(within, async move {
+            let begin = c.batch_execute("BEGIN ISOLATION LEVEL READ COMMITTED");
+            let lock = escrow::lock_own(&c, lane);
+            let floor = queries::meta_u64(&c, "seq_floor");
+            // Sent after the lane's lock, so read once it is held.
+            let now = clock::read(&c);
+            let (begin, lock, floor, now) = tokio::join!(begin, lock, floor, now);
+            begin.map_err(|e| pg_error("begin", e))?;
+            Ok((lock?, floor?, now?))
+        })?;
+        let txn = PgWrite {
             store,
             client,
             _gate: gate,
             open: true,
+            lane,
             now,
             inner: RefCell::new(Inner {
-                occupancy,
-                quarantined,
+                occupancy: Occupancy {
+                    total_bytes: COUNTER_BASE,
+                    bindings: COUNTER_BASE,
+                    deposits: COUNTER_BASE,
+                    tombstones: COUNTER_BASE,
+                    elastic_bytes: COUNTER_BASE,
+                },
+                quarantined: COUNTER_BASE,
                 seq_floor,
+                budget: budget.unwrap_or_default(),
                 ..Inner::default()
             }),
-        })
+        };
+        if budget.is_none() {
+            // Dropped: rolled back. The store takes a new lane.
+            return Err(StoreError::Conflict(
+                format!(
+                    "lane {} was reclaimed (its session ended): taking a new one",
+                    lane.id
+                )
+                .into(),
+            ));
+        }
+        Ok(txn)
     }
 
     /// Runs `query` on the writer's connection.
@@ -217,24 +258,16 @@ impl<'a> PgWrite<'a> {
     /// other nodes rung for the queues it admitted to ([`super::doorbell`]:
     /// no `NOTIFY` is ever part of the write transaction).
     pub(super) fn commit(mut self) -> StoreResult<()> {
-        let (mut statements, o, quarantined, admitted) = {
+        let (mut statements, admitted) = {
             let mut inner = self.inner.borrow_mut();
             let statements = inner.drain()?;
             let admitted = std::mem::take(&mut inner.admitted);
-            (statements, inner.occupancy, inner.quarantined, admitted)
+            (statements, admitted)
         };
-        statements.push(
-            Statement::new(
-                "write occupancy",
-                "UPDATE rltp_occupancy SET total_bytes = $1, bindings = $2, deposits = $3, \
-                 tombstones = $4, elastic_bytes = $5, quarantined = $6 WHERE id = 1",
-            )
-            .param(big(o.total_bytes)?, Type::INT8)
-            .param(big(o.bindings)?, Type::INT8)
-            .param(big(o.deposits)?, Type::INT8)
-            .param(big(o.tombstones)?, Type::INT8)
-            .param(big(o.elastic_bytes)?, Type::INT8)
-            .param(big(quarantined)?, Type::INT8),
+        statements.extend(
+            self.inner
+                .get_mut()
+                .budget_statements(self.lane, self.store.target())?,
         );
         let client = Arc::clone(&self.client);
         let timeout = self.store.options.commit_timeout;
@@ -308,7 +341,63 @@ impl<'a> PgWrite<'a> {
         Ok(())
     }
 
+    /// Reads ahead what the batch's operations will look up (the
+    /// queues' rows, deposits by id), for queues this transaction holds.
+    fn read_ahead(&mut self, keys: &[(Rkid, Option<DepositId>)]) -> StoreResult<()> {
+        // Only what the transaction has not read yet (its own state wins).
+        let inner = self.inner.get_mut();
+        let mut rkids: BTreeSet<Rkid> = BTreeSet::new();
+        let mut by_id: BTreeSet<(Rkid, DepositId)> = BTreeSet::new();
+        for (rkid, id) in keys {
+            if !inner.bindings.contains_key(rkid)
+                || !inner.tombstones.contains_key(rkid)
+                || !inner.queues.contains_key(rkid)
+            {
+                rkids.insert(*rkid);
+            }
+            if let Some(id) = id
+                && !inner.identity.contains_key(&(*rkid, *id))
+            {
+                by_id.insert((*rkid, *id));
+            }
+        }
+        if rkids.is_empty() && by_id.is_empty() {
+            return Ok(());
+        }
+        let rkid_bytes: Vec<Vec<u8>> = rkids.iter().map(|r| r.as_bytes().to_vec()).collect();
+        let id_rkids: Vec<Vec<u8>> = by_id.iter().map(|(r, _)| r.as_bytes().to_vec()).collect();
+        let ids: Vec<Vec<u8>> = by_id.iter().map(|(_, i)| i.0.to_vec()).collect();
+        let found = self
+            .run(move |c| async move { queries::prefetch(&c, rkid_bytes, id_rkids, ids).await })?;
+        let inner = self.inner.get_mut();
+        // Every key asked for gets an answer: absent rows are None.
+        for rkid in &rkids {
+            inner.bindings.entry(*rkid).or_insert(None);
+            inner.tombstones.entry(*rkid).or_insert(None);
+            inner.queues.entry(*rkid).or_default();
+        }
+        for key in &by_id {
+            inner.identity.entry(*key).or_insert(None);
+        }
+        for (rkid, b) in found.bindings {
+            inner.bindings.insert(rkid, Some(b));
+        }
+        for (rkid, t) in found.tombstones {
+            inner.tombstones.insert(rkid, Some(t));
+        }
+        for (rkid, (last_seq, bytes)) in found.queues {
+            inner.queues.insert(rkid, QueueRow { last_seq, bytes });
+        }
+        for (rkid, d) in found.deposits {
+            if !inner.removed.contains(&(rkid, d.seq)) {
+                inner.identity.insert((rkid, d.id), Some(d));
+            }
+        }
+        Ok(())
+    }
+
     fn binding_cached(&self, rkid: &Rkid) -> StoreResult<Option<Binding>> {
+        self.hold(rkid)?;
         if let Some(b) = self.inner.borrow().bindings.get(rkid) {
             return Ok(*b);
         }
@@ -319,6 +408,7 @@ impl<'a> PgWrite<'a> {
     }
 
     fn tombstone_cached(&self, rkid: &Rkid) -> StoreResult<Option<Tombstone>> {
+        self.hold(rkid)?;
         if let Some(t) = self.inner.borrow().tombstones.get(rkid) {
             return Ok(*t);
         }
@@ -329,6 +419,7 @@ impl<'a> PgWrite<'a> {
     }
 
     fn queue_cached(&self, rkid: &Rkid) -> StoreResult<QueueRow> {
+        self.hold(rkid)?;
         if let Some(q) = self.inner.borrow().queues.get(rkid) {
             return Ok(*q);
         }
@@ -600,110 +691,6 @@ async fn cancel(client: &Client, connector: &Connector) {
     };
 }
 
-#[derive(Default)]
-struct BindingColumns {
-    rkid: Vec<Vec<u8>>,
-    deadline: Vec<Option<i64>>,
-    generation: Vec<i64>,
-    principal: Vec<Vec<u8>>,
-    last: Vec<i64>,
-}
-
-impl BindingColumns {
-    fn push(&mut self, rkid: &Rkid, b: &Binding) -> StoreResult<()> {
-        self.rkid.push(rkid.as_bytes().to_vec());
-        self.deadline.push(codec::closing_deadline(b)?);
-        self.generation.push(big(b.generation)?);
-        self.principal.push(b.principal.to_vec());
-        self.last.push(big(b.last_collection_at)?);
-        Ok(())
-    }
-
-    fn statement(self) -> Statement {
-        Statement::new(
-            "write bindings",
-            "INSERT INTO rltp_bindings (rkid, closing_deadline, generation, principal, last_collection_at) \
-             SELECT * FROM unnest($1::bytea[], $2::int8[], $3::int8[], $4::bytea[], $5::int8[]) \
-             ON CONFLICT (rkid) DO UPDATE SET closing_deadline = EXCLUDED.closing_deadline, \
-             generation = EXCLUDED.generation, principal = EXCLUDED.principal, \
-             last_collection_at = EXCLUDED.last_collection_at",
-        )
-        .param(self.rkid, Type::BYTEA_ARRAY)
-        .param(self.deadline, Type::INT8_ARRAY)
-        .param(self.generation, Type::INT8_ARRAY)
-        .param(self.principal, Type::BYTEA_ARRAY)
-        .param(self.last, Type::INT8_ARRAY)
-    }
-}
-
-#[derive(Default)]
-struct DepositColumns {
-    rkid: Vec<Vec<u8>>,
-    seq: Vec<i64>,
-    id: Vec<Vec<u8>>,
-    len: Vec<i32>,
-    admitted: Vec<i64>,
-    give_up: Vec<i64>,
-    bytes: Vec<Vec<u8>>,
-}
-
-impl DepositColumns {
-    fn push(&mut self, rkid: &Rkid, d: &Deposit, bytes: Vec<u8>) -> StoreResult<()> {
-        self.rkid.push(rkid.as_bytes().to_vec());
-        self.seq.push(big(d.seq)?);
-        self.id.push(d.id.0.to_vec());
-        self.len.push(codec::len(d)?);
-        self.admitted.push(big(d.admitted_at)?);
-        self.give_up.push(big(d.give_up_at)?);
-        self.bytes.push(bytes);
-        Ok(())
-    }
-
-    fn statement(self) -> Statement {
-        Statement::new(
-            "append deposits",
-            "INSERT INTO rltp_deposits (rkid, seq, id, len, admitted_at, give_up_at, bytes) \
-             SELECT * FROM unnest($1::bytea[], $2::int8[], $3::bytea[], $4::int4[], $5::int8[], \
-             $6::int8[], $7::bytea[])",
-        )
-        .param(self.rkid, Type::BYTEA_ARRAY)
-        .param(self.seq, Type::INT8_ARRAY)
-        .param(self.id, Type::BYTEA_ARRAY)
-        .param(self.len, Type::INT4_ARRAY)
-        .param(self.admitted, Type::INT8_ARRAY)
-        .param(self.give_up, Type::INT8_ARRAY)
-        .param(self.bytes, Type::BYTEA_ARRAY)
-    }
-}
-
-#[derive(Default)]
-struct DueColumns {
-    at: Vec<i64>,
-    tag: Vec<i16>,
-    rkid: Vec<Vec<u8>>,
-    seq: Vec<i64>,
-    id: Vec<Vec<u8>>,
-}
-
-impl DueColumns {
-    fn push(&mut self, (at, tag, rkid, seq, id): DueKey) {
-        self.at.push(at);
-        self.tag.push(tag);
-        self.rkid.push(rkid);
-        self.seq.push(seq);
-        self.id.push(id);
-    }
-
-    fn statement(self, what: &'static str, sql: &'static str) -> Statement {
-        Statement::new(what, sql)
-            .param(self.at, Type::INT8_ARRAY)
-            .param(self.tag, Type::INT2_ARRAY)
-            .param(self.rkid, Type::BYTEA_ARRAY)
-            .param(self.seq, Type::INT8_ARRAY)
-            .param(self.id, Type::BYTEA_ARRAY)
-    }
-}
-
 impl Drop for PgWrite<'_> {
     fn drop(&mut self) {
         if self.open {
@@ -731,6 +718,7 @@ impl ReadTxn for PgWrite<'_> {
         self.tombstone_cached(rkid)
     }
     fn oldest_tombstone(&self) -> StoreResult<Option<(Rkid, Tombstone)>> {
+        self.gate()?;
         self.flush()?;
         self.run(|c| async move { queries::oldest_tombstone(&c).await })
     }
@@ -738,6 +726,7 @@ impl ReadTxn for PgWrite<'_> {
         // The database's rows merged with this transaction's buffered
         // appends and removals (no flush): read as many more rows as the
         // transaction removed from this part of the queue.
+        self.hold(rkid)?;
         let from = after.map_or(0, |a| a.saturating_add(1));
         if limit == 1 && after.is_some() {
             // The deposit at exactly `from`, if the transaction knows it
@@ -779,6 +768,7 @@ impl ReadTxn for PgWrite<'_> {
         Ok(out)
     }
     fn deposit_by_id(&self, rkid: &Rkid, id: &DepositId) -> StoreResult<Option<Deposit>> {
+        self.hold(rkid)?;
         if let Some(d) = self.inner.borrow().identity.get(&(*rkid, *id)) {
             return Ok(*d);
         }
@@ -801,9 +791,12 @@ impl ReadTxn for PgWrite<'_> {
         Ok(self.queue_cached(rkid)?.bytes)
     }
     fn occupancy(&self) -> StoreResult<Occupancy> {
-        Ok(self.inner.borrow().occupancy)
+        // The tombstone count is exact under the gate (the eviction bound).
+        self.gate()?;
+        Ok(self.counters()?.0)
     }
     fn departure(&self, rkid: &Rkid, id: &DepositId) -> StoreResult<Option<DepartureRecord>> {
+        self.hold(rkid)?;
         if let Some(d) = self.inner.borrow().departures.get(&(*rkid, *id)) {
             return Ok(*d);
         }
@@ -841,6 +834,17 @@ impl ReadTxn for PgWrite<'_> {
         } else {
             entries.keys().next_back().cloned()
         };
+        // Only the entries of queues this transaction holds, or can take
+        // now: those of queues another node's transaction holds stay due
+        // (`ReadTxn::due`).
+        let held = self.hold_all(entries.values().map(|(_, due)| *due.rkid()))?;
+        let before = entries.len();
+        entries.retain(|_, (_, due)| held.contains(&queue_key(due.rkid())));
+        if limit == usize::MAX && entries.len() < before {
+            return Err(StoreError::Conflict(
+                "a queue of the due index is held by another node's transaction".into(),
+            ));
+        }
         let known: Vec<(Ms, Due)> = entries.values().take(limit).copied().collect();
         self.read_given_up(&entries)?;
         self.inner.borrow_mut().due_window = Some(DueWindow {
@@ -861,7 +865,7 @@ impl ReadTxn for PgWrite<'_> {
         self.run(|c| async move { queries::declaration(&c).await })
     }
     fn quarantined(&self) -> StoreResult<u64> {
-        Ok(self.inner.borrow().quarantined)
+        Ok(self.counters()?.1)
     }
 }
 
@@ -871,6 +875,7 @@ impl WriteTxn for PgWrite<'_> {
         let inner = self.inner.get_mut();
         if !existed {
             inner.occupancy.binding_added();
+            inner.budget.slots -= 1;
         }
         inner.bindings.insert(*rkid, Some(*binding));
         inner.dirty_bindings.insert(*rkid);
@@ -881,12 +886,14 @@ impl WriteTxn for PgWrite<'_> {
         if removed.is_some() {
             let inner = self.inner.get_mut();
             inner.occupancy.binding_removed();
+            inner.budget.slots += 1;
             inner.bindings.insert(*rkid, None);
             inner.dirty_bindings.insert(*rkid);
         }
         Ok(removed)
     }
     fn put_tombstone(&mut self, rkid: &Rkid, tombstone: &Tombstone) -> StoreResult<()> {
+        self.gate()?;
         let existed = self.tombstone_cached(rkid)?.is_some();
         let inner = self.inner.get_mut();
         if !existed {
@@ -897,6 +904,7 @@ impl WriteTxn for PgWrite<'_> {
         Ok(())
     }
     fn remove_tombstone(&mut self, rkid: &Rkid) -> StoreResult<Option<Tombstone>> {
+        self.gate()?;
         let removed = self.tombstone_cached(rkid)?;
         if removed.is_some() {
             let inner = self.inner.get_mut();
@@ -937,6 +945,7 @@ impl WriteTxn for PgWrite<'_> {
         Ok(deposit)
     }
     fn remove_deposit(&mut self, rkid: &Rkid, seq: u64) -> StoreResult<Option<Deposit>> {
+        self.hold(rkid)?;
         let (from_buffer, already_removed) = {
             let inner = self.inner.get_mut();
             (
@@ -980,18 +989,21 @@ impl WriteTxn for PgWrite<'_> {
         id: &DepositId,
         record: &DepartureRecord,
     ) -> StoreResult<()> {
+        self.hold(rkid)?;
         let inner = self.inner.get_mut();
         inner.departures.insert((*rkid, *id), Some(*record));
         inner.dirty_departures.insert((*rkid, *id));
         Ok(())
     }
     fn remove_departure(&mut self, rkid: &Rkid, id: &DepositId) -> StoreResult<()> {
+        self.hold(rkid)?;
         let inner = self.inner.get_mut();
         inner.departures.insert((*rkid, *id), None);
         inner.dirty_departures.insert((*rkid, *id));
         Ok(())
     }
     fn schedule(&mut self, at: Ms, due: &Due) -> StoreResult<()> {
+        self.hold(due.rkid())?;
         let key = codec::due_key(at, due)?;
         let inner = self.inner.get_mut();
         if let Some(w) = &mut inner.due_window
@@ -1003,6 +1015,7 @@ impl WriteTxn for PgWrite<'_> {
         Ok(())
     }
     fn unschedule(&mut self, at: Ms, due: &Due) -> StoreResult<()> {
+        self.hold(due.rkid())?;
         let key = codec::due_key(at, due)?;
         let inner = self.inner.get_mut();
         if let Some(w) = &mut inner.due_window {
@@ -1012,65 +1025,52 @@ impl WriteTxn for PgWrite<'_> {
         Ok(())
     }
     fn add_elastic_bytes(&mut self, delta: i64) -> StoreResult<()> {
-        let o = &mut self.inner.get_mut().occupancy;
-        o.add_elastic(delta);
+        let inner = self.inner.get_mut();
+        inner.occupancy.add_elastic(delta);
+        inner.budget.bytes = inner.budget.bytes.saturating_sub(delta);
         Ok(())
+    }
+    fn add_reserved_bytes(&mut self, delta: i64) -> StoreResult<()> {
+        let inner = self.inner.get_mut();
+        inner.budget.bytes = inner.budget.bytes.saturating_sub(delta);
+        Ok(())
+    }
+    fn escrow(&self, need: Need) -> StoreResult<Option<Escrow>> {
+        let need = Budget {
+            bytes: i64::try_from(need.bytes).unwrap_or(i64::MAX),
+            slots: i64::try_from(need.slots).unwrap_or(i64::MAX),
+        };
+        let budget = self.inner.borrow().budget;
+        if budget.bytes < need.bytes || budget.slots < need.slots {
+            self.refill(need)?;
+        }
+        let budget = self.inner.borrow().budget;
+        Ok(Some(Escrow {
+            bytes: u64::try_from(budget.bytes).unwrap_or(0),
+            slots: u64::try_from(budget.slots).unwrap_or(0),
+        }))
+    }
+    fn over_limits(&self) -> StoreResult<Option<bool>> {
+        self.run(|c| async move { escrow::over_limits(&c).await })
+            .map(Some)
     }
     fn put_declaration(&mut self, record: &DeclarationRecord) -> StoreResult<()> {
         self.inner.get_mut().declaration = Some(record.clone());
         Ok(())
     }
-    fn prefetch(&mut self, keys: &[(Rkid, Option<DepositId>)]) -> StoreResult<()> {
-        // Only what the transaction has not read yet (its own state wins).
-        let inner = self.inner.get_mut();
-        let mut rkids: BTreeSet<Rkid> = BTreeSet::new();
-        let mut by_id: BTreeSet<(Rkid, DepositId)> = BTreeSet::new();
-        for (rkid, id) in keys {
-            if !inner.bindings.contains_key(rkid)
-                || !inner.tombstones.contains_key(rkid)
-                || !inner.queues.contains_key(rkid)
-            {
-                rkids.insert(*rkid);
-            }
-            if let Some(id) = id
-                && !inner.identity.contains_key(&(*rkid, *id))
-            {
-                by_id.insert((*rkid, *id));
-            }
-        }
-        if rkids.is_empty() && by_id.is_empty() {
-            return Ok(());
-        }
-        let rkid_bytes: Vec<Vec<u8>> = rkids.iter().map(|r| r.as_bytes().to_vec()).collect();
-        let id_rkids: Vec<Vec<u8>> = by_id.iter().map(|(r, _)| r.as_bytes().to_vec()).collect();
-        let ids: Vec<Vec<u8>> = by_id.iter().map(|(_, i)| i.0.to_vec()).collect();
-        let found = self
-            .run(move |c| async move { queries::prefetch(&c, rkid_bytes, id_rkids, ids).await })?;
-        let inner = self.inner.get_mut();
-        // Every key asked for gets an answer: absent rows are None.
-        for rkid in &rkids {
-            inner.bindings.entry(*rkid).or_insert(None);
-            inner.tombstones.entry(*rkid).or_insert(None);
-            inner.queues.entry(*rkid).or_default();
-        }
-        for key in &by_id {
-            inner.identity.entry(*key).or_insert(None);
-        }
-        for (rkid, b) in found.bindings {
-            inner.bindings.insert(rkid, Some(b));
-        }
-        for (rkid, t) in found.tombstones {
-            inner.tombstones.insert(rkid, Some(t));
-        }
-        for (rkid, (last_seq, bytes)) in found.queues {
-            inner.queues.insert(rkid, QueueRow { last_seq, bytes });
-        }
-        for (rkid, d) in found.deposits {
-            if !inner.removed.contains(&(rkid, d.seq)) {
-                inner.identity.insert((rkid, d.id), Some(d));
-            }
-        }
-        Ok(())
+    fn prefetch(
+        &mut self,
+        keys: &[(Rkid, Option<DepositId>)],
+        wait: bool,
+    ) -> StoreResult<Vec<Rkid>> {
+        let busy = self.lock_queues(keys, wait)?;
+        let keys: Vec<(Rkid, Option<DepositId>)> = keys
+            .iter()
+            .filter(|(rkid, _)| !busy.contains(rkid))
+            .copied()
+            .collect();
+        self.read_ahead(&keys)?;
+        Ok(busy)
     }
     fn quarantine(
         &mut self,
@@ -1079,6 +1079,7 @@ impl WriteTxn for PgWrite<'_> {
         at: Ms,
         reason: &str,
     ) -> StoreResult<()> {
+        self.hold(rkid)?;
         let inner = self.inner.get_mut();
         inner
             .quarantine
