@@ -74,6 +74,12 @@ pub struct NodeRun {
     /// CPU of everything but the first node and this harness (the other
     /// nodes and PostgreSQL included), cores.
     pub foreign_cpu_cores: f64,
+    /// The nodes' database sessions found waiting for a lock (PostgreSQL's
+    /// `wait_event_type = 'Lock'`: a queue's, the pool's, the tombstone
+    /// gate), as a share of those found running a statement, sampled every
+    /// 100 ms through the window (0 for the embedded store).
+    #[serde(default)]
+    pub lock_wait_share: f64,
 }
 
 /// One pgbench run.
@@ -232,7 +238,9 @@ async fn cell(
     .await?;
     let targets = Targets::of_rkids(&rkids);
     let before = batches(&ports)?;
+    let sampler = (store == "postgres").then(|| LockSampler::start(cluster.conninfo()));
     let result = load::run(System::Nodes(&procs), spec, &targets).await?;
+    let lock_wait_share = sampler.map_or(0.0, LockSampler::stop);
     let after = batches(&ports)?;
     for proc in procs {
         proc.stop().await?;
@@ -248,7 +256,91 @@ async fn cell(
         mean_batch: if commits > 0.0 { ops / commits } else { 0.0 },
         refused: result.refused.values().sum(),
         foreign_cpu_cores: result.foreign_cpu_cores,
+        lock_wait_share,
     })
+}
+
+/// Samples, every 100 ms on a thread of its own, how many of the nodes'
+/// sessions (`application_name` `rltp-carrier`) run a statement and how
+/// many of those wait for a lock.
+struct LockSampler {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<(u64, u64)>,
+}
+
+impl LockSampler {
+    fn start(conninfo: String) -> LockSampler {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = std::sync::Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            let (mut active, mut waiting) = (0u64, 0u64);
+            let Ok(mut client) = postgres_sampler(&conninfo) else {
+                return (0, 0);
+            };
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok((a, w)) = sample(&mut client) {
+                    active += a;
+                    waiting += w;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            (active, waiting)
+        });
+        LockSampler { stop, thread }
+    }
+
+    /// Stops sampling: the share of active sessions found waiting.
+    fn stop(self) -> f64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        match self.thread.join() {
+            Ok((active, waiting)) if active > 0 => waiting as f64 / active as f64,
+            _ => 0.0,
+        }
+    }
+}
+
+/// A `psql` kept open on the cluster, fed one query per sample.
+struct PsqlSession {
+    child: std::process::Child,
+    lines: std::io::BufReader<std::process::ChildStdout>,
+}
+
+fn postgres_sampler(conninfo: &str) -> anyhow::Result<PsqlSession> {
+    let mut child = std::process::Command::new("psql")
+        .args(["-X", "-A", "-t", "-q", conninfo])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .context("starting psql for the lock sampler")?;
+    let out = child.stdout.take().context("psql's stdout")?;
+    Ok(PsqlSession {
+        child,
+        lines: std::io::BufReader::new(out),
+    })
+}
+
+/// One sample: `(active, waiting for a lock)`.
+fn sample(session: &mut PsqlSession) -> anyhow::Result<(u64, u64)> {
+    use std::io::BufRead as _;
+    let stdin = session.child.stdin.as_mut().context("psql's stdin")?;
+    stdin.write_all(
+        b"SELECT count(*) FILTER (WHERE state = 'active') || '|' || \
+          count(*) FILTER (WHERE state = 'active' AND wait_event_type = 'Lock') \
+          FROM pg_stat_activity WHERE application_name = 'rltp-carrier';\n",
+    )?;
+    stdin.flush()?;
+    let mut line = String::new();
+    session.lines.read_line(&mut line)?;
+    let (a, w) = line.trim().split_once('|').context("a sample")?;
+    Ok((a.parse()?, w.parse()?))
+}
+
+impl Drop for PsqlSession {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 /// Σ over the nodes of the group-commit histogram's sum and count
@@ -374,8 +466,8 @@ pub fn markdown(r: &ScaleOutReport) -> String {
     };
     let mut out = format!(
         "PostgreSQL {}, {} s windows, 64 senders x 4 in flight, 1 KiB envelopes, 100 queues.\n\n\
-         | store | nodes | admitted/s (median) | of serial ceiling | p50 ms | p99 ms | deposits per commit |\n\
-         |---|---|---|---|---|---|---|\n",
+         | store | nodes | admitted/s (median) | of one node | of serial ceiling | p50 ms | p99 ms | deposits per commit | lock-wait share |\n\
+         |---|---|---|---|---|---|---|---|---|\n",
         r.postgres, r.measure_s
     );
     for (store, nodes) in [
@@ -393,9 +485,26 @@ pub fn markdown(r: &ScaleOutReport) -> String {
             .iter()
             .map(|x| x.admitted_per_s / ceiling_of("serial", x.round).max(1.0))
             .collect();
+        // Against one node of the same round (pairs, not medians of
+        // different runs: the machine is noisy).
+        let of_one: Vec<f64> = runs
+            .iter()
+            .filter_map(|x| {
+                let one = r
+                    .runs
+                    .iter()
+                    .find(|o| o.store == "postgres" && o.nodes == 1 && o.round == x.round)?;
+                Some(x.admitted_per_s / one.admitted_per_s.max(1.0))
+            })
+            .collect();
         out.push_str(&format!(
-            "| {store} | {nodes} | {:.0} | {} | {:.2} | {:.2} | {:.1} |\n",
+            "| {store} | {nodes} | {:.0} | {} | {} | {:.2} | {:.2} | {:.1} | {:.2} |\n",
             median(runs.iter().map(|x| x.admitted_per_s).collect()),
+            if store == "postgres" {
+                format!("{:.2}x", median(of_one))
+            } else {
+                "-".into()
+            },
             if store == "postgres" {
                 format!("{:.2}x", median(ratio))
             } else {
@@ -404,6 +513,7 @@ pub fn markdown(r: &ScaleOutReport) -> String {
             median(runs.iter().map(|x| x.p50_ms).collect()),
             median(runs.iter().map(|x| x.p99_ms).collect()),
             median(runs.iter().map(|x| x.mean_batch).collect()),
+            median(runs.iter().map(|x| x.lock_wait_share).collect()),
         ));
     }
     out.push_str(

@@ -200,6 +200,45 @@ fn two_nodes_serialize_their_write_transactions_on_one_queue() {
     assert!(report.problems.is_empty(), "{report:?}");
 }
 
+/// A listener that comes back after a gap (its connection cut) tells the
+/// node "any queue" as soon as it listens again, so every local watch
+/// session re-reads at once: a deposit another node admitted in the gap
+/// rang nobody, and would otherwise wait for the sessions' own re-read
+/// (`sweep-interval-ms`).
+#[test]
+fn a_listener_that_comes_back_wakes_every_watch_session() {
+    let pg = cluster();
+    let a = open(PgOptions::new(pg.conninfo()));
+    let heard: Arc<Mutex<Vec<Option<rltp_proofs::multikey::Rkid>>>> = Arc::default();
+    {
+        let heard = Arc::clone(&heard);
+        a.on_remote_admission(Arc::new(move |r| heard.lock().unwrap().push(r.copied())));
+    }
+    let listener =
+        "SELECT pid FROM pg_stat_activity WHERE application_name = 'rltp-carrier-listener'";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let pid = loop {
+        let pid = pg.psql(listener).unwrap();
+        if !pid.is_empty() {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "the node never listened");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    heard.lock().unwrap().clear();
+    pg.psql(&format!("SELECT pg_terminate_backend({pid})"))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !heard.lock().unwrap().contains(&None) {
+        assert!(
+            Instant::now() < deadline,
+            "the listener came back and woke nobody"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_ne!(pg.psql(listener).unwrap(), pid, "a new listener session");
+}
+
 /// A deposit admitted through one node reaches the other node's watchers:
 /// once the admitting transaction committed, its node rings
 /// `rltp_deposits`, and the other node's listener hears it; an aborted
@@ -212,7 +251,11 @@ fn the_other_node_hears_of_an_admission_once_it_commits() {
     let heard: Arc<Mutex<Vec<rltp_proofs::multikey::Rkid>>> = Arc::default();
     {
         let heard = Arc::clone(&heard);
-        b.on_remote_admission(Arc::new(move |r| heard.lock().unwrap().push(*r)));
+        b.on_remote_admission(Arc::new(move |r| {
+            if let Some(r) = r {
+                heard.lock().unwrap().push(*r);
+            }
+        }));
     }
     // The listener connects in the background: retry until it hears.
     let (q, deadline) = (rkid(3), Instant::now() + Duration::from_secs(20));

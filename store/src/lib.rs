@@ -407,9 +407,11 @@ pub trait Store: Send + Sync + 'static {
     /// Installs `hook`, told the `rkid` of every queue that another
     /// carrier node sharing this store admitted a deposit to, so this
     /// node's watch sessions of that queue are pushed it at once (the
-    /// PostgreSQL store's LISTEN/NOTIFY). A store only one node writes has
-    /// no others: the default ignores it. Sessions re-read on their own
-    /// timer too, so a store that cannot notify still delivers.
+    /// PostgreSQL store's LISTEN/NOTIFY); told `None` when the store may
+    /// have missed some (its listener came back after a gap), so that
+    /// every watch session re-reads at once. A store only one node writes
+    /// has no others: the default ignores it. Sessions re-read on their
+    /// own timer too, so a store that cannot notify still delivers.
     fn on_remote_admission(&self, hook: AdmissionHook) {
         let _ = hook;
     }
@@ -465,6 +467,6 @@ pub struct StoreSize {
     pub oldest_deposit_at: Option<Ms>,
 }
 
-/// A callback told the `rkid` of a queue another node admitted to
-/// ([`Store::on_remote_admission`]).
-pub type AdmissionHook = std::sync::Arc<dyn Fn(&Rkid) + Send + Sync>;
+/// A callback told the `rkid` of a queue another node admitted to, or
+/// `None` for "any queue" ([`Store::on_remote_admission`]).
+pub type AdmissionHook = std::sync::Arc<dyn Fn(Option<&Rkid>) + Send + Sync>;

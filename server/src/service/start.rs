@@ -192,7 +192,10 @@ impl Server<PgStore> {
                 .ctx
                 .engine
                 .store()
-                .on_remote_admission(Arc::new(move |rkid| watchers.admitted(rkid)));
+                .on_remote_admission(Arc::new(move |rkid| match rkid {
+                    Some(rkid) => watchers.admitted(rkid),
+                    None => watchers.admitted_any(),
+                }));
         }
         if !matches!(life, lineage::Life::Known(_)) {
             lineage::describe(&data_dir, store_id, crate::admin::now_ms())?.write(&data_dir)?;

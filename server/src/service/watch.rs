@@ -41,6 +41,15 @@ impl Watchers {
         }
     }
 
+    /// Wakes every watch session (another node's admissions may have been
+    /// missed: the database listener came back after a gap).
+    pub(crate) fn admitted_any(&self) {
+        let map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        for notify in map.values() {
+            notify.notify_waiters();
+        }
+    }
+
     /// Watched queues (for tests).
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {

@@ -82,6 +82,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio_postgres::Client;
 
+/// How often the listener's connection is pinged, and how long a ping may
+/// go unanswered before the listener counts as hung and is made again.
+const LISTEN_PING: Duration = Duration::from_secs(5);
+
+/// The `application_name` of the listener's session.
+pub const LISTENER_NAME: &str = "rltp-carrier-listener";
+
 /// The notification channel of admissions (payload: the queues' `rkid`s,
 /// lower-case hex, separated by spaces: [`doorbell`]).
 pub const ADMISSIONS_CHANNEL: &str = "rltp_deposits";
@@ -714,11 +721,12 @@ impl PgStore {
     /// The LISTEN side: a task that keeps one connection listening on
     /// [`ADMISSIONS_CHANNEL`] and tells the hook, reconnecting with backoff.
     fn listen(&self) {
-        let (config, connector, hook) = (
+        let (mut config, connector, hook) = (
             self.config.clone(),
             self.connector.clone(),
             Arc::clone(&self.hook),
         );
+        config.application_name(LISTENER_NAME);
         self.io.spawn(async move {
             let mut backoff = Duration::from_millis(100);
             loop {
@@ -960,12 +968,17 @@ async fn listen_once(
 ) -> StoreResult<()> {
     use futures_util::StreamExt as _;
     // The listener drives its own connection to see notifications.
-    let notify = |payload: &str| {
+    let notify = |payload: Option<&str>| {
         let Some(hook) = lock(hook).clone() else {
             return;
         };
-        for rkid in doorbell::rkids_of(payload) {
-            hook(&rkid);
+        match payload {
+            Some(payload) => {
+                for rkid in doorbell::rkids_of(payload) {
+                    hook(Some(&rkid));
+                }
+            }
+            None => hook(None),
         }
     };
     macro_rules! drive {
@@ -980,18 +993,44 @@ async fn listen_once(
             let listen = client.batch_execute(&statement);
             tokio::pin!(listen);
             let mut listening = false;
+            // A ping every LISTEN_PING; one unanswered for as long is a
+            // hung listener (a half-open connection): dropped, made again.
+            let mut ping_every =
+                tokio::time::interval_at(tokio::time::Instant::now() + LISTEN_PING, LISTEN_PING);
+            ping_every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut ping: Option<std::pin::Pin<Box<dyn Future<Output = _> + Send + '_>>> = None;
+            let mut ping_sent = tokio::time::Instant::now();
             loop {
                 tokio::select! {
                     done = &mut listen, if !listening => {
                         done.map_err(|e| pg_error("listen", e))?;
                         listening = true;
+                        // Listening (again): whatever was admitted while no
+                        // listener was may have rung nobody. Every local watch
+                        // session re-reads now, not a sweep interval later.
+                        notify(None);
                     }
                     message = messages.next() => match message {
-                        Some(Ok(tokio_postgres::AsyncMessage::Notification(n))) => notify(n.payload()),
+                        Some(Ok(tokio_postgres::AsyncMessage::Notification(n))) => notify(Some(n.payload())),
                         Some(Ok(_)) => {}
                         Some(Err(e)) => return Err(pg_error("listen", e)),
                         None => return Ok(()),
                     },
+                    _ = ping_every.tick(), if listening => {
+                        if ping.is_some() && ping_sent.elapsed() >= LISTEN_PING {
+                            return Err(StoreError::Postgres(
+                                format!("the database listener did not answer a ping within {LISTEN_PING:?}: reconnecting").into(),
+                            ));
+                        }
+                        if ping.is_none() {
+                            ping = Some(Box::pin(client.simple_query("SELECT 1")));
+                            ping_sent = tokio::time::Instant::now();
+                        }
+                    }
+                    answered = async { ping.as_mut().expect("guarded").await }, if ping.is_some() => {
+                        answered.map_err(|e| pg_error("listener ping", e))?;
+                        ping = None;
+                    }
                 }
             }
         }};
