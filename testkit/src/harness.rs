@@ -17,7 +17,7 @@ use rltp_engine::{
 use rltp_proofs::Ms;
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::{Purpose, UnsignedProof};
-use rltp_storage::{Binding, DepositId, Phase, ReadTxn, Store, Tombstone};
+use rltp_storage::{Binding, DepositId, ReadTxn, Store, Tombstone};
 use rltp_wire::address_challenge::open_address_challenge;
 use rltp_wire::verdict::{SubmitVerdict, Verdict};
 use std::sync::Arc;
@@ -202,14 +202,7 @@ pub trait Drive {
             binding.is_none() || tombstone.is_none(),
             "{rkid} holds a binding and a tombstone"
         );
-        match (binding, tombstone) {
-            (Some(b), _) => match b.phase {
-                Phase::Live => State::Live,
-                Phase::Closing { .. } => State::Closing,
-            },
-            (None, Some(_)) => State::Released,
-            (None, None) => State::Unbound,
-        }
+        rltp_engine::state_of(binding.as_ref(), tombstone.as_ref())
     }
 
     /// The ids of the deposits held for `rkid`, in queue order.
