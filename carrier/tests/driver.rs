@@ -93,14 +93,15 @@ fn governor_meter_keeps_no_per_key_state<F: StoreFactory>(f: &F) {
     h.collect(&key.rkid, &p).unwrap();
     assert_eq!(entries(), 2, "one key per held binding and per held queue");
     // The meter's time is the engine's `now` (the harness's manual clock):
-    // every charge above was at T0. The queue key (1 000/s) is full again
-    // 2 ms after its one charge, the collection key (2 000/s) 1.5 ms after
-    // its two; a sweep before that keeps them, a sweep at it drops both.
+    // every charge above was at T0. A sweep drops a key one emission
+    // interval after its theoretical arrival time: the queue key (1 000/s,
+    // one charge) at T0 + 2 ms, the collection key (2 000/s, a challenge
+    // and a proof) at T0 + 1.5 ms. A sweep before that keeps both.
     h.sweep();
     assert_eq!(entries(), 2, "a sweep at the charging instant keeps both");
     h.advance(1);
     h.sweep();
-    assert_eq!(entries(), 2, "1 ms later neither budget is full again");
+    assert_eq!(entries(), 2, "1 ms later both are kept");
     h.advance(1);
     h.sweep();
     assert_eq!(
