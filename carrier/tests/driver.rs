@@ -55,7 +55,9 @@ fn the_batch_observer_sees_every_committed_batch<F: StoreFactory>(f: &F) {
 }
 
 /// Keyed meter state exists only for held rkids and does not leak:
-/// unknown-address traffic creates none; idle keys are dropped by sweeps.
+/// unknown-address traffic creates none; idle keys are dropped by the
+/// first sweep at which their budgets are full again, on the engine's
+/// clock (no sleep: the harness's manual clock is the meter's time).
 fn governor_meter_keeps_no_per_key_state<F: StoreFactory>(f: &F) {
     let meter = Arc::new(GovernorMeter::new(MeterQuotas {
         unknown_address: Rate::new(1_000_000, 1_000_000),
@@ -90,9 +92,23 @@ fn governor_meter_keeps_no_per_key_state<F: StoreFactory>(f: &F) {
     );
     h.collect(&key.rkid, &p).unwrap();
     assert_eq!(entries(), 2, "one key per held binding and per held queue");
-    std::thread::sleep(std::time::Duration::from_millis(50));
+    // The meter's time is the engine's `now` (the harness's manual clock):
+    // every charge above was at T0. A sweep drops a key one emission
+    // interval after its theoretical arrival time: the queue key (1 000/s,
+    // one charge) at T0 + 2 ms, the collection key (2 000/s, a challenge
+    // and a proof) at T0 + 1.5 ms. A sweep before that keeps both.
     h.sweep();
-    assert_eq!(entries(), 0, "idle keys are dropped");
+    assert_eq!(entries(), 2, "a sweep at the charging instant keeps both");
+    h.advance(1);
+    h.sweep();
+    assert_eq!(entries(), 2, "1 ms later both are kept");
+    h.advance(1);
+    h.sweep();
+    assert_eq!(
+        entries(),
+        0,
+        "idle keys are dropped once their budgets are full"
+    );
 }
 
 on_both_stores!(

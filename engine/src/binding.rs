@@ -42,8 +42,8 @@ impl Held {
     }
 }
 
-/// The table state of a stored record (no due-ness applied).
-pub(crate) fn state_of(binding: Option<&Binding>, tombstone: Option<&Tombstone>) -> State {
+/// The table state (§5a.3) of a stored record (no due-ness applied).
+pub fn state_of(binding: Option<&Binding>, tombstone: Option<&Tombstone>) -> State {
     match (binding, tombstone) {
         (Some(b), _) => match b.phase {
             Phase::Live => State::Live,

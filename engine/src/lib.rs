@@ -66,6 +66,7 @@ mod state;
 pub mod submit;
 pub mod table;
 
+pub use binding::state_of;
 pub use challenge::{CounterSnapshot, IssuedChallenge};
 pub use config::{EngineConfig, EngineConstants, Limits};
 pub use events::{Event, EventCounters, EventSnapshot, Tally};

@@ -94,18 +94,22 @@ pub fn submission_keys(rkid: Rkid, bytes_after: u64, queue_floor: u64) -> Vec<Me
 /// proceed (`false` is `refused(admission-resource)`, retriable).
 /// Implementations must be cheap, non-blocking and must never panic.
 ///
-/// The engine passes its decision instant and reads no clock. A meter
-/// that refills by time may use `now` (a deterministic meter under test
-/// does), or keep a monotonic clock of its own where it needs finer
-/// resolution than milliseconds: the serving carrier's rate meter lives
-/// in the shell (`rltp_carrier::meter`) and refills on its limiter's
-/// nanosecond clock, since budgets of 50 000 units/s refill every 20 µs.
+/// The engine passes its decision instant and reads no clock; a meter
+/// that refills by time takes its time from these instants alone (the
+/// `now` of [`Meter::check`] and [`Meter::retain_recent`]), so one
+/// injected clock drives the engine and its meter alike, and a test
+/// moves both by moving that clock. The serving carrier's rate meter
+/// (`rltp_server::meter`) refills on them; a deterministic meter under
+/// test ([`BudgetMeter`]) does not refill.
 pub trait Meter: Send + Sync + 'static {
     /// Charges one unit to `key` at `now` (ms); `true` if within budget.
     fn check(&self, key: &MeterKey, now: Ms) -> bool;
-    /// Drops per-key state that is indistinguishable from fresh (called by
-    /// every sweep, so per-key state never leaks).
-    fn retain_recent(&self) {}
+    /// Drops per-key state that is indistinguishable from fresh at `now`
+    /// (ms; called by every sweep with its instant, so per-key state never
+    /// leaks).
+    fn retain_recent(&self, now: Ms) {
+        let _ = now;
+    }
     /// Keyed entries currently held (for the no-leak checks).
     fn keyed_entries(&self) -> usize {
         0

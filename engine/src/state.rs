@@ -213,7 +213,7 @@ impl Engine {
     /// A [`rltp_store::StoreError`] from the challenge purge.
     pub fn housekeeping<S: Store + ?Sized>(&self, store: &S, now: Ms) -> StoreResult<()> {
         store.purge_challenges(now)?;
-        self.meter.retain_recent();
+        self.meter.retain_recent(now);
         Ok(())
     }
 }

@@ -57,4 +57,4 @@ fn counts_every_durable_transition<F: StoreFactory>(f: &F) {
     );
 }
 
-on_both_stores!(counts_every_durable_transition);
+on_both_stores!(thread_free: counts_every_durable_transition);

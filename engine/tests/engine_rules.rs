@@ -498,7 +498,7 @@ fn declaration_revisions<F: StoreFactory>(f: &F) {
     );
 }
 
-on_both_stores!(
+on_both_stores!(thread_free:
     late_notice_applies_normative_instants,
     sweep_without_traffic,
     sender_status,

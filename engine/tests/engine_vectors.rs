@@ -1460,7 +1460,7 @@ fn g2_family() {
     assert_eq!(submission, expected);
 }
 
-on_both_stores!(
+on_both_stores!(thread_free:
     binding_lifecycle_runtime,
     generation_monotonicity_cases,
     equal_generation_tie,

@@ -3,16 +3,24 @@
 //! the engine decides ([`rltp_engine::meter`]: per queue and globally,
 //! never per sender, IP or connection, §5a.5).
 //!
-//! It lives in the shell because it reads a clock: governor's monotonic
-//! nanosecond clock, which the engine's millisecond `now` could not
-//! replace for budgets of tens of thousands of units per second. The
-//! engine only sees the [`Meter`] trait.
+//! Its limiters read no clock of their own: their time is the engine's
+//! decision instants ([`DecisionClock`]), the `now` the engine passes to
+//! every charge and sweep, read once per decision from the carrier's
+//! injected clock ([`crate::clock`]; a [`crate::clock::ManualClock`] in
+//! tests). A budget therefore refills in whole milliseconds; its
+//! long-run rate is exact wherever its burst is at least a millisecond's
+//! refill (`burst ≥ per-second / 1 000`, true of every default in
+//! [`crate::defaults::meters`]).
 
 use crate::config::{MeterConfig, RateConfig};
+use governor::middleware::NoOpMiddleware;
+use governor::nanos::Nanos;
+use governor::state::{InMemoryState, NotKeyed, keyed::DashMapStateStore};
 use rltp_engine::meter::{Meter, MeterKey, MeterQuotas, Rate};
 use rltp_proofs::Ms;
 use rltp_proofs::multikey::Rkid;
-use std::sync::{PoisonError, RwLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
 
 /// The quotas of `[limits.meters]`.
 pub fn quotas(config: &MeterConfig) -> MeterQuotas {
@@ -29,8 +37,32 @@ fn quota(rate: Rate) -> governor::Quota {
     governor::Quota::per_second(rate.per_second).allow_burst(rate.burst)
 }
 
-type Direct = governor::DefaultDirectRateLimiter;
-type Keyed = governor::DefaultKeyedRateLimiter<Rkid>;
+/// The limiters' time: the latest decision instant the meter was charged
+/// or swept at (ms since the epoch, as governor's nanoseconds). Instants
+/// only move it forward, so the limiters see a monotonic clock even when
+/// concurrent decisions arrive out of order (a later one's charge may see
+/// the earlier one's instant or the later: never a step back).
+#[derive(Debug, Clone, Default)]
+pub struct DecisionClock(Arc<AtomicU64>);
+
+impl DecisionClock {
+    /// Moves the clock to `now` (ms), unless it already reads later.
+    fn observe(&self, now: Ms) {
+        self.0.fetch_max(now, Ordering::AcqRel);
+    }
+}
+
+impl governor::clock::Clock for DecisionClock {
+    type Instant = Nanos;
+
+    fn now(&self) -> Nanos {
+        Nanos::from(self.0.load(Ordering::Acquire).saturating_mul(1_000_000))
+    }
+}
+
+type Direct = governor::RateLimiter<NotKeyed, InMemoryState, DecisionClock, NoOpMiddleware<Nanos>>;
+type Keyed =
+    governor::RateLimiter<Rkid, DashMapStateStore<Rkid>, DecisionClock, NoOpMiddleware<Nanos>>;
 
 /// The limiters of one set of quotas.
 struct Limiters {
@@ -52,6 +84,7 @@ struct Limiters {
 /// written) by every charge, so a check sees either the old set or the
 /// new one, never a mix.
 pub struct GovernorMeter {
+    clock: DecisionClock,
     limiters: RwLock<Limiters>,
 }
 
@@ -67,14 +100,16 @@ impl std::fmt::Debug for GovernorMeter {
 }
 
 impl Limiters {
-    fn new(quotas: MeterQuotas) -> Limiters {
+    fn new(quotas: MeterQuotas, clock: &DecisionClock) -> Limiters {
+        let direct = |rate| Direct::direct_with_clock(quota(rate), clock.clone());
+        let keyed = |rate| Keyed::dashmap_with_clock(quota(rate), clock.clone());
         Limiters {
             quotas,
-            unknown_address: governor::RateLimiter::direct(quota(quotas.unknown_address)),
-            held_binding: governor::RateLimiter::keyed(quota(quotas.held_binding)),
-            held_collection: governor::RateLimiter::keyed(quota(quotas.queue.doubled())),
-            queue: governor::RateLimiter::keyed(quota(quotas.queue)),
-            shared_submission: governor::RateLimiter::direct(quota(quotas.shared_submission)),
+            unknown_address: direct(quotas.unknown_address),
+            held_binding: keyed(quotas.held_binding),
+            held_collection: keyed(quotas.queue.doubled()),
+            queue: keyed(quotas.queue),
+            shared_submission: direct(quotas.shared_submission),
         }
     }
 }
@@ -83,8 +118,10 @@ impl GovernorMeter {
     /// A meter with `quotas`; the held-collection budget is
     /// `quotas.queue` [`Rate::doubled`].
     pub fn new(quotas: MeterQuotas) -> GovernorMeter {
+        let clock = DecisionClock::default();
         GovernorMeter {
-            limiters: RwLock::new(Limiters::new(quotas)),
+            limiters: RwLock::new(Limiters::new(quotas, &clock)),
+            clock,
         }
     }
 
@@ -105,7 +142,7 @@ impl GovernorMeter {
             .limiters
             .write()
             .unwrap_or_else(PoisonError::into_inner);
-        let fresh = Limiters::new(quotas);
+        let fresh = Limiters::new(quotas, &self.clock);
         let old = l.quotas;
         if old.unknown_address != quotas.unknown_address {
             l.unknown_address = fresh.unknown_address;
@@ -125,9 +162,9 @@ impl GovernorMeter {
 }
 
 impl Meter for GovernorMeter {
-    /// Charges on the limiter's own monotonic clock (nanoseconds), not on
-    /// `now`: see [`Meter`].
-    fn check(&self, key: &MeterKey, _now: Ms) -> bool {
+    /// Charges at the decision instant `now` ([`DecisionClock`]).
+    fn check(&self, key: &MeterKey, now: Ms) -> bool {
+        self.clock.observe(now);
         let l = self.read();
         match key {
             MeterKey::UnknownAddress => l.unknown_address.check().is_ok(),
@@ -138,7 +175,8 @@ impl Meter for GovernorMeter {
         }
     }
 
-    fn retain_recent(&self) {
+    fn retain_recent(&self, now: Ms) {
+        self.clock.observe(now);
         let l = self.read();
         l.held_binding.retain_recent();
         l.held_collection.retain_recent();
@@ -207,6 +245,41 @@ mod tests {
         assert!(meter.check(&MeterKey::HeldCollection(rkid(3)), 0));
         assert!(!meter.check(&MeterKey::HeldCollection(rkid(3)), 0));
         assert_eq!(meter.keyed_entries(), 3);
+    }
+
+    /// A budget refills on the decision instants it is charged at, and an
+    /// instant earlier than one already seen does not move it back.
+    #[test]
+    fn budgets_refill_on_the_engines_instants() {
+        let meter = GovernorMeter::new(MeterQuotas {
+            unknown_address: Rate::new(1_000, 1),
+            held_binding: Rate::new(1, 1),
+            queue: Rate::new(500, 2),
+            shared_submission: Rate::new(1, 1),
+        });
+        let t0 = 1_800_000_000_000;
+        assert!(meter.check(&MeterKey::UnknownAddress, t0));
+        assert!(!meter.check(&MeterKey::UnknownAddress, t0));
+        // 1 000/s: one unit a millisecond.
+        assert!(meter.check(&MeterKey::UnknownAddress, t0 + 1));
+        assert!(!meter.check(&MeterKey::UnknownAddress, t0 + 1));
+        // A late decision at an earlier instant is charged at the latest.
+        assert!(!meter.check(&MeterKey::UnknownAddress, t0));
+        assert!(meter.check(&MeterKey::UnknownAddress, t0 + 2));
+        // 500/s, burst 2 (the meter's time is now t0 + 2; charged at t1):
+        // drained at t1, one unit back 2 ms later, and the key dropped
+        // once its budget is full (6 ms after that charge, one period
+        // past its theoretical arrival time).
+        let t1 = t0 + 10;
+        let queue = MeterKey::Queue(rkid(9));
+        assert!(meter.check(&queue, t1));
+        assert!(meter.check(&queue, t1));
+        assert!(!meter.check(&queue, t1 + 1));
+        assert!(meter.check(&queue, t1 + 2));
+        meter.retain_recent(t1 + 7);
+        assert_eq!(meter.keyed_entries(), 1);
+        meter.retain_recent(t1 + 8);
+        assert_eq!(meter.keyed_entries(), 0);
     }
 
     /// A reload replaces a changed budget (fresh, under its new quota) and
