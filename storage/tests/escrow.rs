@@ -163,9 +163,23 @@ fn a_dead_nodes_budget_is_reclaimed_and_nothing_leaks() {
         4_010,
         "both nodes' shares of the counters"
     );
+    assert_eq!(
+        pg.psql("SELECT count(*) FROM rltp_lanes WHERE bytes <> 0 OR slots <> 0")
+            .unwrap(),
+        "2",
+        "A's new lane and B's hold budgets"
+    );
     // B stops (its store dropped, its session ended): the same without a
-    // cut; A can now take everything not held.
+    // cut. A node's start (the limits claimed) empties the lanes of nodes
+    // that are gone; A can now take everything not held.
     drop(b);
+    a.claim_limits(limits(capacity, bindings), 0).unwrap();
+    assert_eq!(
+        pg.psql("SELECT count(*) FROM rltp_lanes WHERE bytes <> 0 OR slots <> 0")
+            .unwrap(),
+        "1",
+        "only A's lane, the one live, holds a budget"
+    );
     let t = a.begin_write().unwrap();
     assert_eq!(
         t.escrow(need(capacity, 0)).unwrap().unwrap().bytes,

@@ -614,6 +614,18 @@ fn offline_check(deployment: &Deployment, journal: &Shared) {
                 }
                 Err(e) => lock(journal).fail("integrity", format!("integrity check failed: {e}")),
             }
+            // The escrowed budgets (PROTOCOL.md §13): after the kills every
+            // byte and slot is still in the pool, a lane, or held.
+            match store.audit_budgets(FLOOR) {
+                Ok(Some((0, 0))) => {}
+                Ok(other) => lock(journal).fail(
+                    "budgets",
+                    format!(
+                        "the escrowed budgets after the kills: {other:?} (bytes, slots) unaccounted"
+                    ),
+                ),
+                Err(e) => lock(journal).fail("budgets", format!("the budget audit failed: {e}")),
+            }
         }
     }
 }

@@ -368,8 +368,9 @@ pub(super) async fn over_limits(client: &Client) -> StoreResult<bool> {
 /// Recomputes the pool from what is held (stop the world, briefly), in
 /// one transaction on `client`: every lane's row locked first (so no write
 /// transaction runs, and the counters read after are exact), then the
-/// pool's; `pool = limits − usage − Σ lanes` (the conservation of the
-/// module docs). Run when the limits are stored or changed, and at a
+/// pool's; the lanes of nodes that are gone are emptied (their epochs
+/// bumped); then `pool = limits − usage − Σ lanes` (the conservation of
+/// the module docs). Run when the limits are stored or changed, and at a
 /// node's start. `floor` is the carrier's `queue-floor`.
 ///
 /// # Errors
@@ -388,6 +389,15 @@ pub(super) async fn rebalance(
                 "BEGIN ISOLATION LEVEL READ COMMITTED; \
                  SELECT lane FROM rltp_lanes ORDER BY lane FOR UPDATE; \
                  SELECT id FROM rltp_pool WHERE id = 1 FOR UPDATE",
+            )
+            .await?;
+        // The lanes of nodes that are gone give their budgets back (into
+        // the pool recomputed below).
+        client
+            .execute(
+                "UPDATE rltp_lanes SET epoch = epoch + 1, bytes = 0, slots = 0 \
+                 WHERE (bytes <> 0 OR slots <> 0) AND pg_try_advisory_xact_lock($1, lane)",
+                &[&LANE_CLASS],
             )
             .await?;
         client
