@@ -516,3 +516,48 @@ async fn a_lost_synchronous_standby_is_answered_unavailable_never_admitted() {
     client.close().await;
     assert!(node.terminate().success());
 }
+
+/// A node cut from the database mid-batch (`PROTOCOL.md` §13): every
+/// session of the nodes is ended by the database (`pg_terminate_backend`)
+/// three times under load, whatever it was doing, a commit in flight
+/// included. The nodes answer `unavailable` (never `admitted` for a commit
+/// whose outcome they did not see), reconnect by themselves, take new
+/// lanes, and a resubmission whose first commit had landed is answered
+/// `duplicate`; nothing acknowledged is lost or held twice, and the
+/// escrowed budgets still account for every byte and slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_cut_from_the_database_mid_batch_answers_unavailable_and_loses_nothing() {
+    let mut rng = Rng::from_env("nodes cut from the database");
+    let cluster = rltp_pgtest::Cluster::start().unwrap_or_else(|e| panic!("{e}"));
+    let nodes = Nodes::start(&cluster.conninfo());
+    let load = Load::start(&nodes, &mut rng).await;
+    load.acked_in_phase(acks()).await;
+    load.enter(Phase::Outage);
+    for _ in 0..3 {
+        let ended = tokio::task::block_in_place(|| {
+            cluster.psql(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+                 WHERE application_name LIKE 'rltp-carrier%'",
+            )
+        })
+        .unwrap();
+        assert_ne!(ended, "0", "the nodes' sessions were found");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    load.enter(Phase::Promoted);
+    load.acked_in_phase(acks()).await;
+    load.finish(&nodes, "nodes cut from the database").await;
+    let Nodes { a, b, _dir } = nodes;
+    assert!(a.terminate().success(), "node a ran through");
+    assert!(b.terminate().success(), "node b ran through");
+    let store = rltp_storage::postgres::PgStore::open(rltp_storage::postgres::PgOptions::new(
+        cluster.conninfo(),
+    ))
+    .unwrap();
+    assert_eq!(
+        // The default `queue-floor` (these nodes' configuration sets none).
+        store.audit_budgets(262_144).unwrap(),
+        Some((0, 0)),
+        "the escrowed budgets after the cuts"
+    );
+}
