@@ -53,9 +53,9 @@
 //! ([`WriteTxn::prefetch`], `PROTOCOL.md` §13 "Per-queue locks"): the
 //! operations on a queue another node's transaction holds are **put off**
 //! to the next batch, in their order, rather than waited for; after
-//! [`PUT_OFF_ROUNDS`] batches in a row that put operations off (or when
-//! every operation of a batch would be), the batch waits for its queues'
-//! locks instead, so none is put off for ever. The batch's instant is read
+//! an operation has been put off [`PUT_OFF_ROUNDS`] times (or when every
+//! operation of a batch would be), its batch waits for its queues' locks
+//! instead, so none is put off for ever. The batch's instant is read
 //! once its queues are held.
 //!
 //! One exception: a [`StoreError::Conflict`] — the database aborted the
@@ -324,25 +324,24 @@ fn writer_loop<S: Store>(batches: &Batches<'_, S>, queue: &mpsc::Receiver<Job>, 
             return;
         }
         // Operations put off by the last batch (their queues were held by
-        // another node's transaction): first in the next one.
-        let mut put_off: Vec<Job> = Vec::new();
-        let mut rounds = 0;
+        // another node's transaction), with how often each was: first in
+        // the next one.
+        let mut put_off = PutOff::default();
         loop {
             let mut batch = std::mem::take(&mut put_off);
-            if batch.is_empty() {
+            if batch.jobs.is_empty() {
                 match queue.recv() {
-                    Ok(first) => batch.push(first),
+                    Ok(first) => batch.push(first, 0),
                     Err(_) => break,
                 }
             }
-            while batch.len() < max_batch {
+            while batch.jobs.len() < max_batch {
                 match queue.try_recv() {
-                    Ok(job) => batch.push(job),
+                    Ok(job) => batch.push(job, 0),
                     Err(_) => break,
                 }
             }
-            let (committed, later) = run_batch(batches, batch, rounds >= PUT_OFF_ROUNDS);
-            rounds = if later.is_empty() { 0 } else { rounds + 1 };
+            let (committed, later) = run_batch(batches, batch);
             put_off = later;
             if let Some(committed) = committed
                 && to_syncer.send(committed).is_err()
@@ -411,23 +410,52 @@ fn fail_all<S: Store>(
     }
 }
 
-/// Batches in a row that put operations off (their queues held by another
-/// node's transaction, [`WriteTxn::prefetch`]) before a batch waits for
+/// How many times an operation is put off (its queue held by another
+/// node's transaction, [`WriteTxn::prefetch`]) before its batch waits for
 /// its queues' locks instead: no operation is put off for ever.
 const PUT_OFF_ROUNDS: u32 = 3;
+
+/// Jobs in arrival order, each with how many batches put it off so far.
+#[derive(Default)]
+struct PutOff {
+    jobs: Vec<Job>,
+    rounds: Vec<u32>,
+}
+
+impl PutOff {
+    fn push(&mut self, job: Job, rounds: u32) {
+        self.jobs.push(job);
+        self.rounds.push(rounds);
+    }
+
+    fn append(&mut self, other: &mut PutOff) {
+        self.jobs.append(&mut other.jobs);
+        self.rounds.append(&mut other.rounds);
+    }
+
+    fn remove(&mut self, i: usize) -> Job {
+        self.rounds.remove(i);
+        self.jobs.remove(i)
+    }
+
+    /// Whether a job has been put off often enough that its batch waits.
+    fn overdue(&self) -> bool {
+        self.rounds.iter().any(|r| *r >= PUT_OFF_ROUNDS)
+    }
+}
 
 /// A batch attempt's prefetch of what its jobs name (when they name any),
 /// locking their queues on a store many nodes share; moves into `put_off`
 /// the jobs that name a queue another node's transaction holds (in their
-/// order), unless `wait`.
+/// order, counted), unless `wait`.
 fn prefetch(
-    batch: &mut Vec<Job>,
-    put_off: &mut Vec<Job>,
+    batch: &mut PutOff,
+    put_off: &mut PutOff,
     txn: &mut dyn WriteTxn,
     wait: bool,
 ) -> Result<(), StoreError> {
     let mut hints: Vec<Hint> = Vec::new();
-    for job in batch.iter() {
+    for job in &batch.jobs {
         job.hints(&mut hints);
     }
     if hints.is_empty() {
@@ -437,13 +465,16 @@ fn prefetch(
     if busy.is_empty() {
         return Ok(());
     }
-    let (later, now): (Vec<Job>, Vec<Job>) = std::mem::take(batch).into_iter().partition(|job| {
+    let all = std::mem::take(batch);
+    for (job, rounds) in all.jobs.into_iter().zip(all.rounds) {
         let mut named = Vec::new();
         job.hints(&mut named);
-        named.iter().any(|(rkid, _)| busy.contains(rkid))
-    });
-    *batch = now;
-    put_off.extend(later);
+        if named.iter().any(|(rkid, _)| busy.contains(rkid)) {
+            put_off.push(job, rounds + 1);
+        } else {
+            batch.push(job, rounds);
+        }
+    }
     Ok(())
 }
 
@@ -466,29 +497,26 @@ fn run_prelude<S: Store>(
 /// and the jobs put off to the next batch ([`prefetch`]). An operation
 /// that meets damaged data is refused alone and the others run again
 /// without it (module docs).
-fn run_batch<S: Store>(
-    batches: &Batches<'_, S>,
-    batch: Vec<Job>,
-    wait: bool,
-) -> (Option<Pending>, Vec<Job>) {
-    let mut put_off = Vec::new();
-    let pending = attempt_batch(batches, batch, &mut put_off, wait);
+fn run_batch<S: Store>(batches: &Batches<'_, S>, batch: PutOff) -> (Option<Pending>, PutOff) {
+    let mut put_off = PutOff::default();
+    let pending = attempt_batch(batches, batch, &mut put_off);
     (pending, put_off)
 }
 
 fn attempt_batch<S: Store>(
     batches: &Batches<'_, S>,
-    mut batch: Vec<Job>,
-    put_off: &mut Vec<Job>,
-    mut wait: bool,
+    mut queued: PutOff,
+    put_off: &mut PutOff,
 ) -> Option<Pending> {
     let store = batches.store;
     // Attempts the database aborted as conflicts (module docs).
     let mut conflicts = 0;
+    let mut wait = queued.overdue();
     loop {
-        // Jobs put off by an attempt that did not commit run in this one.
-        batch.append(put_off);
-        let count = batch.len();
+        // Jobs put off by an attempt that did not commit run in this one
+        // (counted for each attempt that put them off).
+        queued.append(put_off);
+        let count = queued.jobs.len();
         if count == 0 {
             return None;
         }
@@ -497,15 +525,15 @@ fn attempt_batch<S: Store>(
             Err(error) => {
                 // Jobs that never ran: dropping them drops their reply
                 // senders, so their callers see `NotRun`.
-                drop(batch);
+                drop(queued);
                 store.after_failure();
                 batches.failed(count, Duration::ZERO);
                 tracing::error!(%error, "write transaction could not begin");
                 return None;
             }
         };
-        let prelude = prefetch(&mut batch, put_off, &mut txn, wait);
-        if prelude.is_ok() && batch.is_empty() {
+        let prelude = prefetch(&mut queued, put_off, &mut txn, wait);
+        if prelude.is_ok() && queued.jobs.is_empty() {
             // Every queue it names is held by another node's transaction:
             // wait for them (in `rkid` order) rather than spin.
             drop(txn);
@@ -528,7 +556,7 @@ fn attempt_batch<S: Store>(
             }
         };
         let prelude = prelude.and_then(|()| run_prelude(batches, &mut txn, now, &mut events));
-        let count = batch.len();
+        let count = queued.jobs.len();
         if let Err(error) = prelude {
             drop(txn);
             restore();
@@ -536,12 +564,14 @@ fn attempt_batch<S: Store>(
                 continue;
             }
             tracing::error!(%error, "batch prelude failed; batch dropped");
-            drop(batch);
+            drop(queued);
             store.after_failure();
             batches.failed(count, Duration::ZERO);
             return None;
         }
-        if let Some((i, error)) = run_jobs(batches.engine, &mut batch, &mut txn, now, &mut events) {
+        if let Some((i, error)) =
+            run_jobs(batches.engine, &mut queued.jobs, &mut txn, now, &mut events)
+        {
             // What this attempt did, its events and constants included, is
             // dropped.
             drop(txn);
@@ -556,7 +586,7 @@ fn attempt_batch<S: Store>(
                     .stats
                     .isolated_operations
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                batch
+                queued
                     .remove(i)
                     .settle(Err(CommitError::Store(Arc::new(error))));
                 continue;
@@ -570,7 +600,7 @@ fn attempt_batch<S: Store>(
             let error = Arc::new(error);
             // Those that ran, and the one that failed, get the error; jobs
             // after it never ran: dropping them tells their callers.
-            for job in batch.drain(..=i) {
+            for job in queued.jobs.drain(..=i) {
                 job.settle(Err(CommitError::Store(Arc::clone(&error))));
             }
             return None;
@@ -580,7 +610,7 @@ fn attempt_batch<S: Store>(
             Ok(sync) => Some(Pending {
                 sync,
                 events,
-                jobs: batch,
+                jobs: queued.jobs,
                 count,
                 started,
             }),
@@ -590,7 +620,7 @@ fn attempt_batch<S: Store>(
                     continue;
                 }
                 tracing::error!(%error, "commit failed; batch dropped");
-                fail_all(batches, batch, count, error, started.elapsed());
+                fail_all(batches, queued.jobs, count, error, started.elapsed());
                 None
             }
         };

@@ -95,6 +95,31 @@ struct Inner {
     admitted: BTreeSet<Rkid>,
 }
 
+/// What a read-ahead asks for ([`PgWrite::prefetch`]).
+#[derive(Debug, Clone, Default)]
+struct ReadRequest {
+    rkids: BTreeSet<Rkid>,
+    by_id: BTreeSet<(Rkid, DepositId)>,
+}
+
+impl ReadRequest {
+    fn is_empty(&self) -> bool {
+        self.rkids.is_empty() && self.by_id.is_empty()
+    }
+
+    /// Reads the rows asked for (pipelined statements).
+    async fn read(self, client: &Client) -> StoreResult<queries::Prefetched> {
+        let rkids = self.rkids.iter().map(|r| r.as_bytes().to_vec()).collect();
+        let id_rkids = self
+            .by_id
+            .iter()
+            .map(|(r, _)| r.as_bytes().to_vec())
+            .collect();
+        let ids = self.by_id.iter().map(|(_, i)| i.0.to_vec()).collect();
+        queries::prefetch(client, rkids, id_rkids, ids).await
+    }
+}
+
 /// Due entries fetched from the database in one read, kept exact by the
 /// transaction's own `schedule`/`unschedule` (only its entries of queues
 /// this transaction holds are kept, and no other writer changes those): the batch prelude and the sweep take entries one at
@@ -341,59 +366,57 @@ impl<'a> PgWrite<'a> {
         Ok(())
     }
 
-    /// Reads ahead what the batch's operations will look up (the
-    /// queues' rows, deposits by id), for queues this transaction holds.
-    fn read_ahead(&mut self, keys: &[(Rkid, Option<DepositId>)]) -> StoreResult<()> {
-        // Only what the transaction has not read yet (its own state wins).
+    /// What a read-ahead of `keys` asks for: the queues' rows and the
+    /// deposits by id this transaction has not read yet (its own state
+    /// wins).
+    fn read_request(&mut self, keys: &[(Rkid, Option<DepositId>)]) -> ReadRequest {
         let inner = self.inner.get_mut();
-        let mut rkids: BTreeSet<Rkid> = BTreeSet::new();
-        let mut by_id: BTreeSet<(Rkid, DepositId)> = BTreeSet::new();
+        let mut request = ReadRequest::default();
         for (rkid, id) in keys {
             if !inner.bindings.contains_key(rkid)
                 || !inner.tombstones.contains_key(rkid)
                 || !inner.queues.contains_key(rkid)
             {
-                rkids.insert(*rkid);
+                request.rkids.insert(*rkid);
             }
             if let Some(id) = id
                 && !inner.identity.contains_key(&(*rkid, *id))
             {
-                by_id.insert((*rkid, *id));
+                request.by_id.insert((*rkid, *id));
             }
         }
-        if rkids.is_empty() && by_id.is_empty() {
-            return Ok(());
-        }
-        let rkid_bytes: Vec<Vec<u8>> = rkids.iter().map(|r| r.as_bytes().to_vec()).collect();
-        let id_rkids: Vec<Vec<u8>> = by_id.iter().map(|(r, _)| r.as_bytes().to_vec()).collect();
-        let ids: Vec<Vec<u8>> = by_id.iter().map(|(_, i)| i.0.to_vec()).collect();
-        let found = self
-            .run(move |c| async move { queries::prefetch(&c, rkid_bytes, id_rkids, ids).await })?;
+        request
+    }
+
+    /// Caches what the read-ahead `request` found, but for the queues in
+    /// `busy` (another node's transaction holds them: their rows may change
+    /// before this transaction reads them again, under their lock).
+    fn read_apply(&mut self, request: &ReadRequest, found: queries::Prefetched, busy: &[Rkid]) {
         let inner = self.inner.get_mut();
+        let held = |rkid: &Rkid| !busy.contains(rkid);
         // Every key asked for gets an answer: absent rows are None.
-        for rkid in &rkids {
+        for rkid in request.rkids.iter().filter(|r| held(r)) {
             inner.bindings.entry(*rkid).or_insert(None);
             inner.tombstones.entry(*rkid).or_insert(None);
             inner.queues.entry(*rkid).or_default();
         }
-        for key in &by_id {
+        for key in request.by_id.iter().filter(|(r, _)| held(r)) {
             inner.identity.entry(*key).or_insert(None);
         }
-        for (rkid, b) in found.bindings {
+        for (rkid, b) in found.bindings.into_iter().filter(|(r, _)| held(r)) {
             inner.bindings.insert(rkid, Some(b));
         }
-        for (rkid, t) in found.tombstones {
+        for (rkid, t) in found.tombstones.into_iter().filter(|(r, _)| held(r)) {
             inner.tombstones.insert(rkid, Some(t));
         }
-        for (rkid, (last_seq, bytes)) in found.queues {
+        for (rkid, (last_seq, bytes)) in found.queues.into_iter().filter(|(r, _)| held(r)) {
             inner.queues.insert(rkid, QueueRow { last_seq, bytes });
         }
-        for (rkid, d) in found.deposits {
+        for (rkid, d) in found.deposits.into_iter().filter(|(r, _)| held(r)) {
             if !inner.removed.contains(&(rkid, d.seq)) {
                 inner.identity.insert((rkid, d.id), Some(d));
             }
         }
-        Ok(())
     }
 
     fn binding_cached(&self, rkid: &Rkid) -> StoreResult<Option<Binding>> {
@@ -1063,14 +1086,7 @@ impl WriteTxn for PgWrite<'_> {
         keys: &[(Rkid, Option<DepositId>)],
         wait: bool,
     ) -> StoreResult<Vec<Rkid>> {
-        let busy = self.lock_queues(keys, wait)?;
-        let keys: Vec<(Rkid, Option<DepositId>)> = keys
-            .iter()
-            .filter(|(rkid, _)| !busy.contains(rkid))
-            .copied()
-            .collect();
-        self.read_ahead(&keys)?;
-        Ok(busy)
+        self.lock_queues(keys, wait)
     }
     fn quarantine(
         &mut self,

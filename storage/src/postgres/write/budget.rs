@@ -58,16 +58,22 @@ impl PgWrite<'_> {
                 .collect();
             set.into_iter().collect()
         };
-        if wanted.is_empty() {
+        let request = self.read_request(keys);
+        if wanted.is_empty() && request.is_empty() {
             return Ok(Vec::new());
         }
-        // The database's clock again, once the locks are held (sent after
-        // the lock statement): the batch's instant follows every commit
-        // it waited for or read (`PROTOCOL.md` §13 "One clock").
+        // One round trip, in this order: the locks; the database's clock
+        // again, once they are held (the batch's instant follows every
+        // commit it waited for or read: `PROTOCOL.md` §13 "One clock");
+        // the rows the batch will read (fresh for every queue locked; those
+        // of a queue another node holds are dropped below).
         let to_lock = wanted;
-        let (taken, now) = self.run(move |c| async move {
+        let asked = request.clone();
+        let (taken, now, found) = self.run(move |c| async move {
             let lock = async {
-                if wait {
+                if to_lock.is_empty() {
+                    Ok(to_lock)
+                } else if wait {
                     escrow::lock_queues(&c, to_lock.clone())
                         .await
                         .map(|()| to_lock)
@@ -75,8 +81,15 @@ impl PgWrite<'_> {
                     escrow::try_lock_queues(&c, to_lock).await
                 }
             };
-            let (taken, now) = tokio::join!(lock, clock::read(&c));
-            Ok((taken?, now?))
+            let read = async {
+                if asked.is_empty() {
+                    Ok(None)
+                } else {
+                    asked.read(&c).await.map(Some)
+                }
+            };
+            let (taken, now, found) = tokio::join!(lock, clock::read(&c), read);
+            Ok((taken?, now?, found?))
         })?;
         self.now = self.now.max(now);
         let inner = self.inner.get_mut();
@@ -88,6 +101,9 @@ impl PgWrite<'_> {
             .collect();
         busy.sort_unstable();
         busy.dedup();
+        if let Some(found) = found {
+            self.read_apply(&request, found, &busy);
+        }
         Ok(busy)
     }
 
