@@ -618,7 +618,7 @@ fn check_of_a_postgres_node_reads_the_schema_and_migrates_nothing() {
     assert_eq!(
         run.lines("# check store: "),
         [format!(
-            "# check store: postgres, reachable: schema version 1 (this binary: 1), store {store_id}, \
+            "# check store: postgres, reachable: schema version 2 (this binary: 2), store {store_id}, \
              no declaration yet (the first node signs revision 1)"
         )
         .as_str()]
@@ -646,7 +646,7 @@ fn check_of_a_postgres_node_reads_the_schema_and_migrates_nothing() {
     assert_eq!(
         run.lines("# check store: "),
         [format!(
-            "# check store: postgres, reachable: schema version 1 (this binary: 1), store {store_id}, \
+            "# check store: postgres, reachable: schema version 2 (this binary: 2), store {store_id}, \
              declaration revision 1 (this node's key and constants match it)"
         )
         .as_str()]
