@@ -46,9 +46,15 @@ use tokio::time::Instant;
 pub struct Args {
     #[command(flatten)]
     carrier: super::CarrierArgs,
-    /// The recipient's queue address (X25519 Multikey `z6LS…`).
+    /// The recipient's queue address (X25519 Multikey `z6LS…`); with
+    /// `--party`, the counterpart card's `keyAgreement` by default.
+    #[arg(long, required_unless_present = "party")]
+    to: Option<String>,
+    /// A party file (`party new`): the admitted document is recorded in its
+    /// sent-register (status `accepted`) for its acknowledgement to move
+    /// to `delivered` (§4.2, §6.1; `status --party`).
     #[arg(long)]
-    to: String,
+    party: Option<PathBuf>,
     /// One JSON object per line (for scripts) instead of progress lines.
     #[arg(long)]
     json: bool,
@@ -169,9 +175,7 @@ fn send_event(out: &Output, event: &SendEvent, cap: Option<Duration>) {
 
 async fn execute(args: &Args, started: Instant) -> Result<u8, Failure> {
     let out = Output::new("send", args.json, started);
-    let rkid = Rkid::parse(&args.to).map_err(|e| {
-        Failure::usage(format!("--to {:?} is not an x25519 multikey: {e}", args.to))
-    })?;
+    let rkid = destination(args)?;
     let bytes = super::read_file(&args.file)?;
     let sealed = match seal_document(&bytes, &rkid) {
         Ok(sealed) => sealed,
@@ -252,6 +256,22 @@ async fn execute(args: &Args, started: Instant) -> Result<u8, Failure> {
         ],
         || format!("final {status} deposit {deposit} digest {digest}"),
     );
+    if let (Some(party), SenderStatus::Accepted { .. }) = (&args.party, &status) {
+        let recorded = super::party::record_sent(party, &bytes, &deposit, &rkid)?;
+        let state = if recorded.is_some() {
+            "accepted"
+        } else {
+            "not-recorded"
+        };
+        out.emit(
+            "sent-register",
+            &[
+                ("digest", digest.clone().into()),
+                ("senderStatus", state.into()),
+            ],
+            || format!("sent-register {state} digest {digest}"),
+        );
+    }
     Ok(match status {
         SenderStatus::Accepted { .. } => exit::OK,
         SenderStatus::Failed(FailReason::ExpiredByAdapterPolicy)
@@ -261,6 +281,29 @@ async fn execute(args: &Args, started: Instant) -> Result<u8, Failure> {
         }
         _ => exit::REFUSED,
     })
+}
+
+/// The queue address: `--to`, else the `--party` counterpart's card.
+fn destination(args: &Args) -> Result<Rkid, Failure> {
+    if let Some(to) = &args.to {
+        return Rkid::parse(to)
+            .map_err(|e| Failure::usage(format!("--to {to:?} is not an x25519 multikey: {e}")));
+    }
+    let path = args
+        .party
+        .as_deref()
+        .ok_or_else(|| Failure::usage("give --to RKID or --party FILE"))?;
+    let party = super::party::PartyFile::load(path)?;
+    party
+        .relationship
+        .counterpart()
+        .map(|card| *card.key_agreement())
+        .ok_or_else(|| {
+            Failure::usage(format!(
+                "{}: no counterpart card is held: run `party trust` or give --to",
+                path.display()
+            ))
+        })
 }
 
 /// Runs `send`; its §6.1 clock starts here.
