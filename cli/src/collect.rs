@@ -364,7 +364,9 @@ impl Handled {
     fn print(&self, out: &Output, seq: u64) {
         let (kind, detail) = match &self.disposition {
             Disposition::Written(p) => ("written".to_owned(), p.display().to_string()),
-            Disposition::DuplicateKnown(p) => ("duplicate-known".to_owned(), p.display().to_string()),
+            Disposition::DuplicateKnown(p) => {
+                ("duplicate-known".to_owned(), p.display().to_string())
+            }
             Disposition::Failed(reason) => ("failed".to_owned(), (*reason).to_owned()),
             Disposition::Transient(detail) => ("transient".to_owned(), detail.clone()),
             Disposition::Evaluated(e) => (e.disposition.to_string(), e.detail.clone()),

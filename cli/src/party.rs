@@ -158,7 +158,9 @@ impl PartyFile {
             self.relationship.pair().x_secret(),
         );
         if keys.rkid() != self.relationship.rkid() {
-            return Err(bad("the pair context's x25519 secret does not give its rkid"));
+            return Err(bad(
+                "the pair context's x25519 secret does not give its rkid",
+            ));
         }
         Ok(keys)
     }
@@ -207,8 +209,8 @@ fn new_relationship(
     relationship
         .add_carrier_nonce(CarrierNonce { nonce, generation })
         .map_err(|e| usage(&e))?;
-    let card = ContactCard::sign_displayed(relationship.pair(), hints, &created)
-        .map_err(|e| usage(&e))?;
+    let card =
+        ContactCard::sign_displayed(relationship.pair(), hints, &created).map_err(|e| usage(&e))?;
     let mut record = relationship.to_record();
     record.own_card = to_serde(&Value::Object(card.object().clone()));
     Relationship::from_record(&record).map_err(|e| usage(&e))

@@ -229,8 +229,7 @@ impl PartyReceiver {
             .filter(|h| h.transport == Transport::Quic)
             .find_map(|h| h.pin.map(|pin| (h, pin)))
             .ok_or("the counterpart's card names no pinned rltp+quic hint")?;
-        let sealed =
-            super::send::seal_document(&ack.document, &rkid).map_err(|e| e.to_string())?;
+        let sealed = super::send::seal_document(&ack.document, &rkid).map_err(|e| e.to_string())?;
         rltp_client::tls::install_crypto_provider();
         let options = ConnectOptions::new(hint.address(), ServerTrust::Pin(SpkiFingerprint(pin)));
         let mut sender = Sender::over(Link::new(options));
