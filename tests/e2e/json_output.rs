@@ -291,6 +291,7 @@ fn completions_name_every_subcommand_and_the_manual_renders() {
         [
             "serve",
             "keys",
+            "party",
             "declaration",
             "register",
             "send",
@@ -347,6 +348,11 @@ fn completions_name_every_subcommand_and_the_manual_renders() {
                 "keys-new",
                 "keys-rotate",
                 "keys-show",
+                "party-card",
+                "party-credential",
+                "party-new",
+                "party-show",
+                "party-trust",
             ]
             .map(|c| format!("rltp-carrier-{c}.1")),
         )

@@ -12,137 +12,166 @@ use super::*;
 
 type Object = serde_json::Map<String, serde_json::Value>;
 
+/// One carrier, the directory the parties live in, and the environment
+/// every command runs with (the test clock hook, when the carrier has one).
+struct World {
+    dir: PathBuf,
+    carrier: Carrier,
+    env: Vec<(String, String)>,
+}
+
 /// Two parties with each other's cards, both registered.
 struct Parties {
     alice: PathBuf,
     bob: PathBuf,
 }
 
-fn party(dir: &Path, carrier: &Carrier, name: &str) -> PathBuf {
-    let hint = format!("rltp+quic://{}#{}", carrier.addr, carrier.pin);
-    let file = format!("{name}.party.json");
-    let made = cli(
-        dir,
-        &[
-            "party",
-            "new",
-            "--carrier",
-            CARRIER,
-            "--hint",
-            &hint,
-            "--out",
-            &file,
-        ],
-    )
-    .expect(0);
-    assert_eq!(made.value("store"), format!("{name}.party.redb"));
-    let card = format!("{name}.card.json");
-    cli(dir, &["party", "card", "--party", &file, "--out", &card]).expect(0);
-    let registered = cli_to(dir, carrier, &["register", "--key", &file]).expect(0);
-    assert_eq!(registered.value("verdict"), "registered");
-    dir.join(file)
-}
-
-fn parties(dir: &Path, carrier: &Carrier) -> Parties {
-    let alice = party(dir, carrier, "alice");
-    let bob = party(dir, carrier, "bob");
-    for (file, card) in [(&alice, "bob.card.json"), (&bob, "alice.card.json")] {
-        let path = file.to_str().unwrap();
-        cli(dir, &["party", "trust", "--party", path, "--card", card]).expect(0);
-    }
-    Parties { alice, bob }
-}
-
 fn path(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-/// `send --json --party alice DOC`: the deposit id.
-fn send(dir: &Path, carrier: &Carrier, alice: &Path, document: &str) -> String {
-    let run = cli_to(
-        dir,
-        carrier,
-        &["send", "--json", "--party", path(alice), document],
-    )
-    .expect(0);
-    let events = objects(&run.stdout);
-    let last = events.last().unwrap();
-    assert_eq!(last["event"], "sent-register", "{}", run.stdout);
-    assert_eq!(last["senderStatus"], "accepted");
-    let fin = &events[events.len() - 2];
-    assert_eq!(fin["status"], "accepted");
-    fin["deposit"].as_str().unwrap().to_owned()
-}
+impl World {
+    fn start(dir: &Path) -> World {
+        World {
+            dir: dir.to_owned(),
+            carrier: Carrier::start(&dir.join("data"), None),
+            env: Vec::new(),
+        }
+    }
 
-/// `collect --json --conclude` of a party: the `deposit` and `ack` events.
-fn collect(dir: &Path, carrier: &Carrier, who: &Path) -> (Vec<Object>, Vec<Object>) {
-    let run = cli_to(
-        dir,
-        carrier,
-        &["collect", "--json", "--conclude", "--key", path(who)],
-    )
-    .expect(0);
-    let events = objects(&run.stdout);
-    let of = |kind: &str| -> Vec<Object> {
-        events
-            .iter()
-            .filter(|e| e["event"] == kind)
-            .cloned()
-            .collect()
-    };
-    (of("deposit"), of("ack"))
-}
+    fn cli(&self, args: &[&str]) -> Run {
+        cli_env(&self.dir, args, &self.env)
+    }
 
-/// `status --json --party alice --deposit ID`: the sender-status object.
-fn sender_status(dir: &Path, carrier: &Carrier, alice: &Path, deposit: &str) -> Object {
-    let run = cli_to(
-        dir,
-        carrier,
-        &[
+    fn cli_to(&self, args: &[&str]) -> Run {
+        let mut all: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+        all.extend(self.carrier.args());
+        cli_env(&self.dir, &all, &self.env)
+    }
+
+    fn party(&self, name: &str) -> PathBuf {
+        let hint = format!("rltp+quic://{}#{}", self.carrier.addr, self.carrier.pin);
+        let file = format!("{name}.party.json");
+        let made = self
+            .cli(&[
+                "party",
+                "new",
+                "--carrier",
+                CARRIER,
+                "--hint",
+                &hint,
+                "--out",
+                &file,
+            ])
+            .expect(0);
+        assert_eq!(made.value("store"), format!("{name}.party.redb"));
+        let card = format!("{name}.card.json");
+        self.cli(&["party", "card", "--party", &file, "--out", &card])
+            .expect(0);
+        let registered = self.cli_to(&["register", "--key", &file]).expect(0);
+        assert_eq!(registered.value("verdict"), "registered");
+        self.dir.join(file)
+    }
+
+    /// Alice and Bob, each holding the other's card, and Alice's
+    /// credential delivery to Bob in `d.json`.
+    fn parties(&self) -> Parties {
+        let alice = self.party("alice");
+        let bob = self.party("bob");
+        for (file, card) in [(&alice, "bob.card.json"), (&bob, "alice.card.json")] {
+            self.cli(&["party", "trust", "--party", path(file), "--card", card])
+                .expect(0);
+        }
+        let made = self
+            .cli(&[
+                "party",
+                "credential",
+                "--party",
+                path(&alice),
+                "--out",
+                "d.json",
+            ])
+            .expect(0);
+        assert_eq!(made.value("document"), "d.json");
+        Parties { alice, bob }
+    }
+
+    /// `send --json --party alice d.json`: the deposit id.
+    fn send(&self, alice: &Path) -> String {
+        let run = self
+            .cli_to(&["send", "--json", "--party", path(alice), "d.json"])
+            .expect(0);
+        let events = objects(&run.stdout);
+        let last = events.last().unwrap();
+        assert_eq!(last["event"], "sent-register", "{}", run.stdout);
+        assert_eq!(last["senderStatus"], "accepted");
+        let fin = &events[events.len() - 2];
+        assert_eq!(fin["status"], "accepted");
+        fin["deposit"].as_str().unwrap().to_owned()
+    }
+
+    /// `collect --json --conclude` of a party: its `deposit` and `ack` events.
+    fn collect(&self, who: &Path) -> (Vec<Object>, Vec<Object>) {
+        let run = self
+            .cli_to(&["collect", "--json", "--conclude", "--key", path(who)])
+            .expect(0);
+        let events = objects(&run.stdout);
+        let of = |kind: &str| -> Vec<Object> {
+            events
+                .iter()
+                .filter(|e| e["event"] == kind)
+                .cloned()
+                .collect()
+        };
+        (of("deposit"), of("ack"))
+    }
+
+    /// `status --json --party alice --deposit ID`: the exit code and the
+    /// sender-status object.
+    fn sender_status(&self, alice: &Path, deposit: &str) -> (i32, Object) {
+        let run = self.cli_to(&[
             "status",
             "--json",
             "--party",
             path(alice),
             "--deposit",
             deposit,
-        ],
-    )
-    .expect(0);
-    // While `accepted` the carrier is asked too (its retry events first).
-    let mut events = objects(&run.stdout);
-    let last = events.pop().unwrap();
-    assert_eq!(last["event"], "sender-status", "{}", run.stdout);
-    last
+        ]);
+        // While `accepted` the carrier is asked too (its retry events first).
+        let mut events = objects(&run.stdout);
+        let last = events.pop().unwrap();
+        assert_eq!(last["event"], "sender-status", "{run:?}");
+        (run.code, last)
+    }
+
+    /// Bob's collect, killed right after its stage-9 commit.
+    fn crash_after_commit(&self, bob: &Path) {
+        let mut env = self.env.clone();
+        env.push(("RLTP_PARTY_FAULT".into(), "after-commit".into()));
+        let crashed = Running::start_env(
+            &self.dir,
+            &self.carrier.args(),
+            &["collect", "--json", "--conclude", "--key", path(bob)],
+            &env,
+        );
+        assert_eq!(crashed.wait(), None, "killed by SIGABRT, no exit code");
+    }
 }
 
 #[test]
 fn a_credential_delivery_reaches_delivered_and_a_duplicate_re_sends_the_stored_ack() {
     let dir = tempfile::tempdir().unwrap();
-    let dir = dir.path();
-    let carrier = Carrier::start(&dir.join("data"), None);
-    let Parties { alice, bob } = parties(dir, &carrier);
-    let made = cli(
-        dir,
-        &[
-            "party",
-            "credential",
-            "--party",
-            path(&alice),
-            "--out",
-            "d.json",
-        ],
-    )
-    .expect(0);
-    assert_eq!(made.value("document"), "d.json");
-    let digest = digest_of(&std::fs::read_to_string(dir.join("d.json")).unwrap());
+    let w = World::start(dir.path());
+    let Parties { alice, bob } = w.parties();
+    let digest = digest_of(&std::fs::read_to_string(w.dir.join("d.json")).unwrap());
 
-    let deposit = send(dir, &carrier, &alice, "d.json");
-    let status = sender_status(dir, &carrier, &alice, &deposit);
-    assert_eq!(status["senderStatus"], "accepted");
+    let deposit = w.send(&alice);
+    let (code, status) = w.sender_status(&alice, &deposit);
+    assert_eq!((code, &status["senderStatus"]), (0, &"accepted".into()));
     assert_eq!(status["digest"], digest.as_str());
 
     // Bob: stage 9 commits, concludes, deposits the acknowledgement.
-    let (deposits, acks) = collect(dir, &carrier, &bob);
+    let (deposits, acks) = w.collect(&bob);
     assert_eq!(deposits.len(), 1);
     assert_eq!(deposits[0]["digest"], digest.as_str());
     assert_eq!(deposits[0]["disposition"], "unique");
@@ -153,23 +182,23 @@ fn a_credential_delivery_reaches_delivered_and_a_duplicate_re_sends_the_stored_a
     assert_eq!(acks[0]["status"], "admitted");
 
     // Alice: the acknowledgement passes §4.2 against her sent-register.
-    let (deposits, acks) = collect(dir, &carrier, &alice);
+    let (deposits, acks) = w.collect(&alice);
     assert_eq!(deposits.len(), 1);
     assert_eq!(deposits[0]["digest"], ack.as_str());
     assert_eq!(deposits[0]["disposition"], "unique");
     assert_eq!(deposits[0]["transition"], "accepted->delivered");
     assert_eq!(deposits[0]["ack"], serde_json::Value::Null);
     assert!(acks.is_empty(), "an acknowledgement is terminal");
-    let status = sender_status(dir, &carrier, &alice, &deposit);
-    assert_eq!(status["senderStatus"], "delivered");
+    let (code, status) = w.sender_status(&alice, &deposit);
+    assert_eq!((code, &status["senderStatus"]), (0, &"delivered".into()));
     assert_eq!(status["transition"], "accepted->delivered");
 
     // The same document again (sealed afresh): Bob answers duplicate-known
     // and re-sends the stored acknowledgement — the same digest, so the
     // same JCS bytes.
-    let again = send(dir, &carrier, &alice, "d.json");
+    let again = w.send(&alice);
     assert_ne!(again, deposit);
-    let (deposits, acks) = collect(dir, &carrier, &bob);
+    let (deposits, acks) = w.collect(&bob);
     assert_eq!(deposits.len(), 1);
     assert_eq!(deposits[0]["disposition"], "duplicate-known");
     assert_eq!(deposits[0]["stage"], 4);
@@ -179,48 +208,29 @@ fn a_credential_delivery_reaches_delivered_and_a_duplicate_re_sends_the_stored_a
     assert_eq!(acks[0]["status"], "admitted");
     // Alice: the re-sent acknowledgement is duplicate-known, and nothing
     // answers it (no ack of an ack): Bob's queue stays empty.
-    let (deposits, acks) = collect(dir, &carrier, &alice);
+    let (deposits, acks) = w.collect(&alice);
     assert_eq!(deposits.len(), 1);
     assert_eq!(deposits[0]["digest"], ack.as_str());
     assert_eq!(deposits[0]["disposition"], "duplicate-known");
     assert_eq!(deposits[0]["ack"], serde_json::Value::Null);
     assert!(acks.is_empty());
-    let (deposits, acks) = collect(dir, &carrier, &bob);
+    let (deposits, acks) = w.collect(&bob);
     assert!(deposits.is_empty() && acks.is_empty());
-    let status = sender_status(dir, &carrier, &alice, &again);
+    let (_, status) = w.sender_status(&alice, &again);
     assert_eq!(status["senderStatus"], "delivered");
 }
 
 #[test]
 fn a_crash_between_commit_and_outbox_deposits_the_kept_ack_exactly_once() {
     let dir = tempfile::tempdir().unwrap();
-    let dir = dir.path();
-    let carrier = Carrier::start(&dir.join("data"), None);
-    let Parties { alice, bob } = parties(dir, &carrier);
-    cli(
-        dir,
-        &[
-            "party",
-            "credential",
-            "--party",
-            path(&alice),
-            "--out",
-            "d.json",
-        ],
-    )
-    .expect(0);
-    let deposit = send(dir, &carrier, &alice, "d.json");
+    let w = World::start(dir.path());
+    let Parties { alice, bob } = w.parties();
+    let deposit = w.send(&alice);
 
     // Bob dies right after the stage-9 commit: nothing concluded, nothing
     // deposited.
-    let crashed = Running::start_env(
-        dir,
-        &carrier.args(),
-        &["collect", "--json", "--conclude", "--key", path(&bob)],
-        &[("RLTP_PARTY_FAULT".into(), "after-commit".into())],
-    );
-    assert_eq!(crashed.wait(), None, "killed by SIGABRT, no exit code");
-    let (deposits, _) = collect(dir, &carrier, &alice);
+    w.crash_after_commit(&bob);
+    let (deposits, _) = w.collect(&alice);
     assert!(
         deposits.is_empty(),
         "no acknowledgement left before the crash"
@@ -228,7 +238,7 @@ fn a_crash_between_commit_and_outbox_deposits_the_kept_ack_exactly_once() {
 
     // The next run: the redelivered document is duplicate-known, the kept
     // acknowledgement is deposited once.
-    let (deposits, acks) = collect(dir, &carrier, &bob);
+    let (deposits, acks) = w.collect(&bob);
     assert_eq!(deposits.len(), 1);
     assert_eq!(deposits[0]["disposition"], "duplicate-known");
     let ack = deposits[0]["ack"].as_str().unwrap().to_owned();
@@ -236,13 +246,66 @@ fn a_crash_between_commit_and_outbox_deposits_the_kept_ack_exactly_once() {
     assert_eq!(acks[0]["ack"], ack.as_str());
     assert_eq!(acks[0]["status"], "admitted");
 
-    let (deposits, _) = collect(dir, &carrier, &alice);
+    let (deposits, _) = w.collect(&alice);
     assert_eq!(deposits.len(), 1, "exactly one acknowledgement arrived");
     assert_eq!(deposits[0]["digest"], ack.as_str());
     assert_eq!(deposits[0]["transition"], "accepted->delivered");
-    let status = sender_status(dir, &carrier, &alice, &deposit);
+    let (_, status) = w.sender_status(&alice, &deposit);
     assert_eq!(status["senderStatus"], "delivered");
     // Nothing is left: the outbox is empty, the queue concluded.
-    let (deposits, acks) = collect(dir, &carrier, &bob);
+    let (deposits, acks) = w.collect(&bob);
     assert!(deposits.is_empty() && acks.is_empty());
+}
+
+/// §6.1: the carrier gives the document up while Bob is down after his
+/// commit (Alice's status: `failed(expired-by-adapter-policy)`); Bob's
+/// next run deposits the kept acknowledgement, and Alice's status moves
+/// `failed->delivered`, surfaced in JSON and text.
+#[test]
+fn a_late_ack_after_give_up_moves_failed_to_delivered_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let clock = dir.join("clock-offset");
+    std::fs::write(&clock, "0\n").unwrap();
+    let config = "[constants]\ngive-up-horizon = \"P1D\"\n[limits]\nsweep-interval-ms = 50\n";
+    let spec = Spec::new(&dir.join("data"), config).with_clock(&clock);
+    let w = World {
+        dir: dir.to_owned(),
+        carrier: Carrier::start_with(&spec),
+        env: spec.env.clone(),
+    };
+    let Parties { alice, bob } = w.parties();
+    let deposit = w.send(&alice);
+    w.crash_after_commit(&bob);
+
+    // Two days pass (carrier and parties alike): the carrier gives it up.
+    std::fs::write(&clock, "172800000\n").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let failed = loop {
+        let (code, status) = w.sender_status(&alice, &deposit);
+        if code == 1 {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "never given up: {status:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(failed["senderStatus"], "failed(expired-by-adapter-policy)");
+
+    // Bob's next run: the document is gone from his queue, the kept
+    // acknowledgement still goes out.
+    let (deposits, acks) = w.collect(&bob);
+    assert!(deposits.is_empty());
+    assert_eq!(acks.len(), 1);
+    assert_eq!(acks[0]["status"], "admitted");
+    let (deposits, _) = w.collect(&alice);
+    assert_eq!(deposits.len(), 1);
+    assert_eq!(deposits[0]["transition"], "failed->delivered");
+    let (code, status) = w.sender_status(&alice, &deposit);
+    assert_eq!((code, &status["senderStatus"]), (0, &"delivered".into()));
+    assert_eq!(status["transition"], "failed->delivered");
+    let text = w
+        .cli_to(&["status", "--party", path(&alice), "--deposit", &deposit])
+        .expect(0);
+    assert_eq!(text.value("sender-status"), "delivered");
+    assert_eq!(text.value("transition"), "failed->delivered");
 }
