@@ -257,20 +257,7 @@ async fn execute(args: &Args, started: Instant) -> Result<u8, Failure> {
         || format!("final {status} deposit {deposit} digest {digest}"),
     );
     if let (Some(party), SenderStatus::Accepted { .. }) = (&args.party, &status) {
-        let recorded = super::party::record_sent(party, &bytes, &deposit, &rkid)?;
-        let state = if recorded.is_some() {
-            "accepted"
-        } else {
-            "not-recorded"
-        };
-        out.emit(
-            "sent-register",
-            &[
-                ("digest", digest.clone().into()),
-                ("senderStatus", state.into()),
-            ],
-            || format!("sent-register {state} digest {digest}"),
-        );
+        record_sent(&out, party, &bytes, &sealed, &rkid)?;
     }
     Ok(match status {
         SenderStatus::Accepted { .. } => exit::OK,
@@ -281,6 +268,35 @@ async fn execute(args: &Args, started: Instant) -> Result<u8, Failure> {
         }
         _ => exit::REFUSED,
     })
+}
+
+/// `--party`: records the admitted document in the sent-register and
+/// prints `sent-register` (`accepted`, or `not-recorded` for a document
+/// that earns no acknowledgement).
+fn record_sent(
+    out: &Output,
+    party: &std::path::Path,
+    bytes: &[u8],
+    sealed: &Sealed,
+    rkid: &Rkid,
+) -> Result<(), Failure> {
+    let deposit = sealed.deposit.to_multibase();
+    let recorded = super::party::record_sent(party, bytes, &deposit, rkid)?;
+    let state = if recorded.is_some() {
+        "accepted"
+    } else {
+        "not-recorded"
+    };
+    let digest = &sealed.document_digest;
+    out.emit(
+        "sent-register",
+        &[
+            ("digest", digest.as_str().into()),
+            ("senderStatus", state.into()),
+        ],
+        || format!("sent-register {state} digest {digest}"),
+    );
+    Ok(())
 }
 
 /// The queue address: `--to`, else the `--party` counterpart's card.
