@@ -30,11 +30,40 @@ fn path(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
+/// Alice with her queue on `a`'s carrier, Bob with his on `b`'s (one
+/// directory), each holding the other's card, and Alice's credential
+/// delivery to Bob in `d.json`.
+fn parties_on(a: &World, b: &World) -> Parties {
+    let alice = a.party("alice");
+    let bob = b.party("bob");
+    for (file, card) in [(&alice, "bob.card.json"), (&bob, "alice.card.json")] {
+        a.cli(&["party", "trust", "--party", path(file), "--card", card])
+            .expect(0);
+    }
+    let made = a
+        .cli(&[
+            "party",
+            "credential",
+            "--party",
+            path(&alice),
+            "--out",
+            "d.json",
+        ])
+        .expect(0);
+    assert_eq!(made.value("document"), "d.json");
+    Parties { alice, bob }
+}
+
 impl World {
     fn start(dir: &Path) -> World {
+        World::start_named(dir, "data")
+    }
+
+    /// A carrier over `dir/<data>`.
+    fn start_named(dir: &Path, data: &str) -> World {
         World {
             dir: dir.to_owned(),
-            carrier: Carrier::start(&dir.join("data"), None),
+            carrier: Carrier::start(&dir.join(data), None),
             env: Vec::new(),
         }
     }
@@ -73,27 +102,10 @@ impl World {
         self.dir.join(file)
     }
 
-    /// Alice and Bob, each holding the other's card, and Alice's
-    /// credential delivery to Bob in `d.json`.
+    /// Alice and Bob on this carrier, each holding the other's card, and
+    /// Alice's credential delivery to Bob in `d.json`.
     fn parties(&self) -> Parties {
-        let alice = self.party("alice");
-        let bob = self.party("bob");
-        for (file, card) in [(&alice, "bob.card.json"), (&bob, "alice.card.json")] {
-            self.cli(&["party", "trust", "--party", path(file), "--card", card])
-                .expect(0);
-        }
-        let made = self
-            .cli(&[
-                "party",
-                "credential",
-                "--party",
-                path(&alice),
-                "--out",
-                "d.json",
-            ])
-            .expect(0);
-        assert_eq!(made.value("document"), "d.json");
-        Parties { alice, bob }
+        parties_on(self, self)
     }
 
     /// `send --json --party alice d.json`: the deposit id.
@@ -310,4 +322,66 @@ fn a_late_ack_after_give_up_moves_failed_to_delivered_and_says_so() {
         .expect(0);
     assert_eq!(text.value("sender-status"), "delivered");
     assert_eq!(text.value("transition"), "failed->delivered");
+}
+
+/// `collect --watch --conclude`: the always-on recipient acknowledges as
+/// documents arrive (commit → conclude → outbox within the session).
+#[test]
+fn a_watching_recipient_acknowledges_as_documents_arrive() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = World::start(dir.path());
+    let Parties { alice, bob } = w.parties();
+    let watch = Running::start_env(
+        &w.dir,
+        &w.carrier.args(),
+        &[
+            "collect",
+            "--json",
+            "--watch",
+            "--conclude",
+            "--key",
+            path(&bob),
+        ],
+        &w.env,
+    );
+    watch.next_event("watching");
+    let deposit = w.send(&alice);
+    let taken = watch.next_event("deposit");
+    assert_eq!(taken["disposition"], "unique");
+    let concluded = watch.next_event("conclude");
+    assert_eq!(concluded["verdict"], "served");
+    let ack = watch.next_event("ack");
+    assert_eq!(ack["status"], "admitted");
+    assert_eq!(ack["ack"], taken["ack"]);
+    let (deposits, _) = w.collect(&alice);
+    assert_eq!(deposits.len(), 1);
+    assert_eq!(deposits[0]["transition"], "accepted->delivered");
+    let (_, status) = w.sender_status(&alice, &deposit);
+    assert_eq!(status["senderStatus"], "delivered");
+    assert_eq!(watch.interrupt(), Some(0));
+}
+
+/// Two carriers: Alice's queue on X, Bob's on Y. Alice deposits at Y; Bob's
+/// acknowledgement goes to X, found from Alice's card's delivery hint —
+/// Bob has no account at X and shows it no identity (§5a.4).
+#[test]
+fn across_two_carriers_the_ack_finds_the_senders_carrier_from_her_card() {
+    let dir = tempfile::tempdir().unwrap();
+    let x = World::start_named(dir.path(), "x");
+    let y = World::start_named(dir.path(), "y");
+    let Parties { alice, bob } = parties_on(&x, &y);
+    let deposit = y.send(&alice);
+    let (deposits, acks) = y.collect(&bob);
+    assert_eq!(deposits[0]["disposition"], "unique");
+    assert_eq!(acks.len(), 1);
+    assert_eq!(acks[0]["status"], "admitted");
+    // Nothing came back to Bob's own carrier.
+    let (deposits, _) = y.collect(&bob);
+    assert!(deposits.is_empty());
+    let (deposits, _) = x.collect(&alice);
+    assert_eq!(deposits.len(), 1);
+    assert_eq!(deposits[0]["digest"], acks[0]["ack"]);
+    assert_eq!(deposits[0]["transition"], "accepted->delivered");
+    let (code, status) = y.sender_status(&alice, &deposit);
+    assert_eq!((code, &status["senderStatus"]), (0, &"delivered".into()));
 }
