@@ -59,6 +59,7 @@ pub mod conclude;
 pub mod conformance;
 pub mod declaration;
 pub mod demo;
+pub mod demo_delivered;
 pub mod keys;
 pub mod output;
 pub mod party;
