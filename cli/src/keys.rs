@@ -461,6 +461,13 @@ fn execute(args: &Args) -> Result<u8, Failure> {
             out.record("keys", &file.lines(&a.out));
         }
         KeysCommand::Rotate(a) => {
+            if super::party::is_party_file(&super::read_file(&a.key)?) {
+                return Err(Failure::usage(format!(
+                    "{} is a party file: keys rotate rewrites key files only (a party's carrier \
+                     nonce is kept in its relationship record)",
+                    a.key.display()
+                )));
+            }
             let mut file = KeyFile::load(&a.key)?;
             file.rotate(a.generation)
                 .map_err(|e| Failure::usage(e.to_string()))?;

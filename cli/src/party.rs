@@ -456,3 +456,84 @@ pub fn record_sent(
         .map_err(|e| Failure::usage(e.to_string()))?;
     Ok(Some(entry))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn carrier() -> CarrierId {
+        CarrierId::from_bytes(b"did:web:carrier.example").unwrap()
+    }
+
+    const HINT: &str =
+        "rltp+quic://127.0.0.1:4433#sha256/47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=";
+
+    #[test]
+    fn a_party_file_round_trips_and_its_carrier_view_is_its_pair_context() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("alice.party.json");
+        let hints = [HINT.parse().unwrap()];
+        let party = PartyFile {
+            carrier: carrier(),
+            relationship: new_relationship(&hints, None, 1_000).unwrap(),
+        };
+        party.save(&path, false).unwrap();
+        assert_eq!(
+            party.save(&path, false).unwrap_err().status,
+            exit::USAGE,
+            "never overwritten without --force"
+        );
+        let bytes = std::fs::read(&path).unwrap();
+        assert!(is_party_file(&bytes));
+        let back = PartyFile::load(&path).unwrap();
+        assert_eq!(back.relationship.anchor(), party.relationship.anchor());
+        assert_eq!(
+            back.relationship.own_card().unwrap().hint_texts(),
+            [HINT.to_owned()]
+        );
+        // Every carrier command's --key takes it: the pair context's rkid.
+        let keys = KeyFile::load(&path).unwrap();
+        assert_eq!(keys.rkid(), party.relationship.rkid());
+        assert_eq!(keys.generation(), 1);
+        let (_, principal) = party.relationship.principal(&carrier()).unwrap();
+        assert_eq!(keys.principal(), principal);
+        assert_eq!(store_path(&path), dir.path().join("alice.party.redb"));
+        // A key file is not a party file.
+        let key_file = KeyFile::generate(carrier()).to_bytes().unwrap();
+        assert!(!is_party_file(&key_file));
+    }
+
+    #[test]
+    fn migrating_a_key_file_keeps_its_principal_and_derives_a_new_rkid() {
+        let key = KeyFile::from_parts(carrier(), [7; 32], [3; 32], 4, [9; 32]);
+        let relationship = new_relationship(&[], Some(&key), 1_000).unwrap();
+        let party = PartyFile {
+            carrier: carrier(),
+            relationship,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let view = party.key_file(&dir.path().join("p.json")).unwrap();
+        assert_eq!(view.principal(), key.principal());
+        assert_eq!(view.generation(), 4);
+        assert_ne!(view.rkid(), key.rkid());
+        assert_eq!(view.rkid(), party.relationship.rkid());
+    }
+
+    #[test]
+    fn a_credential_delivery_needs_the_counterparts_card_and_passes_stages_5_to_8() {
+        let alice = new_relationship(&[], None, 1_000).unwrap();
+        assert_eq!(
+            credential_delivery(&alice, 1_000).unwrap_err().message,
+            "no counterpart card is held: run `party trust --card FILE` first"
+        );
+        let mut alice = alice;
+        let bob = new_relationship(&[], None, 1_000).unwrap();
+        alice.set_counterpart(bob.own_card().unwrap().clone());
+        let document = credential_delivery(&alice, 1_000).unwrap();
+        let document = rltp_party::document::Document::from_value(Value::Object(document)).unwrap();
+        let profiled = rltp_party::document::profile(&document).unwrap();
+        assert_eq!(profiled.recipient, bob.anchor());
+        assert_eq!(profiled.type_uri, CREDENTIAL_DELIVERY);
+        rltp_party::consistency::credential_delivery(&profiled).unwrap();
+    }
+}
