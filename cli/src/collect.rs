@@ -61,9 +61,10 @@
 //! `watching`, `refresh`, `session-ended`, `reconnecting`, and finally
 //! `summary`.
 //!
-//! Exit status 0 when every page was `served`, nothing was left transient
-//! and nothing is still owed; 3 when a request gave up while the carrier
-//! was unreachable; 1 otherwise.
+//! Exit status 0 when every page was `served`, nothing was left transient,
+//! nothing is still owed and (a party file) no acknowledgement stayed in
+//! the outbox; 3 when a request gave up while the carrier was unreachable;
+//! 1 otherwise.
 
 use super::keys::KeyFile;
 use super::output::{Output, n};
@@ -296,6 +297,9 @@ pub struct Summary {
     pub refused: Option<Verdict>,
     /// A request gave up, in this state.
     pub gave_up: Option<AwaitingReason>,
+    /// Acknowledgements left in the party's outbox by the last drain
+    /// (`PROTOCOL.md` §14); kept for the next run.
+    pub acks_kept: u64,
 }
 
 impl Summary {
@@ -315,10 +319,14 @@ impl Summary {
         }
     }
 
-    /// Whether every page was served, nothing was left transient and
-    /// nothing is still owed.
+    /// Whether every page was served, nothing was left transient, nothing
+    /// is still owed and no acknowledgement stayed in the outbox.
     pub fn clean(&self) -> bool {
-        self.refused.is_none() && self.gave_up.is_none() && self.transient == 0 && self.owed == 0
+        self.refused.is_none()
+            && self.gave_up.is_none()
+            && self.transient == 0
+            && self.owed == 0
+            && self.acks_kept == 0
     }
 
     /// The exit status: 0 clean, 3 gave up while unreachable, else 1.
@@ -489,9 +497,10 @@ impl<'a> Collector<'a> {
     }
 
     /// Deposits the party's acknowledgement outbox (after concluding).
-    async fn deliver_outbox(&self) {
+    async fn deliver_outbox(&mut self) {
         if let Some(party) = self.party {
-            party.deliver_outbox(&self.out, self.give_up_after).await;
+            let kept = party.deliver_outbox(&self.out, self.give_up_after).await;
+            self.summary.acks_kept = kept as u64;
         }
     }
 

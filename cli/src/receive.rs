@@ -30,6 +30,7 @@
 //! process aborts right after the first `unique` commit, before anything
 //! is concluded or deposited.
 
+use std::collections::HashSet;
 use std::path::Path;
 use std::time::Duration;
 
@@ -37,7 +38,7 @@ use rltp_client::clock::WallClock;
 use rltp_client::tls::{ServerTrust, SpkiFingerprint};
 use rltp_client::{ConnectOptions, Delivered, Link, RetryPolicy, Schedule, Sender, SenderStatus};
 use rltp_party::bundle::NoEncounterState;
-use rltp_party::hint::Transport;
+use rltp_party::hint::{DeliveryHint, Transport};
 use rltp_party::keyring::KeyRing;
 use rltp_party::locks::LockTable;
 use rltp_party::registry::TypeRegistry;
@@ -46,6 +47,7 @@ use rltp_party::store::StoredAck;
 use rltp_party::{Disposition as PartyDisposition, Outcome, Pending, Receiver};
 use rltp_party_store::RedbStore;
 use rltp_proofs::json::Value;
+use rltp_proofs::multikey::Rkid;
 use tokio::time::Instant;
 
 use super::Failure;
@@ -55,6 +57,19 @@ use super::party::{PartyFile, open_store};
 
 /// The environment variable of the test fault point.
 pub const FAULT_ENV: &str = "RLTP_PARTY_FAULT";
+
+/// Where one acknowledgement is deposited.
+struct Route {
+    rkid: Rkid,
+    hint: DeliveryHint,
+    pin: [u8; 32],
+}
+
+impl Route {
+    fn address(&self) -> String {
+        self.hint.address()
+    }
+}
 
 /// What the pipeline decided for one envelope (a terminal disposition).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -186,8 +201,24 @@ impl PartyReceiver {
             }
         };
         let mut left = 0;
+        // A carrier that failed once in this drain is not tried again for
+        // the next items (each would wait out --give-up-after).
+        let mut failed: HashSet<String> = HashSet::new();
         for ack in &items {
-            let result = self.deliver(ack, give_up_after).await;
+            let result = match self.route(ack) {
+                Ok(route) if failed.contains(&route.address()) => Err(format!(
+                    "kept: the carrier at {} failed earlier in this run",
+                    route.address()
+                )),
+                Ok(route) => {
+                    let result = self.deliver(ack, &route, give_up_after).await;
+                    if result.is_err() {
+                        failed.insert(route.address());
+                    }
+                    result
+                }
+                Err(reason) => Err(reason.to_owned()),
+            };
             let (status, deposit) = match &result {
                 Ok(deposit) => ("admitted".to_owned(), Value::from(deposit.as_str())),
                 Err(reason) => (reason.clone(), Value::Null),
@@ -214,9 +245,9 @@ impl PartyReceiver {
         left
     }
 
-    /// Seals one kept acknowledgement and submits it to the carrier the
-    /// counterpart's card names; on `admitted` it leaves the outbox.
-    async fn deliver(&self, ack: &StoredAck, give_up_after: Duration) -> Result<String, String> {
+    /// Where a kept acknowledgement goes: the first pinned `rltp+quic`
+    /// hint of the counterpart card whose `keyAgreement` it is kept for.
+    fn route(&self, ack: &StoredAck) -> Result<Route, &'static str> {
         let rkid = ack.seal_to.ok_or("kept without an rkid to seal to")?;
         let card = self
             .relationship
@@ -229,14 +260,26 @@ impl PartyReceiver {
             .filter(|h| h.transport == Transport::Quic)
             .find_map(|h| h.pin.map(|pin| (h, pin)))
             .ok_or("the counterpart's card names no pinned rltp+quic hint")?;
-        let sealed = super::send::seal_document(&ack.document, &rkid).map_err(|e| e.to_string())?;
+        Ok(Route { rkid, hint, pin })
+    }
+
+    /// Seals one kept acknowledgement and submits it along `route`; on
+    /// `admitted` it leaves the outbox.
+    async fn deliver(
+        &self,
+        ack: &StoredAck,
+        route: &Route,
+        give_up_after: Duration,
+    ) -> Result<String, String> {
+        let Route { rkid, hint, pin } = route;
+        let sealed = super::send::seal_document(&ack.document, rkid).map_err(|e| e.to_string())?;
         rltp_client::tls::install_crypto_provider();
-        let options = ConnectOptions::new(hint.address(), ServerTrust::Pin(SpkiFingerprint(pin)));
+        let options = ConnectOptions::new(hint.address(), ServerTrust::Pin(SpkiFingerprint(*pin)));
         let mut sender = Sender::over(Link::new(options));
         let mut schedule =
             Schedule::new(Instant::now(), RetryPolicy::FALLBACK, Some(give_up_after)).learning();
         let status = sender
-            .send_on(&rkid, &sealed.envelope, &mut schedule, |_| {})
+            .send_on(rkid, &sealed.envelope, &mut schedule, |_| {})
             .await;
         sender.close().await;
         match status.map_err(|e| e.to_string())? {

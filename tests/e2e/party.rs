@@ -385,3 +385,55 @@ fn across_two_carriers_the_ack_finds_the_senders_carrier_from_her_card() {
     let (code, status) = y.sender_status(&alice, &deposit);
     assert_eq!((code, &status["senderStatus"]), (0, &"delivered".into()));
 }
+
+/// The sender's carrier is down when Bob acknowledges: Bob's collect
+/// concludes, keeps the acknowledgement in the outbox and exits 1 (not
+/// clean) within its `--give-up-after`; once the carrier is back, Bob's
+/// next run deposits it and Alice reaches `delivered`.
+#[test]
+fn an_ack_for_an_unreachable_carrier_stays_in_the_outbox_until_it_is_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let x_spec = Spec::fixed(&dir.join("x"), "");
+    let x = World {
+        dir: dir.to_owned(),
+        carrier: Carrier::start_with(&x_spec),
+        env: Vec::new(),
+    };
+    let y = World::start_named(dir, "y");
+    let Parties { alice, bob } = parties_on(&x, &y);
+    let deposit = y.send(&alice);
+    let World { carrier, .. } = x;
+    assert!(carrier.terminate().success());
+
+    let run = y.cli_to(&[
+        "collect",
+        "--json",
+        "--conclude",
+        "--give-up-after",
+        "PT2S",
+        "--key",
+        path(&bob),
+    ]);
+    assert_eq!(run.code, 1, "{run:?}");
+    let events = objects(&run.stdout);
+    let of = |kind: &str| events.iter().filter(|e| e["event"] == kind).count();
+    assert_eq!((of("deposit"), of("conclude"), of("ack")), (1, 1, 1));
+    let ack = events.iter().find(|e| e["event"] == "ack").unwrap();
+    assert_eq!(ack["deposit"], serde_json::Value::Null);
+    assert_eq!(ack["status"], "failed(expired-by-adapter-policy)");
+
+    let x = World {
+        dir: dir.to_owned(),
+        carrier: Carrier::start_with(&x_spec),
+        env: Vec::new(),
+    };
+    let (deposits, acks) = y.collect(&bob);
+    assert!(deposits.is_empty(), "the document was concluded");
+    assert_eq!(acks.len(), 1);
+    assert_eq!(acks[0]["status"], "admitted");
+    let (deposits, _) = x.collect(&alice);
+    assert_eq!(deposits[0]["transition"], "accepted->delivered");
+    let (_, status) = y.sender_status(&alice, &deposit);
+    assert_eq!(status["senderStatus"], "delivered");
+}
