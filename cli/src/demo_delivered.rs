@@ -110,18 +110,22 @@ pub async fn round_trip(
         Value::Object(party::credential_delivery(&alice.relationship, now).map_err(|f| f.message)?);
     let to = bob.relationship.rkid();
     let sealed = super::send::seal_value(&document, &to).map_err(|e| e.to_string())?;
+    let jcs = rltp_proofs::jcs::canonicalize(&document).map_err(|e| e.to_string())?;
+    let recorder =
+        party::SentRecorder::record(&alice_path, &jcs, &sealed.deposit.to_multibase(), &to)
+            .map_err(|f| f.message)?;
+    if recorder.entry().is_none() {
+        return Err("the credential delivery was not recorded in the sent-register".into());
+    }
     let mut sender = Sender::with_client(options.clone(), client.clone());
     let status = sender
         .send(&to, &sealed.envelope, RetryPolicy::FALLBACK, |_| {})
         .await
         .map_err(|e| e.to_string())?;
-    let SenderStatus::Accepted { deposit } = status else {
+    if !matches!(status, SenderStatus::Accepted { .. }) {
         return Err(format!("send: status {status}"));
-    };
-    let jcs = rltp_proofs::jcs::canonicalize(&document).map_err(|e| e.to_string())?;
-    party::record_sent(&alice_path, &jcs, &deposit.to_multibase(), &to)
-        .map_err(|f| f.message)?
-        .ok_or("the credential delivery was not recorded in the sent-register")?;
+    }
+    drop(recorder);
 
     let acknowledged = collect(options, &bob_path, dir).await?;
     let acks = collect(options, &alice_path, dir).await?;

@@ -427,34 +427,66 @@ pub fn run(args: Args) -> ExitCode {
     super::finish("party", execute(&args))
 }
 
-/// `send --party`: records the admitted document `bytes` in the party
-/// store's sent-register as deposit `deposit` to `rkid`, status `accepted`
-/// (§4.2, §6.1). `None` for a document that earns no acknowledgement (a
-/// `delivery-ack` is terminal, §4.2) or is not a delivery document.
-///
-/// # Errors
-/// [`Failure::usage`] when the store cannot record it.
-pub fn record_sent(
-    path: &Path,
-    bytes: &[u8],
-    deposit: &str,
-    rkid: &rltp_proofs::multikey::Rkid,
-) -> Result<Option<rltp_party::sender::SentEntry>, Failure> {
-    let Some(document) = rltp_party::document::Document::parse(bytes) else {
-        return Ok(None);
-    };
-    let Ok(profiled) = rltp_party::document::profile(&document) else {
-        return Ok(None);
-    };
-    let now = WallClock::from_env().now_ms();
-    let Some(entry) = rltp_party::sender::SentEntry::accepted(&profiled, document.digest(), now)
-    else {
-        return Ok(None);
-    };
-    open_store(path)?
-        .record_deposit(&entry, deposit, rkid)
-        .map_err(|e| Failure::usage(e.to_string()))?;
-    Ok(Some(entry))
+/// `send --party`: the document's sent-register entry (§4.2, §6.1),
+/// written **before** the submission — so an acknowledgement can never
+/// arrive for a document the register lacks, and a party store held by
+/// another process stops the send before anything leaves — and moved to
+/// `failed(…)` when the send ends so.
+pub struct SentRecorder {
+    store: RedbStore,
+    entry: Option<rltp_party::sender::SentEntry>,
+}
+
+impl SentRecorder {
+    /// Records `bytes` (the document), sealed as deposit `deposit` to
+    /// `rkid`, as `accepted` in the sent-register of the party file
+    /// `path`. A document that earns no acknowledgement (a `delivery-ack`
+    /// is terminal, §4.2) or is not a delivery document is not recorded.
+    ///
+    /// # Errors
+    /// [`Failure::usage`] when the store cannot be opened or written.
+    pub fn record(
+        path: &Path,
+        bytes: &[u8],
+        deposit: &str,
+        rkid: &rltp_proofs::multikey::Rkid,
+    ) -> Result<SentRecorder, Failure> {
+        let store = open_store(path)?;
+        let now = WallClock::from_env().now_ms();
+        let entry = rltp_party::document::Document::parse(bytes).and_then(|document| {
+            let profiled = rltp_party::document::profile(&document).ok()?;
+            rltp_party::sender::SentEntry::accepted(&profiled, document.digest(), now)
+        });
+        if let Some(entry) = &entry {
+            store
+                .record_deposit(entry, deposit, rkid)
+                .map_err(|e| Failure::usage(e.to_string()))?;
+        }
+        Ok(SentRecorder { store, entry })
+    }
+
+    /// The entry, when the document was recorded.
+    pub fn entry(&self) -> Option<&rltp_party::sender::SentEntry> {
+        self.entry.as_ref()
+    }
+
+    /// The send ended `failed(reason)` (§6.1); returns the status now held.
+    ///
+    /// # Errors
+    /// [`Failure::usage`] when the store cannot be written.
+    pub fn failed(
+        &self,
+        reason: rltp_party::sender::SenderFailure,
+    ) -> Result<Option<rltp_party::sender::SenderStatus>, Failure> {
+        use rltp_party::store::PartyStore as _;
+        match &self.entry {
+            Some(entry) => self
+                .store
+                .give_up(&entry.digest, reason)
+                .map_err(|e| Failure::usage(e.to_string())),
+            None => Ok(None),
+        }
+    }
 }
 
 #[cfg(test)]

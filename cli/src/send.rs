@@ -32,6 +32,7 @@ use super::{Failure, exit};
 use rltp_client::{
     AwaitingReason, FailReason, RetryPolicy, Schedule, SendEvent, Sender, SenderStatus,
 };
+use rltp_party::sender::SenderFailure;
 use rltp_proofs::DepositId;
 use rltp_proofs::json::{self, Value};
 use rltp_proofs::multikey::Rkid;
@@ -217,6 +218,13 @@ async fn execute(args: &Args, started: Instant) -> Result<u8, Failure> {
         },
     );
 
+    // Recorded before anything leaves (`party::SentRecorder`).
+    let recorder = match &args.party {
+        Some(party) => Some(super::party::SentRecorder::record(
+            party, &bytes, &deposit, &rkid,
+        )?),
+        None => None,
+    };
     rltp_client::tls::install_crypto_provider();
     let link = args.carrier.link()?;
     let cap = args.carrier.give_up_after;
@@ -256,8 +264,8 @@ async fn execute(args: &Args, started: Instant) -> Result<u8, Failure> {
         ],
         || format!("final {status} deposit {deposit} digest {digest}"),
     );
-    if let (Some(party), SenderStatus::Accepted { .. }) = (&args.party, &status) {
-        record_sent(&out, party, &bytes, &sealed, &rkid)?;
+    if let Some(recorder) = &recorder {
+        sent_register(&out, recorder, &status, &digest)?;
     }
     Ok(match status {
         SenderStatus::Accepted { .. } => exit::OK,
@@ -270,29 +278,34 @@ async fn execute(args: &Args, started: Instant) -> Result<u8, Failure> {
     })
 }
 
-/// `--party`: records the admitted document in the sent-register and
-/// prints `sent-register` (`accepted`, or `not-recorded` for a document
-/// that earns no acknowledgement).
-fn record_sent(
+/// `--party`: the sent-register after the send (`accepted`, the
+/// `failed(…)` it ended in, or `not-recorded` for a document that earns
+/// no acknowledgement), printed as `sent-register`.
+fn sent_register(
     out: &Output,
-    party: &std::path::Path,
-    bytes: &[u8],
-    sealed: &Sealed,
-    rkid: &Rkid,
+    recorder: &super::party::SentRecorder,
+    status: &SenderStatus,
+    digest: &str,
 ) -> Result<(), Failure> {
-    let deposit = sealed.deposit.to_multibase();
-    let recorded = super::party::record_sent(party, bytes, &deposit, rkid)?;
-    let state = if recorded.is_some() {
-        "accepted"
-    } else {
-        "not-recorded"
+    let state = match (recorder.entry(), status) {
+        (None, _) => "not-recorded".to_owned(),
+        (Some(_), SenderStatus::Failed(reason)) => {
+            let reason = match reason {
+                FailReason::Unroutable => SenderFailure::Unroutable,
+                FailReason::Oversize => SenderFailure::Oversize,
+                FailReason::ExpiredByAdapterPolicy => SenderFailure::ExpiredByAdapterPolicy,
+            };
+            recorder
+                .failed(reason)?
+                .map_or_else(|| "not-recorded".to_owned(), |s| s.to_string())
+        }
+        (Some(_), _) => "accepted".to_owned(),
     };
-    let digest = &sealed.document_digest;
     out.emit(
         "sent-register",
         &[
-            ("digest", digest.as_str().into()),
-            ("senderStatus", state.into()),
+            ("digest", digest.into()),
+            ("senderStatus", state.as_str().into()),
         ],
         || format!("sent-register {state} digest {digest}"),
     );

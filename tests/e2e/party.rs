@@ -437,3 +437,34 @@ fn an_ack_for_an_unreachable_carrier_stays_in_the_outbox_until_it_is_back() {
     let (_, status) = y.sender_status(&alice, &deposit);
     assert_eq!(status["senderStatus"], "delivered");
 }
+
+/// The party store is held by one process: while Alice's own watch runs,
+/// `send --party` stops before anything leaves (exit 2, naming the store)
+/// — never a document whose acknowledgement the register could not match.
+#[test]
+fn a_send_while_the_party_store_is_held_sends_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = World::start(dir.path());
+    let Parties { alice, bob } = w.parties();
+    let watch = Running::start_env(
+        &w.dir,
+        &w.carrier.args(),
+        &["collect", "--json", "--watch", "--key", path(&alice)],
+        &w.env,
+    );
+    watch.next_event("watching");
+    let refused = w
+        .cli_to(&["send", "--party", path(&alice), "d.json"])
+        .expect(2);
+    assert!(
+        refused.stderr.starts_with(&format!(
+            "rltp-carrier send: {}: party store: ",
+            w.dir.join("alice.party.redb").display()
+        )),
+        "{refused:?}"
+    );
+    assert!(refused.lines("deposit").len() == 1 && refused.lines("final").is_empty());
+    let (deposits, _) = w.collect(&bob);
+    assert!(deposits.is_empty(), "nothing was sent");
+    assert_eq!(watch.interrupt(), Some(0));
+}
