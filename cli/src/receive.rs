@@ -26,6 +26,13 @@
 //! terminal: its stage 9 moves the sent-register status and nothing is
 //! queued (§4.2 "Terminal").
 //!
+//! Opening the receiver drops what is older than `key-retention` (§7),
+//! each cache entry together with its kept acknowledgement.
+//!
+//! The outbox is drained inline: a `collect --watch` handles no pushed
+//! deposit while a submission to an unreachable sender carrier waits out
+//! `--give-up-after` (once per carrier per drain).
+//!
 //! **Fault point** (tests): with `RLTP_PARTY_FAULT=after-commit` the
 //! process aborts right after the first `unique` commit, before anything
 //! is concluded or deposited.
@@ -43,7 +50,7 @@ use rltp_party::keyring::KeyRing;
 use rltp_party::locks::LockTable;
 use rltp_party::registry::TypeRegistry;
 use rltp_party::relationship::Relationship;
-use rltp_party::store::StoredAck;
+use rltp_party::store::{PartyStore, Retention, StoredAck};
 use rltp_party::{Disposition as PartyDisposition, Outcome, Pending, Receiver};
 use rltp_party_store::RedbStore;
 use rltp_proofs::json::Value;
@@ -139,10 +146,18 @@ impl PartyReceiver {
     /// [`Failure::usage`] naming the file or the store.
     pub fn open(path: &Path) -> Result<PartyReceiver, Failure> {
         let party = PartyFile::load(path)?;
+        let store = open_store(path)?;
+        // §7 key-retention = max(P90D, the longest give-up horizon of any
+        // adapter): this party's only adapter is a carrier, whose
+        // give-up-horizon is at most P90D (§11), so the floor is the bound.
+        // Entries older than it go (each cache entry with its kept ack).
+        store
+            .expire(WallClock::from_env().now_ms(), Retention::new(0))
+            .map_err(|e| Failure::usage(format!("{}: {e}", path.display())))?;
         Ok(PartyReceiver {
             keys: KeyRing::new(std::slice::from_ref(&party.relationship)),
             relationship: party.relationship,
-            store: open_store(path)?,
+            store,
             locks: LockTable::new(),
             registry: TypeRegistry::standard(),
             abort_after_commit: std::env::var(FAULT_ENV).is_ok_and(|v| v == "after-commit"),
