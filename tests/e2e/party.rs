@@ -468,3 +468,46 @@ fn a_send_while_the_party_store_is_held_sends_nothing() {
     assert!(deposits.is_empty(), "nothing was sent");
     assert_eq!(watch.interrupt(), Some(0));
 }
+
+/// A key file keeps working; `party new --from-key` migrates it: the same
+/// principal (it registers the new rkid beside the old one), a new rkid,
+/// and a message saying so.
+#[test]
+fn a_key_file_migrates_to_a_party_file_keeping_its_principal() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = World::start(dir.path());
+    let (key, rkid) = keys_new(&w.dir, "old.keys.json");
+    let old = w.cli_to(&["register", "--key", path(&key)]).expect(0);
+    assert_eq!(old.value("verdict"), "registered");
+    let hint = format!("rltp+quic://{}#{}", w.carrier.addr, w.carrier.pin);
+    let made = w
+        .cli(&[
+            "party",
+            "new",
+            "--carrier",
+            CARRIER,
+            "--hint",
+            &hint,
+            "--from-key",
+            path(&key),
+            "--out",
+            "new.party.json",
+        ])
+        .expect(0);
+    assert!(
+        made.stderr
+            .contains("the principal is kept, the rkid is new"),
+        "{made:?}"
+    );
+    let shown = w.cli(&["keys", "show", "--key", path(&key)]).expect(0);
+    assert_eq!(made.value("principal"), shown.value("principal"));
+    assert_ne!(made.value("rkid"), rkid);
+    let new = w.cli_to(&["register", "--key", "new.party.json"]).expect(0);
+    assert_eq!(new.value("verdict"), "registered");
+    assert_eq!(new.value("principal"), shown.value("principal"));
+    // keys rotate never rewrites a party file.
+    let refused = w
+        .cli(&["keys", "rotate", "--key", "new.party.json"])
+        .expect(2);
+    assert!(refused.stderr.contains("is a party file"), "{refused:?}");
+}
