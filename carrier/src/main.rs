@@ -23,6 +23,8 @@ enum Command {
     Serve(cli::serve::Args),
     /// Recipient key material (control principal and rkid) for one carrier.
     Keys(client::keys::Args),
+    /// A party's relationship file: pair context, own card, counterpart card.
+    Party(client::party::Args),
     /// Fetch, verify and print the carrier's signed declaration.
     Declaration(client::declaration::Args),
     /// Register (or rebind) the key file's rkid under its principal.
@@ -59,6 +61,7 @@ async fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Serve(args) => cli::serve::run(args).await,
         Command::Keys(args) => client::keys::run(args),
+        Command::Party(args) => client::party::run(args),
         Command::Declaration(args) => client::declaration::run(args).await,
         Command::Register(args) => client::register::run(args).await,
         Command::Send(args) => client::send::run(args).await,

@@ -61,9 +61,10 @@
 //! `watching`, `refresh`, `session-ended`, `reconnecting`, and finally
 //! `summary`.
 //!
-//! Exit status 0 when every page was `served`, nothing was left transient
-//! and nothing is still owed; 3 when a request gave up while the carrier
-//! was unreachable; 1 otherwise.
+//! Exit status 0 when every page was `served`, nothing was left transient,
+//! nothing is still owed and (a party file) no acknowledgement stayed in
+//! the outbox; 3 when a request gave up while the carrier was unreachable;
+//! 1 otherwise.
 
 use super::keys::KeyFile;
 use super::output::{Output, n};
@@ -145,6 +146,9 @@ pub enum Disposition {
     Failed(&'static str),
     /// A local fault (the write failed): not terminal, not concluded.
     Transient(String),
+    /// A party file's collect: the §6.2 pipeline's terminal disposition
+    /// ([`super::receive`]).
+    Evaluated(super::receive::Evaluated),
 }
 
 impl Disposition {
@@ -162,6 +166,7 @@ impl fmt::Display for Disposition {
             Disposition::DuplicateKnown(p) => write!(f, "duplicate-known {}", p.display()),
             Disposition::Failed(reason) => write!(f, "failed({reason})"),
             Disposition::Transient(detail) => write!(f, "transient({detail})"),
+            Disposition::Evaluated(evaluated) => write!(f, "{evaluated}"),
         }
     }
 }
@@ -292,23 +297,36 @@ pub struct Summary {
     pub refused: Option<Verdict>,
     /// A request gave up, in this state.
     pub gave_up: Option<AwaitingReason>,
+    /// Acknowledgements left in the party's outbox by the last drain
+    /// (`PROTOCOL.md` §14); kept for the next run.
+    pub acks_kept: u64,
 }
 
 impl Summary {
     fn count(&mut self, handled: &Handled) {
         self.collected += 1;
-        match handled.disposition {
+        match &handled.disposition {
             Disposition::Written(_) => self.written += 1,
             Disposition::DuplicateKnown(_) => self.duplicate_known += 1,
             Disposition::Failed(_) => self.failed += 1,
             Disposition::Transient(_) => self.transient += 1,
+            // `unique` is counted as written: its effect is durably recorded.
+            Disposition::Evaluated(e) => match e.disposition {
+                rltp_party::Disposition::Unique => self.written += 1,
+                rltp_party::Disposition::DuplicateKnown => self.duplicate_known += 1,
+                rltp_party::Disposition::Failed(_) => self.failed += 1,
+            },
         }
     }
 
-    /// Whether every page was served, nothing was left transient and
-    /// nothing is still owed.
+    /// Whether every page was served, nothing was left transient, nothing
+    /// is still owed and no acknowledgement stayed in the outbox.
     pub fn clean(&self) -> bool {
-        self.refused.is_none() && self.gave_up.is_none() && self.transient == 0 && self.owed == 0
+        self.refused.is_none()
+            && self.gave_up.is_none()
+            && self.transient == 0
+            && self.owed == 0
+            && self.acks_kept == 0
     }
 
     /// The exit status: 0 clean, 3 gave up while unreachable, else 1.
@@ -353,25 +371,28 @@ impl Summary {
 impl Handled {
     fn print(&self, out: &Output, seq: u64) {
         let (kind, detail) = match &self.disposition {
-            Disposition::Written(p) => ("written", p.display().to_string()),
-            Disposition::DuplicateKnown(p) => ("duplicate-known", p.display().to_string()),
-            Disposition::Failed(reason) => ("failed", (*reason).to_owned()),
-            Disposition::Transient(detail) => ("transient", detail.clone()),
+            Disposition::Written(p) => ("written".to_owned(), p.display().to_string()),
+            Disposition::DuplicateKnown(p) => {
+                ("duplicate-known".to_owned(), p.display().to_string())
+            }
+            Disposition::Failed(reason) => ("failed".to_owned(), (*reason).to_owned()),
+            Disposition::Transient(detail) => ("transient".to_owned(), detail.clone()),
+            Disposition::Evaluated(e) => (e.disposition.to_string(), e.detail.clone()),
         };
-        out.emit(
-            "deposit",
-            &[
-                ("deposit", self.id.to_multibase().into()),
-                ("seq", n(seq)),
-                (
-                    "digest",
-                    self.digest.clone().map_or(Value::Null, Value::from),
-                ),
-                ("disposition", kind.into()),
-                ("detail", detail.into()),
-            ],
-            || self.to_string(),
-        );
+        let mut fields = vec![
+            ("deposit", self.id.to_multibase().into()),
+            ("seq", n(seq)),
+            (
+                "digest",
+                self.digest.clone().map_or(Value::Null, Value::from),
+            ),
+            ("disposition", kind.into()),
+            ("detail", detail.into()),
+        ];
+        if let Disposition::Evaluated(e) = &self.disposition {
+            fields.extend(e.fields());
+        }
+        out.emit("deposit", &fields, || self.to_string());
     }
 }
 
@@ -427,6 +448,7 @@ pub struct Collector<'a> {
     /// What this run has done.
     pub summary: Summary,
     owed: Owed,
+    party: Option<&'a super::receive::PartyReceiver>,
 }
 
 /// How one conclusion request ended.
@@ -462,6 +484,23 @@ impl<'a> Collector<'a> {
             give_up_after,
             summary: Summary::default(),
             owed: Owed::default(),
+            party: None,
+        }
+    }
+
+    /// Runs the §6.2 pipeline of `party` on every deposit instead of
+    /// writing documents, and deposits its acknowledgement outbox after
+    /// each conclusion ([`super::receive`]: commit → conclude → outbox).
+    pub fn with_party(mut self, party: &'a super::receive::PartyReceiver) -> Collector<'a> {
+        self.party = Some(party);
+        self
+    }
+
+    /// Deposits the party's acknowledgement outbox (after concluding).
+    async fn deliver_outbox(&mut self) {
+        if let Some(party) = self.party {
+            let kept = party.deliver_outbox(&self.out, self.give_up_after).await;
+            self.summary.acks_kept = kept as u64;
         }
     }
 
@@ -479,7 +518,10 @@ impl<'a> Collector<'a> {
     /// Handles one delivered deposit: stages 1–4, the write, the line; a
     /// terminal one becomes owed when concluding.
     fn take(&mut self, delivered: &Delivered) -> Handled {
-        let handled = handle(delivered, self.keys, self.dir);
+        let handled = match self.party {
+            Some(party) => party.handle(delivered),
+            None => handle(delivered, self.keys, self.dir),
+        };
         handled.print(&self.out, delivered.seq);
         self.summary.count(&handled);
         if self.conclude && handled.disposition.is_terminal() {
@@ -623,6 +665,7 @@ impl<'a> Collector<'a> {
             if self.conclude && !matches!(self.conclude_owed().await?, Concluded::Served(_)) {
                 return Ok(all);
             }
+            self.deliver_outbox().await;
             match page.deposits.last() {
                 Some(last) if page.more => after = Some(last.seq),
                 _ => return Ok(all),
@@ -779,6 +822,10 @@ impl<'a> Collector<'a> {
                             }
                         }
                     }
+                    // Commit → conclude → outbox (`receive`).
+                    if self.owed.is_empty() {
+                        self.deliver_outbox().await;
+                    }
                 }
                 event = events.recv() => match event {
                     Some(Ok(Some(WatchEvent::Deposit(delivered)))) => {
@@ -934,6 +981,11 @@ fn spawn_reader(
 async fn execute(args: &Args, started: Instant) -> Result<u8, Failure> {
     let out = Output::new("collect", args.json, started);
     let keys = KeyFile::load(&args.key)?;
+    let party = if super::party::is_party_file(&super::read_file(&args.key)?) {
+        Some(super::receive::PartyReceiver::open(&args.key)?)
+    } else {
+        None
+    };
     std::fs::create_dir_all(&args.out)
         .map_err(|e| Failure::usage(format!("--out {}: {e}", args.out.display())))?;
     out.emit(
@@ -956,6 +1008,9 @@ async fn execute(args: &Args, started: Instant) -> Result<u8, Failure> {
         .give_up_after
         .unwrap_or(super::DEFAULT_GIVE_UP_AFTER);
     let mut collector = Collector::new(&keys, link, &args.out, args.conclude, out, give_up_after);
+    if let Some(party) = &party {
+        collector = collector.with_party(party);
+    }
     let result = if args.watch {
         let clock = WallClock::from_env();
         collector

@@ -14,7 +14,9 @@
 //! 5. shut the carrier down and start it again on the same data dir (same
 //!    fingerprint, same declaration);
 //! 6. collect, open, verify both digests, conclude;
-//! 7. collect again: nothing is redelivered; the status stays `accepted`.
+//! 7. collect again: nothing is redelivered; the status stays `accepted`;
+//! 8. two parties: a credential delivery reaches `delivered`
+//!    ([`super::demo_delivered`]).
 //!
 //! Vectors: `--vectors DIR`, else `RLTP_SPEC_VECTORS`, else the copy
 //! vendored in `vectors/spec/` and compiled into the binary (one resolver:
@@ -201,7 +203,8 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
         number: 0,
         out: Output::new("demo", args.json, tokio::time::Instant::now()),
     };
-    const WHAT: &str = "one carrier on loopback, one sender, one recipient, one restart";
+    const WHAT: &str =
+        "one carrier on loopback, one sender, one recipient, one restart, two parties";
     steps.out.emit("demo", &[("what", WHAT.into())], || {
         format!("rltp-carrier demo: {WHAT}")
     });
@@ -253,6 +256,9 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
 
     collect_and_conclude(&mut steps, &options, &client, &keys, &sent, temp.path()).await?;
     status_after_conclusion(&mut steps, &client, &keys, &sent).await?;
+    let delivered =
+        super::demo_delivered::round_trip(&server, &config, &options, &client, temp.path()).await;
+    steps.record("delivered", delivered)?;
     client.close().await;
     server.shutdown().await;
     let total = steps.number;

@@ -320,41 +320,35 @@ impl KeyFile {
         Ok(file)
     }
 
-    /// Loads a key file.
+    /// Loads a key file, or the carrier view of a party file
+    /// ([`super::party::PartyFile::key_file`]).
     ///
     /// # Errors
     /// [`Failure::usage`] naming the file.
     pub fn load(path: &Path) -> Result<KeyFile, Failure> {
         let bytes = super::read_file(path)?;
+        if super::party::is_party_file(&bytes) {
+            return super::party::PartyFile::from_bytes(path, &bytes)?.key_file(path);
+        }
         KeyFile::from_bytes(&bytes).map_err(|e| Failure::usage(format!("{}: {e}", path.display())))
     }
 
     /// Writes the file at `path` with mode 0600: a new file, or with
-    /// `replace` an atomic replacement (a fresh 0600 file renamed over it).
+    /// `replace` an atomic replacement ([`write_key_material`]).
     ///
     /// # Errors
     /// [`Failure::usage`]: the file exists and `replace` is false, or I/O.
     pub fn save(&self, path: &Path, replace: bool) -> Result<(), Failure> {
-        let io = |e: &dyn fmt::Display| Failure::usage(format!("{}: {e}", path.display()));
-        let bytes = self.to_bytes().map_err(|e| io(&e))?;
-        if !replace {
-            if path.exists() {
-                return Err(Failure::usage(format!(
-                    "{} exists; refusing to overwrite key material (use --force)",
-                    path.display()
-                )));
-            }
-            return rltp_server::tls::write_private(path, &bytes).map_err(|e| io(&e));
-        }
-        let mut name = path.file_name().unwrap_or_default().to_os_string();
-        name.push(format!(".tmp-{}", std::process::id()));
-        let temporary = path.with_file_name(name);
-        let _ = std::fs::remove_file(&temporary);
-        rltp_server::tls::write_private(&temporary, &bytes).map_err(|e| io(&e))?;
-        std::fs::rename(&temporary, path).map_err(|e| {
-            let _ = std::fs::remove_file(&temporary);
-            io(&e)
-        })
+        let bytes = self
+            .to_bytes()
+            .map_err(|e| Failure::usage(format!("{}: {e}", path.display())))?;
+        write_key_material(path, &bytes, replace)
+    }
+
+    /// The root seed and the current relationship nonce with its
+    /// generation (for `party new --from-key`: the principal is kept).
+    pub(crate) fn principal_material(&self) -> ([u8; 32], [u8; 32], u64) {
+        (*self.root_seed, *self.nonce, self.generation)
     }
 
     /// The public parts, as `name value` lines.
@@ -368,6 +362,34 @@ impl KeyFile {
             self.generation
         )
     }
+}
+
+/// Writes key material (a key file, a party file) at `path` with mode
+/// 0600: a new file, or with `replace` an atomic replacement (a fresh 0600
+/// file renamed over it); never overwrites without `replace`.
+///
+/// # Errors
+/// [`Failure::usage`]: the file exists and `replace` is false, or I/O.
+pub fn write_key_material(path: &Path, bytes: &[u8], replace: bool) -> Result<(), Failure> {
+    let io = |e: &dyn fmt::Display| Failure::usage(format!("{}: {e}", path.display()));
+    if !replace {
+        if path.exists() {
+            return Err(Failure::usage(format!(
+                "{} exists; refusing to overwrite key material (use --force)",
+                path.display()
+            )));
+        }
+        return rltp_server::tls::write_private(path, bytes).map_err(|e| io(&e));
+    }
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".tmp-{}", std::process::id()));
+    let temporary = path.with_file_name(name);
+    let _ = std::fs::remove_file(&temporary);
+    rltp_server::tls::write_private(&temporary, bytes).map_err(|e| io(&e))?;
+    std::fs::rename(&temporary, path).map_err(|e| {
+        let _ = std::fs::remove_file(&temporary);
+        io(&e)
+    })
 }
 
 /// `keys`: recipient key material.
@@ -439,6 +461,13 @@ fn execute(args: &Args) -> Result<u8, Failure> {
             out.record("keys", &file.lines(&a.out));
         }
         KeysCommand::Rotate(a) => {
+            if super::party::is_party_file(&super::read_file(&a.key)?) {
+                return Err(Failure::usage(format!(
+                    "{} is a party file: keys rotate rewrites key files only (a party's carrier \
+                     nonce is kept in its relationship record)",
+                    a.key.display()
+                )));
+            }
             let mut file = KeyFile::load(&a.key)?;
             file.rotate(a.generation)
                 .map_err(|e| Failure::usage(e.to_string()))?;

@@ -13,6 +13,7 @@
 //! |---|---|---|
 //! | `serve` | `rltp-carrier`'s `serve` | run a carrier (SIGHUP reloads, SIGUSR2 lame duck); `serve --check` checks without starting |
 //! | `keys new` / `keys rotate` | [`keys`] | recipient key material (Identity §7a) |
+//! | `party new` / `card` / `trust` / `credential` | [`party`] | a party's relationship file and party store (Identity §5–§7a, `PROTOCOL.md` §14) |
 //! | `declaration` | [`declaration`] | fetch and verify the signed declaration (§4.4) |
 //! | `register` | [`register`] | register or rebind an `rkid` (§5a.3) |
 //! | `send` | [`send`] | seal a document and submit it, reporting §6.1 status |
@@ -58,8 +59,11 @@ pub mod conclude;
 pub mod conformance;
 pub mod declaration;
 pub mod demo;
+pub mod demo_delivered;
 pub mod keys;
 pub mod output;
+pub mod party;
+pub mod receive;
 pub mod register;
 pub mod send;
 pub mod status;

@@ -32,6 +32,7 @@ use super::{Failure, exit};
 use rltp_client::{
     AwaitingReason, FailReason, RetryPolicy, Schedule, SendEvent, Sender, SenderStatus,
 };
+use rltp_party::sender::SenderFailure;
 use rltp_proofs::DepositId;
 use rltp_proofs::json::{self, Value};
 use rltp_proofs::multikey::Rkid;
@@ -46,9 +47,15 @@ use tokio::time::Instant;
 pub struct Args {
     #[command(flatten)]
     carrier: super::CarrierArgs,
-    /// The recipient's queue address (X25519 Multikey `z6LS…`).
+    /// The recipient's queue address (X25519 Multikey `z6LS…`); with
+    /// `--party`, the counterpart card's `keyAgreement` by default.
+    #[arg(long, required_unless_present = "party")]
+    to: Option<String>,
+    /// A party file (`party new`): the admitted document is recorded in its
+    /// sent-register (status `accepted`) for its acknowledgement to move
+    /// to `delivered` (§4.2, §6.1; `status --party`).
     #[arg(long)]
-    to: String,
+    party: Option<PathBuf>,
     /// One JSON object per line (for scripts) instead of progress lines.
     #[arg(long)]
     json: bool,
@@ -169,9 +176,7 @@ fn send_event(out: &Output, event: &SendEvent, cap: Option<Duration>) {
 
 async fn execute(args: &Args, started: Instant) -> Result<u8, Failure> {
     let out = Output::new("send", args.json, started);
-    let rkid = Rkid::parse(&args.to).map_err(|e| {
-        Failure::usage(format!("--to {:?} is not an x25519 multikey: {e}", args.to))
-    })?;
+    let rkid = destination(args)?;
     let bytes = super::read_file(&args.file)?;
     let sealed = match seal_document(&bytes, &rkid) {
         Ok(sealed) => sealed,
@@ -213,6 +218,13 @@ async fn execute(args: &Args, started: Instant) -> Result<u8, Failure> {
         },
     );
 
+    // Recorded before anything leaves (`party::SentRecorder`).
+    let recorder = match &args.party {
+        Some(party) => Some(super::party::SentRecorder::record(
+            party, &bytes, &deposit, &rkid,
+        )?),
+        None => None,
+    };
     rltp_client::tls::install_crypto_provider();
     let link = args.carrier.link()?;
     let cap = args.carrier.give_up_after;
@@ -252,6 +264,9 @@ async fn execute(args: &Args, started: Instant) -> Result<u8, Failure> {
         ],
         || format!("final {status} deposit {deposit} digest {digest}"),
     );
+    if let Some(recorder) = &recorder {
+        sent_register(&out, recorder, &status, &digest)?;
+    }
     Ok(match status {
         SenderStatus::Accepted { .. } => exit::OK,
         SenderStatus::Failed(FailReason::ExpiredByAdapterPolicy)
@@ -261,6 +276,63 @@ async fn execute(args: &Args, started: Instant) -> Result<u8, Failure> {
         }
         _ => exit::REFUSED,
     })
+}
+
+/// `--party`: the sent-register after the send (`accepted`, the
+/// `failed(…)` it ended in, or `not-recorded` for a document that earns
+/// no acknowledgement), printed as `sent-register`.
+fn sent_register(
+    out: &Output,
+    recorder: &super::party::SentRecorder,
+    status: &SenderStatus,
+    digest: &str,
+) -> Result<(), Failure> {
+    let state = match (recorder.entry(), status) {
+        (None, _) => "not-recorded".to_owned(),
+        (Some(_), SenderStatus::Failed(reason)) => {
+            let reason = match reason {
+                FailReason::Unroutable => SenderFailure::Unroutable,
+                FailReason::Oversize => SenderFailure::Oversize,
+                FailReason::ExpiredByAdapterPolicy => SenderFailure::ExpiredByAdapterPolicy,
+            };
+            recorder
+                .failed(reason)?
+                .map_or_else(|| "not-recorded".to_owned(), |s| s.to_string())
+        }
+        (Some(_), _) => "accepted".to_owned(),
+    };
+    out.emit(
+        "sent-register",
+        &[
+            ("digest", digest.into()),
+            ("senderStatus", state.as_str().into()),
+        ],
+        || format!("sent-register {state} digest {digest}"),
+    );
+    Ok(())
+}
+
+/// The queue address: `--to`, else the `--party` counterpart's card.
+fn destination(args: &Args) -> Result<Rkid, Failure> {
+    if let Some(to) = &args.to {
+        return Rkid::parse(to)
+            .map_err(|e| Failure::usage(format!("--to {to:?} is not an x25519 multikey: {e}")));
+    }
+    let path = args
+        .party
+        .as_deref()
+        .ok_or_else(|| Failure::usage("give --to RKID or --party FILE"))?;
+    let party = super::party::PartyFile::load(path)?;
+    party
+        .relationship
+        .counterpart()
+        .map(|card| *card.key_agreement())
+        .ok_or_else(|| {
+            Failure::usage(format!(
+                "{}: no counterpart card is held: run `party trust` or give --to",
+                path.display()
+            ))
+        })
 }
 
 /// Runs `send`; its §6.1 clock starts here.

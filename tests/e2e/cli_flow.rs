@@ -366,7 +366,12 @@ fn demo_exits_0_and_prints_the_expected_digest() {
         run.stdout
             .contains("verdict served, 0 deposits: nothing is redelivered")
     );
-    assert!(run.stdout.ends_with("demo: all 14 steps ok\n"), "{run:?}");
+    assert!(
+        run.stdout
+            .contains("alice: sender-status delivered (accepted->delivered)\n"),
+        "{run:?}"
+    );
+    assert!(run.stdout.ends_with("demo: all 15 steps ok\n"), "{run:?}");
     assert!(!run.stdout.contains("FAILED"));
     // A vectors dir without the files is a failing step, not a skip.
     let missing = cli(dir.path(), &["demo", "--vectors", "no-such-dir"]).expect(1);

@@ -291,6 +291,7 @@ fn completions_name_every_subcommand_and_the_manual_renders() {
         [
             "serve",
             "keys",
+            "party",
             "declaration",
             "register",
             "send",
@@ -347,6 +348,11 @@ fn completions_name_every_subcommand_and_the_manual_renders() {
                 "keys-new",
                 "keys-rotate",
                 "keys-show",
+                "party-card",
+                "party-credential",
+                "party-new",
+                "party-show",
+                "party-trust",
             ]
             .map(|c| format!("rltp-carrier-{c}.1")),
         )
@@ -392,9 +398,9 @@ fn demo_and_serve_speak_json_too() {
     let dir = dir.path();
     let demo = cli(dir, &["demo", "--json"]).expect(0);
     let all = objects(&demo.stdout);
-    assert_eq!(all.len(), 16, "{}", demo.stdout);
+    assert_eq!(all.len(), 17, "{}", demo.stdout);
     assert_eq!(all[0]["event"], "demo");
-    for (i, step) in all[1..15].iter().enumerate() {
+    for (i, step) in all[1..16].iter().enumerate() {
         assert_eq!(
             keys_of(step),
             ["detail", "elapsedMs", "event", "name", "ok", "step"],
@@ -405,8 +411,9 @@ fn demo_and_serve_speak_json_too() {
         assert!(step["detail"].as_array().is_some_and(|d| !d.is_empty()));
     }
     assert_eq!(all[1]["name"], "load vectors");
-    assert_eq!(all[15]["event"], "done");
-    assert_eq!(all[15]["steps"], 14);
+    assert_eq!(all[15]["name"], "delivered");
+    assert_eq!(all[16]["event"], "done");
+    assert_eq!(all[16]["steps"], 15);
 
     let mut serve = Command::new(BIN)
         .args(["serve", "--json", "--listen", "127.0.0.1:0", "--data-dir"])

@@ -25,6 +25,7 @@ mod json_output;
 mod nodes;
 mod nodes_clock;
 mod operator;
+mod party;
 mod recipient;
 mod sender;
 mod shutdown;

@@ -412,11 +412,17 @@ impl Run {
 
 /// Runs `rltp-carrier ARGS…` in `dir` and waits (bounded).
 pub fn cli<S: AsRef<std::ffi::OsStr>>(dir: &Path, args: &[S]) -> Run {
+    cli_env(dir, args, &[])
+}
+
+/// [`cli`] with extra environment variables (the test clock hook).
+pub fn cli_env<S: AsRef<std::ffi::OsStr>>(dir: &Path, args: &[S], env: &[(String, String)]) -> Run {
     let mut child = Command::new(BIN)
         .args(args)
         .current_dir(dir)
         .env_remove("RLTP_CARRIER_SERVER")
         .env_remove("RLTP_CARRIER_PIN")
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
