@@ -175,10 +175,11 @@ pub mod postgres {
     /// short enough that a dead host is reported well within a client's
     /// 30 s answer timeout.
     pub const CONNECT_TIMEOUT_MS: u64 = 5_000;
-    /// Longest a write transaction waits for the global lock: another
-    /// node's transaction holds it for one group commit (milliseconds); a
-    /// lock held for ten seconds is a node that died mid-transaction, which
-    /// the database notices and rolls back.
+    /// Longest a write transaction waits for a lock (a queue's, once its
+    /// operation was put off three times; the pool's; the tombstone gate):
+    /// another node's transaction holds it for one group commit
+    /// (milliseconds); a lock held for ten seconds is a node that died
+    /// mid-transaction, which the database notices and rolls back.
     pub const LOCK_TIMEOUT_MS: u64 = 10_000;
     /// Longest a `COMMIT` may wait for its confirmation (a synchronous
     /// standby): after it the outcome is unknown and the carrier answers

@@ -302,7 +302,8 @@ pub struct PostgresConfig {
     /// Longest wait for a connection, ms.
     #[serde(default = "default_connect_timeout_ms")]
     pub connect_timeout_ms: u64,
-    /// Longest a write transaction waits for the global lock, ms.
+    /// Longest a write transaction waits for a lock (a queue's, once its
+    /// operation was put off three times; the pool's; the tombstone gate), ms.
     #[serde(default = "default_lock_timeout_ms")]
     pub lock_timeout_ms: u64,
     /// Longest a commit may wait for its confirmation, ms (after it: an

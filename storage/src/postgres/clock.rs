@@ -1,12 +1,12 @@
 //! The one clock of a carrier with many nodes (`PROTOCOL.md` §13, "One
-//! clock"): the database's. Every write transaction reads it right after
-//! it took the global lock, in the same pipelined burst as its `BEGIN`
-//! ([`super::PgWrite`]: no round trip of its own), and the writer stamps
-//! and judges every horizon of that transaction on it
-//! ([`crate::WriteTxn::store_now`]). Because the reading follows the lock,
-//! the transactions of all nodes read it in their serial order: a
-//! transaction never reads an instant earlier than one a transaction
-//! before it read, unless the database's own clock stepped back (each
+//! clock"): the database's. Every write transaction reads it in the
+//! pipelined burst of its `BEGIN` and again in the burst that takes its
+//! queues' locks ([`super::PgWrite`]: no round trip of its own), and the
+//! writer stamps and judges every horizon of that transaction on it
+//! ([`crate::WriteTxn::store_now`]). Because the reading follows the
+//! locks, the transactions of all nodes on one queue read it in their
+//! serial order: a transaction never reads an instant earlier than one a
+//! transaction before it on that queue read, unless the database's own clock stepped back (each
 //! node's writer then keeps its last instant: `PROTOCOL.md` §11).
 //!
 //! A node also reads it on its own ([`PgStore::database_clock`]) to compare
