@@ -352,10 +352,7 @@ impl Link {
     /// Drops the connection (the next attempt connects afresh).
     pub fn forget(&mut self) {
         if let Some(client) = self.client.take() {
-            client.connection().close(
-                quinn::VarInt::from_u32(rltp_wire::CloseCode::NoError.code()),
-                b"done",
-            );
+            client.close_now();
         }
     }
 

@@ -13,6 +13,7 @@
 pub use rltp_quic::tls::{
     ServerTrust, SpkiFingerprint, TlsError, install_crypto_provider, rustls_client_config,
 };
+use rltp_quic::stream::Binding;
 use rltp_quic::tls::{io_error, provider, read_pem_certificates};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
@@ -161,6 +162,19 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), TlsError> {
 /// # Errors
 /// [`TlsError::Config`] if rustls refuses the key or chain.
 pub fn rustls_server_config(identity: &ServerIdentity) -> Result<rustls::ServerConfig, TlsError> {
+    rustls_server_config_for(identity, Binding::Quic)
+}
+
+/// [`rustls_server_config`] for `binding`: the same certificate and key
+/// on both bindings (one SPKI pin, `PROTOCOL.md` §5b), ALPN
+/// [`rltp_quic::tls::alpn`] (`h2` on TLS/TCP).
+///
+/// # Errors
+/// As [`rustls_server_config`].
+pub fn rustls_server_config_for(
+    identity: &ServerIdentity,
+    binding: Binding,
+) -> Result<rustls::ServerConfig, TlsError> {
     install_crypto_provider();
     let mut config = rustls::ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
@@ -168,7 +182,7 @@ pub fn rustls_server_config(identity: &ServerIdentity) -> Result<rustls::ServerC
         .with_no_client_auth()
         .with_single_cert(identity.chain.clone(), identity.key.clone_key())
         .map_err(|e| TlsError::Config(e.to_string()))?;
-    config.alpn_protocols = vec![rltp_wire::ALPN.to_vec()];
+    config.alpn_protocols = vec![rltp_quic::tls::alpn(binding).to_vec()];
     Ok(config)
 }
 

@@ -38,6 +38,7 @@
 //! shared-submission = { per-second = 50000, burst = 100000 }
 //!
 //! [transport]                           # QUIC per-packet costs (quinn's; BENCHMARKS.md)
+//! tcp-listen = "127.0.0.1:4433"         # TLS/TCP (HTTP/2, §5b); default: listen, as TCP; "off"
 //! ack-eliciting-threshold = 0           # 0: off; n: ask the peer to ACK every n+1 packets
 //! max-ack-delay-ms = 25                 # [1, 16383], with a threshold above 0
 //! initial-mtu = 1200                    # [1200, 65527]
@@ -206,11 +207,70 @@ pub struct LimitsConfig {
     pub meters: MeterConfig,
 }
 
-/// QUIC transport settings of the carrier's endpoint (`[transport]`):
-/// per-packet costs, never admission inputs. The type, its defaults
+/// QUIC transport settings of the carrier's endpoint: per-packet costs,
+/// never admission inputs. The type, its defaults
 /// ([`crate::defaults::transport`]) and its domains are the client
 /// library's, so that both ends spell and check them alike.
-pub type TransportConfig = rltp_quic::transport::Tuning;
+pub type QuicTuning = rltp_quic::transport::Tuning;
+
+/// `[transport]`: the QUIC per-packet settings ([`QuicTuning`], its keys
+/// at the top of the section) and `tcp-listen`, the address of the
+/// TLS/TCP binding (`PROTOCOL.md` §5b): absent, the QUIC `listen`
+/// address as TCP (the same port number: with port 0, the port QUIC was
+/// given); `"off"`, no TLS/TCP listener.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransportConfig {
+    /// The QUIC per-packet settings.
+    pub quic: QuicTuning,
+    /// The TLS/TCP listen address; `None`: off.
+    pub tcp_listen: Option<SocketAddr>,
+}
+
+/// The spelling of `tcp-listen` that turns the TLS/TCP listener off.
+pub const TCP_LISTEN_OFF: &str = "off";
+
+impl TransportConfig {
+    /// The `[transport]` table: `tcp-listen` (resolved against `listen`)
+    /// taken out, the rest the QUIC settings (unknown keys refused).
+    fn from_table(mut table: toml::Table, listen: SocketAddr) -> Result<TransportConfig, ConfigError> {
+        let tcp_listen = match table.remove("tcp-listen") {
+            None => Some(listen),
+            Some(toml::Value::String(text)) if text == TCP_LISTEN_OFF => None,
+            Some(toml::Value::String(text)) => Some(text.parse::<SocketAddr>().map_err(|e| {
+                field_error(
+                    "transport.tcp-listen",
+                    format!("{text:?} is not ip:port or \"{TCP_LISTEN_OFF}\": {e}"),
+                )
+            })?),
+            Some(other) => {
+                return Err(field_error(
+                    "transport.tcp-listen",
+                    format!("{other} is not a string (ip:port or \"{TCP_LISTEN_OFF}\")"),
+                ));
+            }
+        };
+        let quic = QuicTuning::deserialize(toml::Value::Table(table))
+            .map_err(|e| ConfigError::Toml(format!("transport: {e}")))?;
+        Ok(TransportConfig { quic, tcp_listen })
+    }
+
+    /// `tcp-listen` as spelled in the configuration.
+    pub fn tcp_listen_text(&self) -> String {
+        self.tcp_listen
+            .map_or_else(|| TCP_LISTEN_OFF.to_owned(), |addr| addr.to_string())
+    }
+}
+
+impl Serialize for TransportConfig {
+    fn serialize<Se: serde::Serializer>(&self, serializer: Se) -> Result<Se::Ok, Se::Error> {
+        let mut table = toml::Table::try_from(self.quic).map_err(serde::ser::Error::custom)?;
+        table.insert(
+            "tcp-listen".to_owned(),
+            toml::Value::String(self.tcp_listen_text()),
+        );
+        table.serialize(serializer)
+    }
+}
 
 impl Default for LimitsConfig {
     /// [`crate::defaults::limits`].
@@ -438,7 +498,7 @@ struct RawConfig {
     #[serde(default)]
     limits: LimitsConfig,
     #[serde(default)]
-    transport: TransportConfig,
+    transport: toml::Table,
     #[serde(default)]
     tls: TlsConfig,
     #[serde(default)]
@@ -466,7 +526,7 @@ pub struct Config {
     pub constants: CarrierConstants,
     /// Private limits.
     pub limits: LimitsConfig,
-    /// QUIC transport settings.
+    /// QUIC transport settings and the TLS/TCP listen address.
     pub transport: TransportConfig,
     /// CA-issued certificate, if configured.
     pub tls: TlsConfig,
@@ -538,7 +598,8 @@ impl Config {
                 .parse(filter)
                 .map_err(|e| field_error("log-filter", format!("{filter:?}: {e}")))?;
         }
-        validate_transport(&raw.transport)?;
+        let transport = TransportConfig::from_table(raw.transport, listen)?;
+        validate_transport(&transport.quic)?;
         if raw.tls.cert.is_some() != raw.tls.key.is_some() {
             return Err(field_error("tls", "cert and key must be given together"));
         }
@@ -565,7 +626,7 @@ impl Config {
             log_filter: raw.log_filter,
             constants,
             limits: raw.limits,
-            transport: raw.transport,
+            transport,
             tls: raw.tls,
             metrics: raw.metrics,
             store: raw.store,
@@ -848,7 +909,7 @@ fn validate_store(store: &StoreConfig) -> Result<(), ConfigError> {
     }
 }
 
-fn validate_transport(t: &TransportConfig) -> Result<(), ConfigError> {
+fn validate_transport(t: &QuicTuning) -> Result<(), ConfigError> {
     t.check()
         .map_err(|(key, why)| field_error(&format!("transport.{key}"), why))
 }

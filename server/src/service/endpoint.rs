@@ -7,6 +7,7 @@ use super::sweeper::sweeper;
 use super::{Ctx, ServerError, bounded, drain_deadline, stream, until_shutdown};
 use crate::config::Config;
 use crate::tls::{self, TlsError};
+use rltp_quic::stream::Binding;
 use rltp_storage::Store;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,7 +22,7 @@ pub(super) fn endpoint(
         .map_err(|e| TlsError::Config(e.to_string()))?;
     let mut server_config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     let mut transport = quinn::TransportConfig::default();
-    config.transport.apply(&mut transport);
+    config.transport.quic.apply(&mut transport);
     transport
         .max_concurrent_bidi_streams(quinn::VarInt::from_u32(
             config.limits.max_streams_per_connection,
@@ -39,9 +40,6 @@ pub(super) fn endpoint(
 }
 
 pub(super) async fn serve<S: Store>(endpoint: quinn::Endpoint, ctx: Arc<Ctx<S>>) {
-    let connection_slots = Arc::new(tokio::sync::Semaphore::new(
-        ctx.limits().max_connections as usize,
-    ));
     let mut connections = JoinSet::new();
     let mut turned_away = JoinSet::new();
     let mut shutdown = ctx.shutdown.clone();
@@ -51,7 +49,7 @@ pub(super) async fn serve<S: Store>(endpoint: quinn::Endpoint, ctx: Arc<Ctx<S>>)
             _ = until_shutdown(&mut shutdown) => break,
             incoming = endpoint.accept() => {
                 let Some(incoming) = incoming else { break };
-                match Arc::clone(&connection_slots).try_acquire_owned() {
+                match Arc::clone(&ctx.connection_slots).try_acquire_owned() {
                     // Turning a connection away holds a slot too, so a flood
                     // of handshakes stays bounded by max-connections.
                     Ok(slot) if *ctx.lame_duck.borrow() => {
@@ -60,20 +58,17 @@ pub(super) async fn serve<S: Store>(endpoint: quinn::Endpoint, ctx: Arc<Ctx<S>>)
                     }
                     Ok(slot) => {
                         connections.spawn(stream::connection(incoming, Arc::clone(&ctx), slot));
-                        ctx.open_connections.send_replace(connections.len());
                     }
                     Err(_) => {
                         tracing::warn!("connection refused: max-connections reached");
                         if let Some(m) = &ctx.metrics {
-                            m.connection_refused();
+                            m.connection_refused(Binding::Quic);
                         }
                         incoming.refuse();
                     }
                 }
             }
-            Some(_) = connections.join_next(), if !connections.is_empty() => {
-                ctx.open_connections.send_replace(connections.len());
-            }
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
             Some(_) = turned_away.join_next(), if !turned_away.is_empty() => {}
         }
     }

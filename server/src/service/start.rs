@@ -8,7 +8,7 @@ use super::lame_duck::enter_lame_duck;
 use super::sweeper::compare_clocks;
 use super::{
     Ctx, Server, ServerError, control, db_clock, declaration, http, lineage, metrics, node_limits,
-    watch,
+    tcp, watch,
 };
 use crate::config::Config;
 use crate::driver::Driver;
@@ -353,8 +353,17 @@ impl<S: Store> Server<S> {
             what: "reading the bound address".into(),
             source,
         })?;
+        let tcp = tcp::bind(config, &identity, local_addr).await?;
+        let tcp_addr = match &tcp {
+            Some((listener, _)) => Some(listener.local_addr().map_err(|source| ServerError::Io {
+                what: "reading the bound tcp address".into(),
+                source,
+            })?),
+            None => None,
+        };
         tracing::info!(
             listen = %local_addr,
+            tcp_listen = %tcp_addr.map_or_else(|| "off".to_owned(), |a| a.to_string()),
             carrier = config.carrier.as_str(),
             fingerprint = %identity.fingerprint,
             generated_certificate = identity.generated,
@@ -385,6 +394,9 @@ impl<S: Store> Server<S> {
             shutdown: shutdown_rx,
             lame_duck: signal::channel(false).0,
             open_connections: signal::channel(0).0,
+            connection_slots: Arc::new(tokio::sync::Semaphore::new(
+                config.limits.max_connections as usize,
+            )),
             clock: server_clock,
             clock_check,
             limits_in_database: std::sync::atomic::AtomicBool::new(false),
@@ -392,10 +404,20 @@ impl<S: Store> Server<S> {
             drain_deadline: std::sync::OnceLock::new(),
             abandoned: std::sync::atomic::AtomicBool::new(false),
         });
-        let task = tokio::spawn(serve(endpoint, Arc::clone(&ctx)));
+        let quic = serve(endpoint, Arc::clone(&ctx));
+        let tcp = tcp.map(|(listener, acceptor)| tcp::serve(listener, acceptor, Arc::clone(&ctx)));
+        let task = tokio::spawn(async move {
+            match tcp {
+                Some(tcp) => {
+                    tokio::join!(quic, tcp);
+                }
+                None => quic.await,
+            }
+        });
         let (aux, metrics_addr) = spawn_operator_endpoint(http_listener, metrics, &ctx, &stopped);
         Ok(Server {
             local_addr,
+            tcp_addr,
             fingerprint: identity.fingerprint,
             issuer,
             ctx,
