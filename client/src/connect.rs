@@ -338,7 +338,10 @@ mod tests {
             worse(handshake(), timeout()),
             ClientError::Handshake(_)
         ));
-        assert!(matches!(worse(timeout(), timeout()), ClientError::Timeout(_)));
+        assert!(matches!(
+            worse(timeout(), timeout()),
+            ClientError::Timeout(_)
+        ));
     }
 
     #[test]

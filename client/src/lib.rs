@@ -20,7 +20,8 @@
 //! | [`sender`] | §6.1 sender status and pre-transport reports, the retrying [`Sender::send`] |
 //! | [`retry`] | the one retry driver: full-jitter backoff, reports on the clock, the give-up on its instant (`PROTOCOL.md` §9) |
 //! | [`RecipientKeys`] | register, collect, watch and conclude, each with a fresh proof over a fresh challenge |
-//! | [`net`], [`tls`], [`transport`] | frame I/O over quinn streams, the SPKI pin and CA trust modes and the client config, the `[transport]` tuning: `rltp_quic`'s, which the carrier's server shares |
+//! | [`net`], [`stream`], [`tls`], [`transport`] | frame I/O over an operation's stream on either binding (QUIC, or HTTP/2 over TLS/TCP: `PROTOCOL.md` §5b), the SPKI pin and CA trust modes and the client config, the `[transport]` tuning: `rltp_quic`'s, which the carrier's server shares |
+//! | [`TransportChoice`] | QUIC, TLS/TCP, or both raced (happy eyeballs, the default) |
 //! | [`clock`] | the wall clock for schedules the carrier judges by its clock, and the test clock hook |
 //! | [`defaults`] | every operational constant, with its reason |
 //!
@@ -57,19 +58,19 @@ pub use rltp_quic::net;
 mod recipient;
 pub mod retry;
 pub mod sender;
+pub use rltp_quic::stream;
 pub use rltp_quic::tls;
 pub use rltp_quic::transport;
 
+pub use connect::TransportChoice;
 pub use recipient::{CollectPage, Delivered, RecipientKeys, RegisterOutcome, Watch, WatchEvent};
 pub use retry::{
     AwaitingReason, Backoff, Finished, Link, RetryEvent, RetryPolicy, Schedule, Try, persist,
 };
-pub use connect::TransportChoice;
 pub use rltp_quic::stream::Binding;
 pub use sender::{FailReason, SendEvent, Sender, SenderStatus};
 
 use crate::net::ReadError;
-use rltp_quic::stream::{RecvHalf, SendHalf, StreamError, WriteError};
 use crate::tls::{ServerTrust, TlsError};
 use rltp_proofs::DepositId;
 use rltp_proofs::declaration::{
@@ -78,6 +79,7 @@ use rltp_proofs::declaration::{
 use rltp_proofs::json::Object;
 use rltp_proofs::multikey::{DidKey, Rkid};
 use rltp_proofs::proof::Purpose;
+use rltp_quic::stream::{RecvHalf, SendHalf, StreamError, WriteError};
 use rltp_wire::response::{self, ChallengeAnswer, ErrorAnswer, SubmitAnswer};
 use rltp_wire::verdict::DepositStatus;
 use rltp_wire::{self as wire, FrameError, Request};
@@ -288,7 +290,7 @@ impl ClientError {
                 quinn::ReadError::ConnectionLost(e),
             ))) => closed(e),
             ClientError::Transport(TransportError::Read(e)) => e.is_h2_go_away(),
-            ClientError::Transport(TransportError::H2(e)) => rltp_quic::stream::is_go_away(e),
+            ClientError::Transport(TransportError::H2(e)) => stream::is_go_away(e),
             _ => false,
         }
     }
@@ -546,7 +548,7 @@ impl Client {
                 Ok((send, net::FrameReader::new(RecvHalf::Quic(recv))))
             }
             connect::Conn::Tcp(tcp) => {
-                let (mut send, body) = rltp_quic::stream::h2_channel();
+                let (mut send, body) = stream::h2_channel();
                 let mut request = hyper::Request::new(body);
                 *request.method_mut() = hyper::Method::POST;
                 *request.uri_mut() = tcp.uri.clone();
@@ -562,7 +564,10 @@ impl Client {
                         response.status()
                     )));
                 }
-                Ok((send, net::FrameReader::new(RecvHalf::h2(response.into_body()))))
+                Ok((
+                    send,
+                    net::FrameReader::new(RecvHalf::h2(response.into_body())),
+                ))
             }
         }
     }

@@ -253,6 +253,14 @@ pub enum RetryEvent<R> {
     /// The link moved to the next configured server (`host:port`): the
     /// last one failed in transport or was going away (`PROTOCOL.md` §5).
     Moved(String),
+    /// The link connected to `server` on `binding` (`PROTOCOL.md` §5b:
+    /// which binding won the race).
+    Connected {
+        /// `host:port`.
+        server: String,
+        /// QUIC or TLS/TCP.
+        binding: crate::Binding,
+    },
 }
 
 /// A connection to one carrier that is made when needed and made again
@@ -275,6 +283,8 @@ pub struct Link {
     untried: usize,
     client: Option<Client>,
     declaration: Option<FetchedDeclaration>,
+    /// The connection has been announced ([`RetryEvent::Connected`]).
+    announced: bool,
 }
 
 impl Link {
@@ -286,6 +296,7 @@ impl Link {
             untried: 1,
             client: None,
             declaration: None,
+            announced: false,
         }
     }
 
@@ -351,6 +362,7 @@ impl Link {
 
     /// Drops the connection (the next attempt connects afresh).
     pub fn forget(&mut self) {
+        self.announced = false;
         if let Some(client) = self.client.take() {
             client.close_now();
         }
@@ -469,6 +481,13 @@ pub async fn persist<T, R: Clone>(
             }
         };
         adopt(schedule, &mut on_event);
+        if let Some(client) = link.client.as_ref().filter(|_| !link.announced) {
+            link.announced = true;
+            on_event(RetryEvent::Connected {
+                server: link.options().server.clone(),
+                binding: client.binding(),
+            });
+        }
         let Some((result, reason)) = outcome else {
             link.forget();
             return Ok(Finished::GaveUp(awaiting));

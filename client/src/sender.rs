@@ -122,6 +122,13 @@ pub enum SendEvent {
     Backoff(Duration),
     /// Moved to the next configured server (`host:port`, [`Link`]).
     Moved(String),
+    /// Connected to `server` (`host:port`) on `binding` (`PROTOCOL.md` §5b).
+    Connected {
+        /// `host:port`.
+        server: String,
+        /// QUIC or TLS/TCP.
+        binding: crate::Binding,
+    },
 }
 
 /// A sender bound to one carrier; it connects lazily and reconnects after
@@ -234,6 +241,9 @@ impl Sender {
                     }
                     RetryEvent::Backoff(d) => SendEvent::Backoff(d),
                     RetryEvent::Moved(server) => SendEvent::Moved(server),
+                    RetryEvent::Connected { server, binding } => {
+                        SendEvent::Connected { server, binding }
+                    }
                 });
             },
         )

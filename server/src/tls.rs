@@ -10,10 +10,10 @@
 //! fingerprint is stable. A CA-issued certificate is loaded from PEM files
 //! instead ([`load_pem`], config `[tls] cert` / `key`).
 
+use rltp_quic::stream::Binding;
 pub use rltp_quic::tls::{
     ServerTrust, SpkiFingerprint, TlsError, install_crypto_provider, rustls_client_config,
 };
-use rltp_quic::stream::Binding;
 use rltp_quic::tls::{io_error, provider, read_pem_certificates};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};

@@ -464,8 +464,10 @@ fn collect_watch_handles_pushed_deposits() {
     assert_eq!(empty.value("collect"), "served deposits 0");
 }
 
-/// A wrong pin fails the first handshake: `send` stops at once with exit 3
-/// instead of retrying as if the carrier were unreachable.
+/// A wrong pin fails the first handshake (on QUIC, and on TLS/TCP raced
+/// beside it: `PROTOCOL.md` §5b): `send` stops at once with exit 3 naming
+/// the pin mismatch, instead of retrying as if the carrier were
+/// unreachable.
 #[test]
 fn a_wrong_pin_fails_fast() {
     let dir = tempfile::tempdir().unwrap();
@@ -491,8 +493,7 @@ fn a_wrong_pin_fails_fast() {
     .expect(3);
     assert!(started.elapsed() < Duration::from_secs(10));
     assert!(
-        run.stderr
-            .contains("failed the TLS handshake (wrong --pin?)"),
+        run.stderr.contains("pin mismatch: the carrier at "),
         "{run:?}"
     );
     assert_eq!(run.lines("attempt"), ["attempt 1"], "{run:?}");

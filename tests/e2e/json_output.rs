@@ -428,7 +428,8 @@ fn demo_and_serve_speak_json_too() {
             "elapsedMs",
             "event",
             "fingerprint",
-            "listening"
+            "listening",
+            "tcpListening"
         ]
     );
     assert_eq!(serving["carrier"], CARRIER);

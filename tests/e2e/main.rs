@@ -30,6 +30,7 @@ mod sender;
 mod shutdown;
 mod store;
 mod tarball;
+mod tcp;
 mod transport;
 mod wire;
 

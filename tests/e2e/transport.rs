@@ -24,6 +24,7 @@ fn options(carrier: &Carrier) -> ConnectOptions {
         ServerTrust::Pin(carrier.pin.parse().unwrap()),
     )
     .with_timeout(Duration::from_secs(10))
+    .with_transport_choice(rltp_client::TransportChoice::Quic)
 }
 
 /// An idle `submit-stream` does not hold its stream slot: once no item
@@ -41,7 +42,7 @@ async fn an_idle_submit_stream_gives_its_slot_back() {
     );
     let carrier = Carrier::start(&dir.path().join("data"), Some(&config));
     let client = Client::connect(&options(&carrier)).await.unwrap();
-    let (mut send, mut recv) = client.connection().open_bi().await.unwrap();
+    let (mut send, mut recv) = client.connection().unwrap().open_bi().await.unwrap();
     let rkid = Rkid::from_bytes([5; 32]);
     let mut bytes = wire::encode_frame(&Request::SubmitStream.to_header(), b"");
     bytes.extend(wire::encode_frame(
@@ -91,9 +92,12 @@ async fn a_ping_keeps_an_idle_connection_and_none_loses_it() {
         .unwrap();
     // The silent connection times out on its own (no fixed wait here: the
     // test waits for the transport's own event, bounded).
-    let reason = tokio::time::timeout(Duration::from_secs(10), silent.connection().closed())
-        .await
-        .expect("an idle connection without pings is closed");
+    let reason = tokio::time::timeout(
+        Duration::from_secs(10),
+        silent.connection().unwrap().closed(),
+    )
+    .await
+    .expect("an idle connection without pings is closed");
     assert!(
         matches!(reason, quinn::ConnectionError::TimedOut),
         "{reason}"
@@ -137,7 +141,7 @@ async fn transport_settings_reach_both_ends() {
                 1
             );
         }
-        let stats = client.connection().stats();
+        let stats = client.connection().unwrap().stats();
         assert!(
             stats.frame_rx.ack_frequency >= 1,
             "the carrier asks for fewer ACKs: {:?}",

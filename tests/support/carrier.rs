@@ -79,6 +79,8 @@ pub struct Carrier {
     child: Option<Child>,
     /// `host:port` it listens on.
     pub addr: String,
+    /// `host:port` of its TLS/TCP listener (`PROTOCOL.md` §5b), or `off`.
+    pub tcp_addr: String,
     /// Its SPKI fingerprint (`sha256/…`).
     pub pin: String,
     /// The carrier identifier `C` it printed (`carrier …`).
@@ -204,6 +206,7 @@ impl Carrier {
         let mut carrier = Carrier {
             child: Some(child),
             addr: String::new(),
+            tcp_addr: String::new(),
             pin: String::new(),
             carrier: String::new(),
             issuer: String::new(),
@@ -220,6 +223,7 @@ impl Carrier {
             });
             match line.split_once(' ') {
                 Some(("listening", v)) => carrier.addr = v.to_owned(),
+                Some(("tcp-listening", v)) => carrier.tcp_addr = v.to_owned(),
                 Some(("fingerprint", v)) => carrier.pin = v.to_owned(),
                 Some(("carrier", v)) => carrier.carrier = v.to_owned(),
                 Some(("declaration-issuer", v)) => carrier.issuer = v.to_owned(),
@@ -303,7 +307,9 @@ impl Carrier {
             self.addr.clone(),
             rltp_client::tls::ServerTrust::Pin(self.pin.parse().unwrap()),
         )
-        .with_timeout(timeout);
+        .with_timeout(timeout)
+        // The raw tests reach quinn's connection: QUIC only.
+        .with_transport_choice(rltp_client::TransportChoice::Quic);
         rltp_client::Client::connect(&options).await.unwrap()
     }
 

@@ -38,7 +38,7 @@
 //! shared-submission = { per-second = 50000, burst = 100000 }
 //!
 //! [transport]                           # QUIC per-packet costs (quinn's; BENCHMARKS.md)
-//! tcp-listen = "127.0.0.1:4433"         # TLS/TCP (HTTP/2, §5b); default: listen, as TCP; "off"
+//! tcp-listen = "listen"                 # TLS/TCP (HTTP/2, §5b): "listen" (its address, as TCP), ip:port, or "off"
 //! ack-eliciting-threshold = 0           # 0: off; n: ask the peer to ACK every n+1 packets
 //! max-ack-delay-ms = 25                 # [1, 16383], with a threshold above 0
 //! initial-mtu = 1200                    # [1200, 65527]
@@ -215,37 +215,54 @@ pub type QuicTuning = rltp_quic::transport::Tuning;
 
 /// `[transport]`: the QUIC per-packet settings ([`QuicTuning`], its keys
 /// at the top of the section) and `tcp-listen`, the address of the
-/// TLS/TCP binding (`PROTOCOL.md` §5b): absent, the QUIC `listen`
-/// address as TCP (the same port number: with port 0, the port QUIC was
-/// given); `"off"`, no TLS/TCP listener.
+/// TLS/TCP binding (`PROTOCOL.md` §5b).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TransportConfig {
     /// The QUIC per-packet settings.
     pub quic: QuicTuning,
-    /// The TLS/TCP listen address; `None`: off.
-    pub tcp_listen: Option<SocketAddr>,
+    /// The TLS/TCP listen address.
+    pub tcp_listen: TcpListen,
+}
+
+/// `tcp-listen`: where the TLS/TCP binding listens (`PROTOCOL.md` §5b).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TcpListen {
+    /// `"listen"` (the default): the QUIC `listen` address, as TCP — the
+    /// same port number (with port 0, the port QUIC was given), so one
+    /// `host:port` names both bindings.
+    Listen,
+    /// `"off"`: no TLS/TCP listener.
+    Off,
+    /// `"ip:port"`.
+    At(SocketAddr),
 }
 
 /// The spelling of `tcp-listen` that turns the TLS/TCP listener off.
 pub const TCP_LISTEN_OFF: &str = "off";
+/// The spelling of `tcp-listen` that follows `listen` (the default).
+pub const TCP_LISTEN_LISTEN: &str = "listen";
 
 impl TransportConfig {
     /// The `[transport]` table: `tcp-listen` (resolved against `listen`)
     /// taken out, the rest the QUIC settings (unknown keys refused).
-    fn from_table(mut table: toml::Table, listen: SocketAddr) -> Result<TransportConfig, ConfigError> {
+    fn from_table(mut table: toml::Table) -> Result<TransportConfig, ConfigError> {
+        let spelled = "ip:port, \"listen\" or \"off\"";
         let tcp_listen = match table.remove("tcp-listen") {
-            None => Some(listen),
-            Some(toml::Value::String(text)) if text == TCP_LISTEN_OFF => None,
-            Some(toml::Value::String(text)) => Some(text.parse::<SocketAddr>().map_err(|e| {
-                field_error(
-                    "transport.tcp-listen",
-                    format!("{text:?} is not ip:port or \"{TCP_LISTEN_OFF}\": {e}"),
-                )
-            })?),
+            None => TcpListen::Listen,
+            Some(toml::Value::String(text)) if text == TCP_LISTEN_LISTEN => TcpListen::Listen,
+            Some(toml::Value::String(text)) if text == TCP_LISTEN_OFF => TcpListen::Off,
+            Some(toml::Value::String(text)) => {
+                TcpListen::At(text.parse::<SocketAddr>().map_err(|e| {
+                    field_error(
+                        "transport.tcp-listen",
+                        format!("{text:?} is not {spelled}: {e}"),
+                    )
+                })?)
+            }
             Some(other) => {
                 return Err(field_error(
                     "transport.tcp-listen",
-                    format!("{other} is not a string (ip:port or \"{TCP_LISTEN_OFF}\")"),
+                    format!("{other} is not a string ({spelled})"),
                 ));
             }
         };
@@ -256,8 +273,11 @@ impl TransportConfig {
 
     /// `tcp-listen` as spelled in the configuration.
     pub fn tcp_listen_text(&self) -> String {
-        self.tcp_listen
-            .map_or_else(|| TCP_LISTEN_OFF.to_owned(), |addr| addr.to_string())
+        match self.tcp_listen {
+            TcpListen::Listen => TCP_LISTEN_LISTEN.to_owned(),
+            TcpListen::Off => TCP_LISTEN_OFF.to_owned(),
+            TcpListen::At(addr) => addr.to_string(),
+        }
     }
 }
 
@@ -598,7 +618,7 @@ impl Config {
                 .parse(filter)
                 .map_err(|e| field_error("log-filter", format!("{filter:?}: {e}")))?;
         }
-        let transport = TransportConfig::from_table(raw.transport, listen)?;
+        let transport = TransportConfig::from_table(raw.transport)?;
         validate_transport(&transport.quic)?;
         if raw.tls.cert.is_some() != raw.tls.key.is_some() {
             return Err(field_error("tls", "cert and key must be given together"));
@@ -688,6 +708,16 @@ impl Config {
             flatten("", &table, &mut out);
         }
         out
+    }
+
+    /// The TLS/TCP listen address (`PROTOCOL.md` §5b), `tcp-listen`
+    /// resolved against `listen`; `None` when it is off.
+    pub fn tcp_listen(&self) -> Option<SocketAddr> {
+        match self.transport.tcp_listen {
+            TcpListen::Listen => Some(self.listen),
+            TcpListen::Off => None,
+            TcpListen::At(addr) => Some(addr),
+        }
     }
 
     /// The TLS directory: `<data-dir>/tls`.

@@ -328,22 +328,33 @@ fn tcp_listen_defaults_to_the_quic_address_and_can_be_moved_or_turned_off() {
         ))
     };
     let default = with("").unwrap();
+    assert_eq!(default.transport.tcp_listen, TcpListen::Listen);
     assert_eq!(
-        default.transport.tcp_listen,
+        default.tcp_listen(),
         Some("127.0.0.1:4500".parse().unwrap())
     );
     let moved = with("tcp-listen = \"0.0.0.0:443\"").unwrap();
+    assert_eq!(moved.tcp_listen(), Some("0.0.0.0:443".parse().unwrap()));
+    assert_eq!(with("tcp-listen = \"off\"").unwrap().tcp_listen(), None);
     assert_eq!(
-        moved.transport.tcp_listen,
-        Some("0.0.0.0:443".parse().unwrap())
+        toml::to_string(&default.effective())
+            .unwrap()
+            .matches("tcp-listen = \"listen\"")
+            .count(),
+        1
     );
-    assert_eq!(with("tcp-listen = \"off\"").unwrap().transport.tcp_listen, None);
     for bad in ["tcp-listen = \"443\"", "tcp-listen = 443"] {
         let error = with(bad).unwrap_err().to_string();
         assert!(error.contains("transport.tcp-listen"), "{bad}: {error}");
     }
     // The effective configuration shows it, and parses back to itself.
     let effective = toml::to_string(&moved.effective()).unwrap();
-    assert!(effective.contains("tcp-listen = \"0.0.0.0:443\""), "{effective}");
-    assert_eq!(Config::from_toml(&effective).unwrap().transport, moved.transport);
+    assert!(
+        effective.contains("tcp-listen = \"0.0.0.0:443\""),
+        "{effective}"
+    );
+    assert_eq!(
+        Config::from_toml(&effective).unwrap().transport,
+        moved.transport
+    );
 }

@@ -28,7 +28,6 @@
 
 use crate::service::status_page::{History, VerdictHistory};
 use crate::writer::BatchReport;
-use rltp_quic::stream::Binding;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -37,6 +36,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use rltp_engine::{EngineConstants, EventSnapshot, Limits};
 use rltp_proofs::Ms;
+use rltp_quic::stream::Binding;
 use rltp_storage::{BindingPhases, Occupancy};
 use std::sync::atomic::Ordering;
 
@@ -615,7 +615,11 @@ impl ConnectionSeries {
         };
         let (open, accepted, refused) = (Gauge::default(), Counter::default(), Counter::default());
         registry.register(&name, format!("{what} open now"), open.clone());
-        registry.register(&name, format!("{what} established since start"), accepted.clone());
+        registry.register(
+            &name,
+            format!("{what} established since start"),
+            accepted.clone(),
+        );
         registry.register(
             format!("{name}_refused"),
             format!("{what} refused because limits.max-connections (both bindings) was reached"),

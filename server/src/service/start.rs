@@ -355,10 +355,12 @@ impl<S: Store> Server<S> {
         })?;
         let tcp = tcp::bind(config, &identity, local_addr).await?;
         let tcp_addr = match &tcp {
-            Some((listener, _)) => Some(listener.local_addr().map_err(|source| ServerError::Io {
-                what: "reading the bound tcp address".into(),
-                source,
-            })?),
+            Some((listener, _)) => {
+                Some(listener.local_addr().map_err(|source| ServerError::Io {
+                    what: "reading the bound tcp address".into(),
+                    source,
+                })?)
+            }
             None => None,
         };
         tracing::info!(

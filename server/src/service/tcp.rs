@@ -20,8 +20,8 @@
 use super::stream::stream_task;
 use super::{ConnectionCount, Ctx, ServerError, drain_deadline, until_shutdown};
 use crate::config::Config;
-use crate::tls;
 use crate::defaults::h2 as limits;
+use crate::tls;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rltp_quic::stream::{Binding, ChannelBody, H2_PATH, RecvHalf, SendHalf, h2_channel};
@@ -45,7 +45,7 @@ pub(super) async fn bind(
     identity: &tls::ServerIdentity,
     quic: SocketAddr,
 ) -> Result<Option<(TcpListener, TlsAcceptor)>, ServerError> {
-    let Some(mut addr) = config.transport.tcp_listen else {
+    let Some(mut addr) = config.tcp_listen() else {
         return Ok(None);
     };
     if addr == config.listen && addr.port() == 0 {
@@ -63,7 +63,11 @@ pub(super) async fn bind(
 
 /// Accepts TLS/TCP connections until shutdown, then lets them drain within
 /// the one deadline.
-pub(super) async fn serve<S: Store>(listener: TcpListener, acceptor: TlsAcceptor, ctx: Arc<Ctx<S>>) {
+pub(super) async fn serve<S: Store>(
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    ctx: Arc<Ctx<S>>,
+) {
     let mut connections = JoinSet::new();
     let mut shutdown = ctx.shutdown.clone();
     loop {
@@ -140,7 +144,10 @@ async fn connection<S: Store>(
     }
     tracing::debug!(%remote, "tcp connection open");
     let _counted = ConnectionCount::open(&ctx);
-    let _open = ctx.metrics.as_ref().map(|m| m.connection_opened(Binding::Tcp));
+    let _open = ctx
+        .metrics
+        .as_ref()
+        .map(|m| m.connection_opened(Binding::Tcp));
     serve_h2(tls, ctx).await;
 }
 

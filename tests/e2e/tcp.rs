@@ -1,0 +1,257 @@
+//! Reachable where UDP is not (issue 24, `PROTOCOL.md` §5b): the same
+//! frames over TLS 1.3/TCP with HTTP/2, raced against QUIC by every
+//! client command (`--transport auto`, the default).
+//!
+//! UDP to the carrier's port is dropped by an nftables table of the test's
+//! own (an input-hook rule; Debian `nftables`, installed by `test.sh`; the
+//! tests run as root), removed when the test ends, also on failure.
+
+use super::*;
+
+/// Drops every UDP datagram to a loopback port while it lives: an
+/// nftables table of its own, deleted on drop (a panicking test too).
+struct UdpDropped {
+    table: String,
+}
+
+impl UdpDropped {
+    /// Starts dropping UDP to `port`.
+    fn on(port: u16) -> UdpDropped {
+        let table = format!("rltp_e2e_udp_drop_{port}");
+        let script = format!(
+            "table inet {table} {{\n  chain input {{\n    type filter hook input priority -300; policy accept;\n    udp dport {port} drop\n  }}\n}}\n"
+        );
+        nft(&["-f", "-"], Some(&script));
+        UdpDropped { table }
+    }
+}
+
+impl Drop for UdpDropped {
+    fn drop(&mut self) {
+        nft(&["delete", "table", "inet", &self.table], None);
+    }
+}
+
+/// Runs `nft ARGS` (with `stdin`), which must succeed; a missing `nft`
+/// names its package.
+fn nft(args: &[&str], stdin: Option<&str>) {
+    use std::io::Write;
+    let mut child = Command::new("nft")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!("nft (Debian package nftables, installed by ./test.sh; run as root) is required: {e}")
+        });
+    if let Some(text) = stdin {
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+    }
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "nft {args:?} failed (the tests run as root): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn port_of(addr: &str) -> u16 {
+    addr.rsplit_once(':').unwrap().1.parse().unwrap()
+}
+
+/// With UDP to the carrier's port silently dropped: `register` and
+/// `send` connect over TLS/TCP (and say so), `send` is `admitted` within
+/// 2 s of its start, and `collect --watch --conclude` receives the
+/// deposit, concludes it and receives the next one pushed.
+#[test]
+fn where_udp_is_dropped_send_and_watch_go_over_tcp() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let carrier = Carrier::start(&dir.join("data"), None);
+    // One `host:port` names both bindings (§5b): the same port number.
+    assert_eq!(carrier.tcp_addr, carrier.addr);
+    let _dropped = UdpDropped::on(port_of(&carrier.addr));
+
+    let (key, rkid) = keys_new(dir, "alice.json");
+    let register = cli_to(dir, &carrier, &["register", "--key", key.to_str().unwrap()]).expect(0);
+    assert!(
+        register
+            .stdout
+            .contains(&format!("connected {} tcp", carrier.addr)),
+        "{register:?}"
+    );
+
+    let held = document(dir, "held.json", r#"{"over":"tcp"}"#);
+    let started = Instant::now();
+    let send = cli_to(
+        dir,
+        &carrier,
+        &["send", "--to", &rkid, held.to_str().unwrap()],
+    )
+    .expect(0);
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(2),
+        "send took {took:?}: {send:?}"
+    );
+    assert_eq!(
+        send.lines("connected"),
+        [format!("connected {} tcp", carrier.addr)],
+        "{send:?}"
+    );
+    assert_eq!(send.lines("verdict"), ["verdict admitted"], "{send:?}");
+    // No `awaiting-transport(transport-unreachable)` report: the one
+    // status is the final one.
+    assert_eq!(send.lines("status"), ["status accepted"], "{send:?}");
+
+    let watch = Running::start(
+        dir,
+        &carrier,
+        &[
+            "collect",
+            "--key",
+            key.to_str().unwrap(),
+            "--out",
+            "inbox",
+            "--watch",
+            "--conclude",
+        ],
+    );
+    // Every line up to the first deposit: the connection is said first.
+    let mut before = Vec::new();
+    let first = loop {
+        let line = watch.next("");
+        if line.starts_with("deposit ") {
+            break line;
+        }
+        before.push(line);
+    };
+    assert!(
+        before.contains(&format!("connected {} tcp", carrier.addr)),
+        "{before:?}"
+    );
+    assert!(
+        first.contains(&format!(
+            " digest {} written ",
+            digest_of(r#"{"over":"tcp"}"#)
+        )),
+        "{first}"
+    );
+    assert_eq!(watch.next("conclude "), "conclude served concluded 1");
+    let pushed = document(dir, "pushed.json", r#"{"pushed":"tcp"}"#);
+    cli_to(
+        dir,
+        &carrier,
+        &["send", "--to", &rkid, pushed.to_str().unwrap()],
+    )
+    .expect(0);
+    let second = watch.next("deposit ");
+    assert!(
+        second.contains(&format!(
+            " digest {} written ",
+            digest_of(r#"{"pushed":"tcp"}"#)
+        )),
+        "{second}"
+    );
+    assert_eq!(watch.next("conclude "), "conclude served concluded 1");
+    assert_eq!(watch.interrupt(), Some(0));
+}
+
+/// `--transport quic` and `--transport tcp` each use their binding only:
+/// QUIC where UDP passes, TLS/TCP always; `quic` where UDP is dropped is
+/// unreachable (exit 3).
+#[test]
+fn each_transport_can_be_chosen() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let carrier = Carrier::start(&dir.join("data"), None);
+    let (key, rkid) = keys_new(dir, "alice.json");
+    cli_to(dir, &carrier, &["register", "--key", key.to_str().unwrap()]).expect(0);
+    for (transport, n) in [("quic", 1), ("tcp", 2)] {
+        let doc = document(dir, &format!("{transport}.json"), &format!("{{\"n\":{n}}}"));
+        let send = cli_to(
+            dir,
+            &carrier,
+            &[
+                "send",
+                "--transport",
+                transport,
+                "--to",
+                &rkid,
+                doc.to_str().unwrap(),
+            ],
+        )
+        .expect(0);
+        assert_eq!(
+            send.lines("connected"),
+            [format!("connected {} {transport}", carrier.addr)],
+            "{send:?}"
+        );
+    }
+    let _dropped = UdpDropped::on(port_of(&carrier.addr));
+    let doc = document(dir, "late.json", "{\"n\":3}");
+    cli_to(
+        dir,
+        &carrier,
+        &[
+            "send",
+            "--transport",
+            "quic",
+            "--timeout",
+            "1",
+            "--give-up-after",
+            "PT2S",
+            "--to",
+            &rkid,
+            doc.to_str().unwrap(),
+        ],
+    )
+    .expect(3);
+}
+
+/// A TLS server with another key where the carrier should be (a
+/// TLS-intercepting middlebox, here another carrier's listener) fails the
+/// pin on TLS/TCP as on QUIC: exit 3 naming the pin mismatch, nothing
+/// sent.
+#[test]
+fn another_key_on_tcp_is_a_pin_mismatch_and_nothing_is_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let carrier = Carrier::start(&dir.join("data"), None);
+    let middlebox = Carrier::start(&dir.join("other"), None);
+    let (_, rkid) = keys_new(dir, "alice.json");
+    let doc = document(dir, "d.json", "{}");
+    let run = cli(
+        dir,
+        &[
+            "send",
+            "--transport",
+            "tcp",
+            "--server",
+            &middlebox.addr,
+            "--pin",
+            &carrier.pin,
+            "--to",
+            &rkid,
+            doc.to_str().unwrap(),
+        ],
+    )
+    .expect(3);
+    assert!(run.stderr.contains("pin mismatch"), "{run:?}");
+    assert!(
+        run.stderr.contains("not trusted, nothing was sent"),
+        "{run:?}"
+    );
+    assert!(run.lines("verdict").is_empty(), "{run:?}");
+    assert!(
+        middlebox.logged("submit").is_empty(),
+        "the middlebox saw no submission"
+    );
+}
