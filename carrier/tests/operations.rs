@@ -55,7 +55,9 @@ async fn connect<S: Store>(server: &Server<S>) -> Client {
         server.local_addr().to_string(),
         ServerTrust::Pin(server.fingerprint()),
     )
-    .with_timeout(Duration::from_secs(20));
+    .with_timeout(Duration::from_secs(20))
+    // The raw tests reach quinn's connection: QUIC only.
+    .with_transport_choice(rltp_client::TransportChoice::Quic);
     Client::connect(&options).await.unwrap()
 }
 
@@ -295,7 +297,7 @@ async fn health_and_readiness_follow_the_drain() {
 
     // A stalled request keeps the drain busy (up to its read deadline).
     let client = connect(&server).await;
-    let (mut send, _recv) = client.connection().open_bi().await.unwrap();
+    let (mut send, _recv) = client.connection().unwrap().open_bi().await.unwrap();
     send.write_all(&[0, 0, 0, 40]).await.unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
     let drain = tokio::spawn(server.shutdown());

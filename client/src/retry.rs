@@ -350,6 +350,18 @@ impl Link {
         self.untried = self.servers.len();
     }
 
+    /// Says once per connection which server and binding it is on
+    /// ([`RetryEvent::Connected`]).
+    fn announce<R>(&mut self, on_event: &mut impl FnMut(RetryEvent<R>)) {
+        if let Some(client) = self.client.as_ref().filter(|_| !self.announced) {
+            self.announced = true;
+            on_event(RetryEvent::Connected {
+                server: self.options().server.clone(),
+                binding: client.binding(),
+            });
+        }
+    }
+
     /// The current connection, if any.
     pub fn client(&self) -> Option<&Client> {
         self.client.as_ref()
@@ -481,13 +493,7 @@ pub async fn persist<T, R: Clone>(
             }
         };
         adopt(schedule, &mut on_event);
-        if let Some(client) = link.client.as_ref().filter(|_| !link.announced) {
-            link.announced = true;
-            on_event(RetryEvent::Connected {
-                server: link.options().server.clone(),
-                binding: client.binding(),
-            });
-        }
+        link.announce(&mut on_event);
         let Some((result, reason)) = outcome else {
             link.forget();
             return Ok(Finished::GaveUp(awaiting));

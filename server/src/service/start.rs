@@ -354,35 +354,14 @@ impl<S: Store> Server<S> {
             source,
         })?;
         let tcp = tcp::bind(config, &identity, local_addr).await?;
-        let tcp_addr = match &tcp {
-            Some((listener, _)) => {
-                Some(listener.local_addr().map_err(|source| ServerError::Io {
-                    what: "reading the bound tcp address".into(),
-                    source,
-                })?)
-            }
-            None => None,
-        };
-        tracing::info!(
-            listen = %local_addr,
-            tcp_listen = %tcp_addr.map_or_else(|| "off".to_owned(), |a| a.to_string()),
-            carrier = config.carrier.as_str(),
-            fingerprint = %identity.fingerprint,
-            generated_certificate = identity.generated,
-            declaration_issuer = %issuer.to_did_key(),
-            revision = record.revision,
-            "carrier started"
-        );
+        let tcp_addr = tcp.as_ref().map(|l| l.addr);
+        let revision = record.revision;
+        log_started(config, &identity, local_addr, tcp_addr, &issuer, revision);
         let http_listener = match config.metrics.listen {
             Some(addr) => Some(bind_http(addr).await?),
             None => None,
         };
-        let metrics = http_listener.as_ref().map(|_| {
-            let metrics = Arc::new(metrics::Metrics::new());
-            let observer = Arc::clone(&metrics);
-            engine.observe_batches(Arc::new(move |report| observer.batch(report)));
-            metrics
-        });
+        let metrics = http_listener.as_ref().map(|_| observed_metrics(&engine));
         let (shutdown, shutdown_rx) = signal::channel(false);
         let (stopped, _) = signal::channel(false);
         let ctx = Arc::new(Ctx {
@@ -407,15 +386,7 @@ impl<S: Store> Server<S> {
             abandoned: std::sync::atomic::AtomicBool::new(false),
         });
         let quic = serve(endpoint, Arc::clone(&ctx));
-        let tcp = tcp.map(|(listener, acceptor)| tcp::serve(listener, acceptor, Arc::clone(&ctx)));
-        let task = tokio::spawn(async move {
-            match tcp {
-                Some(tcp) => {
-                    tokio::join!(quic, tcp);
-                }
-                None => quic.await,
-            }
-        });
+        let task = tokio::spawn(tcp::beside(quic, tcp, Arc::clone(&ctx)));
         let (aux, metrics_addr) = spawn_operator_endpoint(http_listener, metrics, &ctx, &stopped);
         Ok(Server {
             local_addr,
@@ -430,6 +401,35 @@ impl<S: Store> Server<S> {
             metrics_addr,
         })
     }
+}
+
+/// The start-up log line: both listeners, `C`, the pin, the declaration.
+fn log_started(
+    config: &Config,
+    identity: &tls::ServerIdentity,
+    local_addr: SocketAddr,
+    tcp_addr: Option<SocketAddr>,
+    issuer: &DidKey,
+    revision: u64,
+) {
+    tracing::info!(
+        listen = %local_addr,
+        tcp_listen = %tcp_addr.map_or_else(|| "off".to_owned(), |a| a.to_string()),
+        carrier = config.carrier.as_str(),
+        fingerprint = %identity.fingerprint,
+        generated_certificate = identity.generated,
+        declaration_issuer = %issuer.to_did_key(),
+        revision,
+        "carrier started"
+    );
+}
+
+/// The metrics of the operator endpoint, fed by the writer's batches.
+fn observed_metrics<S: Store>(engine: &Driver<S>) -> Arc<metrics::Metrics> {
+    let metrics = Arc::new(metrics::Metrics::new());
+    let observer = Arc::clone(&metrics);
+    engine.observe_batches(Arc::new(move |report| observer.batch(report)));
+    metrics
 }
 
 /// Publishes the declaration over the started `engine`, signing with `key`

@@ -27,6 +27,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rltp_quic::stream::{Binding, ChannelBody, H2_PATH, RecvHalf, SendHalf, h2_channel};
 use rltp_storage::Store;
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,7 +45,7 @@ pub(super) async fn bind(
     config: &Config,
     identity: &tls::ServerIdentity,
     quic: SocketAddr,
-) -> Result<Option<(TcpListener, TlsAcceptor)>, ServerError> {
+) -> Result<Option<Listener>, ServerError> {
     let Some(mut addr) = config.tcp_listen() else {
         return Ok(None);
     };
@@ -58,16 +59,43 @@ pub(super) async fn bind(
             what: format!("binding the tls/tcp listener {addr} ([transport] tcp-listen)"),
             source,
         })?;
-    Ok(Some((listener, TlsAcceptor::from(Arc::new(rustls)))))
+    let addr = listener.local_addr().map_err(|source| ServerError::Io {
+        what: "reading the bound tcp address".into(),
+        source,
+    })?;
+    Ok(Some(Listener {
+        listener,
+        acceptor: TlsAcceptor::from(Arc::new(rustls)),
+        addr,
+    }))
+}
+
+/// The bound TLS/TCP listener.
+pub(super) struct Listener {
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    /// The bound address.
+    pub(super) addr: SocketAddr,
+}
+
+/// Runs the QUIC service `quic` and, beside it, the TLS/TCP listener
+/// (when there is one) until both have drained.
+pub(super) async fn beside<S: Store>(
+    quic: impl Future<Output = ()>,
+    tcp: Option<Listener>,
+    ctx: Arc<Ctx<S>>,
+) {
+    match tcp {
+        Some(tcp) => {
+            tokio::join!(quic, serve(tcp.listener, tcp.acceptor, ctx));
+        }
+        None => quic.await,
+    }
 }
 
 /// Accepts TLS/TCP connections until shutdown, then lets them drain within
 /// the one deadline.
-pub(super) async fn serve<S: Store>(
-    listener: TcpListener,
-    acceptor: TlsAcceptor,
-    ctx: Arc<Ctx<S>>,
-) {
+async fn serve<S: Store>(listener: TcpListener, acceptor: TlsAcceptor, ctx: Arc<Ctx<S>>) {
     let mut connections = JoinSet::new();
     let mut shutdown = ctx.shutdown.clone();
     loop {
