@@ -632,12 +632,20 @@ async fn the_sender_retries_retriable_refusals_and_reports_them() {
         }
     );
     assert_eq!(events[0], SendEvent::Attempt { number: 1 });
+    // The link says which binding its connection is on (PROTOCOL.md §5b).
     assert_eq!(
         events[1],
-        SendEvent::Verdict(SubmitVerdict::AdmissionResource)
+        SendEvent::Connected {
+            server: server.local_addr().to_string(),
+            binding: rltp_client::Binding::Quic
+        }
     );
     assert_eq!(
         events[2],
+        SendEvent::Verdict(SubmitVerdict::AdmissionResource)
+    );
+    assert_eq!(
+        events[3],
         SendEvent::Report(SenderStatus::AwaitingTransport(
             AwaitingReason::CarrierRefusedRetriable
         ))

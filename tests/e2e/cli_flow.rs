@@ -113,7 +113,14 @@ fn full_flow_through_the_cli() {
     assert_eq!(
         kinds,
         [
-            "sealed", "policy", "attempt", "policy", "verdict", "status", "final"
+            "sealed",
+            "policy",
+            "attempt",
+            "policy",
+            "connected",
+            "verdict",
+            "status",
+            "final"
         ]
     );
     assert_eq!(events[0]["digest"], digest_of(second_text));
@@ -123,9 +130,10 @@ fn full_flow_through_the_cli() {
     assert_eq!(events[3]["source"], "declared");
     assert_eq!(events[3]["statusHorizonMs"], 30_000);
     assert_eq!(events[3]["giveUpHorizonMs"], 14 * 86_400_000u64);
-    assert_eq!(events[4]["verdict"], "admitted");
-    assert_eq!(events[5]["status"], "accepted");
-    assert_eq!(events[6]["deposit"], events[0]["deposit"]);
+    assert!(["quic", "tcp"].contains(&events[4]["transport"].as_str().unwrap()));
+    assert_eq!(events[5]["verdict"], "admitted");
+    assert_eq!(events[6]["status"], "accepted");
+    assert_eq!(events[7]["deposit"], events[0]["deposit"]);
     assert!(events.iter().all(|e| e["elapsedMs"].is_u64()), "{events:?}");
 
     let status = cli_to(

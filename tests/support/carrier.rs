@@ -148,13 +148,16 @@ impl Spec {
     }
 }
 
-/// A loopback UDP port that was free a moment ago.
+/// A loopback port that was free a moment ago for UDP and for TCP (a
+/// carrier's TLS/TCP listener takes the QUIC port's number: §5b).
 pub fn free_udp_port() -> u16 {
-    std::net::UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    loop {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = udp.local_addr().unwrap().port();
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 impl Carrier {
@@ -241,14 +244,21 @@ impl Carrier {
         carrier
     }
 
-    /// `--server ADDR --pin FP`.
+    /// `--server ADDR --pin FP`, and `--tcp-port P` when the TLS/TCP
+    /// listener did not get the QUIC port's number (port 0 takes any).
     pub fn args(&self) -> Vec<String> {
-        vec![
+        let mut args = vec![
             "--server".into(),
             self.addr.clone(),
             "--pin".into(),
             self.pin.clone(),
-        ]
+        ];
+        let port = |addr: &str| addr.rsplit_once(':').map(|(_, p)| p.to_owned());
+        if self.tcp_addr != "off" && port(&self.tcp_addr) != port(&self.addr) {
+            args.push("--tcp-port".into());
+            args.extend(port(&self.tcp_addr));
+        }
+        args
     }
 
     /// The log lines as they come, also after the process is gone.

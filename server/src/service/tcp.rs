@@ -39,26 +39,33 @@ use tokio_rustls::server::TlsStream;
 
 /// Binds the TLS/TCP listener at `[transport] tcp-listen` (`None` when
 /// it is off) with the QUIC listener's certificate. `tcp-listen` defaults
-/// to `listen`; with port 0 there, the TCP port is the one QUIC was given
-/// (`quic`), so that one `host:port` names both bindings.
+/// to `listen`; with port 0 there (any port), the TCP port is the one QUIC
+/// was given (`quic`) when it is free, so that one `host:port` names both
+/// bindings, else any free one.
 pub(super) async fn bind(
     config: &Config,
     identity: &tls::ServerIdentity,
     quic: SocketAddr,
 ) -> Result<Option<Listener>, ServerError> {
-    let Some(mut addr) = config.tcp_listen() else {
+    let Some(addr) = config.tcp_listen() else {
         return Ok(None);
     };
-    if addr == config.listen && addr.port() == 0 {
-        addr.set_port(quic.port());
-    }
+    let any_port = addr == config.listen && addr.port() == 0;
     let rustls = tls::rustls_server_config_for(identity, Binding::Tcp)?;
-    let listener = TcpListener::bind(addr)
-        .await
-        .map_err(|source| ServerError::Io {
-            what: format!("binding the tls/tcp listener {addr} ([transport] tcp-listen)"),
-            source,
-        })?;
+    let bound = if any_port {
+        // Any port was asked for: QUIC's number if TCP has it free, else
+        // another (the address printed at start names it).
+        match TcpListener::bind(SocketAddr::new(addr.ip(), quic.port())).await {
+            Ok(listener) => Ok(listener),
+            Err(_) => TcpListener::bind(addr).await,
+        }
+    } else {
+        TcpListener::bind(addr).await
+    };
+    let listener = bound.map_err(|source| ServerError::Io {
+        what: format!("binding the tls/tcp listener {addr} ([transport] tcp-listen)"),
+        source,
+    })?;
     let addr = listener.local_addr().map_err(|source| ServerError::Io {
         what: "reading the bound tcp address".into(),
         source,
