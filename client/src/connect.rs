@@ -95,7 +95,31 @@ pub(crate) struct TcpConn {
     /// The URI of every request: `https://<server>` + [`rltp_quic::stream::H2_PATH`].
     pub(crate) uri: hyper::Uri,
     pub(crate) _task: Arc<AbortOnDrop>,
+    /// Set when the connection has ended: `true` when the carrier ended
+    /// it (GOAWAY, or its orderly close), `false` on an error.
+    pub(crate) ended: tokio::sync::watch::Receiver<Option<bool>>,
 }
+
+impl TcpConn {
+    /// The error of a request that failed: `going-away` when the carrier
+    /// turned the connection away (GOAWAY before the request was sent,
+    /// which hyper reports as a closed connection: the connection's end
+    /// says which, waited for up to [`ENDED_WAIT`]).
+    pub(crate) async fn failure(&self, e: hyper::Error) -> ClientError {
+        if (e.is_canceled() || e.is_closed()) && !rltp_quic::stream::is_go_away(&e) {
+            let mut ended = self.ended.clone();
+            let by_carrier =
+                tokio::time::timeout(ENDED_WAIT, ended.wait_for(Option::is_some)).await;
+            if matches!(by_carrier, Ok(Ok(ended)) if *ended == Some(true)) {
+                return ClientError::Transport(TransportError::GoingAway);
+            }
+        }
+        ClientError::Transport(TransportError::H2(e))
+    }
+}
+
+/// How long a failed request waits to learn how its connection ended.
+const ENDED_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Aborts the HTTP/2 connection task when dropped.
 #[derive(Debug)]
@@ -291,16 +315,23 @@ async fn connect_tcp(options: &ConnectOptions) -> Result<Conn, ClientError> {
             .handshake(TokioIo::new(tls))
             .await
             .map_err(|e| ClientError::Transport(TransportError::H2(e)))?;
+        let (ended_tx, ended) = tokio::sync::watch::channel(None);
         let task = tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!(error = %e, "tls/tcp connection ended");
-            }
+            let by_carrier = match connection.await {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::debug!(error = %e, "tls/tcp connection ended");
+                    rltp_quic::stream::is_go_away(&e)
+                }
+            };
+            ended_tx.send_replace(Some(by_carrier));
         });
         Ok(Conn::Tcp(TcpConn {
             sender,
             remote: addr,
             uri,
             _task: Arc::new(AbortOnDrop(task)),
+            ended,
         }))
     };
     tokio::time::timeout(options.timeout, attempt)

@@ -184,8 +184,12 @@ pub enum TransportError {
     Tcp(#[source] std::io::Error),
     /// The HTTP/2 connection or stream failed (§5b); GOAWAY from the
     /// carrier is [`ClientError::is_going_away`].
-    #[error("http/2: {0}")]
+    #[error("http/2: {}", h2_text(.0))]
     H2(#[source] hyper::Error),
+    /// The carrier turned the TLS/TCP connection away with GOAWAY before
+    /// the request was sent (lame duck: §5b).
+    #[error("http/2: going-away (GOAWAY)")]
+    GoingAway,
     /// The retry driver holds no connection (a connection attempt failed).
     #[error("not connected")]
     NotConnected,
@@ -199,6 +203,29 @@ fn lost(e: &(dyn std::error::Error + 'static), connection_lost: bool) -> String 
         Some(cause) => format!("{e}: {cause}"),
         None => e.to_string(),
     }
+}
+
+/// An HTTP/2 failure's text: `going-away (GOAWAY)` for the carrier's
+/// GOAWAY (lame duck, shutdown: §5b), else the error and its causes.
+fn h2_text(e: &hyper::Error) -> String {
+    if stream::is_go_away(e) {
+        "going-away (GOAWAY)".to_owned()
+    } else {
+        with_causes(e)
+    }
+}
+
+/// `e` and its causes, `: `-separated (hyper's own text names only the
+/// kind: "http2 error"; the cause says which, e.g. a GOAWAY).
+fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(error) = cause {
+        text.push_str(": ");
+        text.push_str(&error.to_string());
+        cause = error.source();
+    }
+    text
 }
 
 /// How the server's answer violates the wire profile.
@@ -291,6 +318,7 @@ impl ClientError {
             ))) => closed(e),
             ClientError::Transport(TransportError::Read(e)) => e.is_h2_go_away(),
             ClientError::Transport(TransportError::H2(e)) => stream::is_go_away(e),
+            ClientError::Transport(TransportError::GoingAway) => true,
             _ => false,
         }
     }
@@ -554,10 +582,11 @@ impl Client {
                 *request.uri_mut() = tcp.uri.clone();
                 let response = tcp.sender.clone().send_request(request);
                 first(&mut send).await?;
-                let response = tokio::time::timeout(self.timeout, response)
-                    .await
-                    .map_err(|_| ClientError::Timeout(self.timeout))?
-                    .map_err(|e| ClientError::Transport(TransportError::H2(e)))?;
+                let response = match tokio::time::timeout(self.timeout, response).await {
+                    Err(_) => return Err(ClientError::Timeout(self.timeout)),
+                    Ok(Err(e)) => return Err(tcp.failure(e).await),
+                    Ok(Ok(response)) => response,
+                };
                 if response.status() != hyper::StatusCode::OK {
                     return Err(ClientError::violation(format!(
                         "the carrier answered the request with http status {} (§5b: 200)",

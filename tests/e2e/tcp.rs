@@ -255,3 +255,91 @@ fn another_key_on_tcp_is_a_pin_mismatch_and_nothing_is_sent() {
         "the middlebox saw no submission"
     );
 }
+
+/// Lame duck on TLS/TCP (§5b): a node in lame-duck mode answers a new
+/// TLS/TCP connection with GOAWAY (no stream served), and a client on
+/// TLS/TCP moves to the next `--server` at once, as on QUIC.
+#[test]
+fn a_client_on_tcp_moves_to_the_next_node_at_goaway() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let a = Carrier::start_with(&Spec::fixed(
+        &dir.join("a"),
+        "[limits]\ndrain-timeout-ms = 30000\n",
+    ));
+    let b = Carrier::start_with(&Spec::fixed(&dir.join("b"), ""));
+    let (key, rkid) = keys_new(dir, "alice.json");
+    for node in [&a, &b] {
+        assert_eq!(node.tcp_addr, node.addr);
+        cli_to(dir, node, &["register", "--key", key.to_str().unwrap()]).expect(0);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    // A session open on A keeps it in lame-duck mode (not yet drained).
+    let held = rt.block_on(a.connect());
+    cli(
+        dir,
+        &[
+            "admin",
+            "lame-duck",
+            "--data-dir",
+            dir.join("a").to_str().unwrap(),
+        ],
+    )
+    .expect(0);
+    let doc = document(dir, "letter.json", r#"{"goaway":"tcp"}"#);
+    let send = cli(
+        dir,
+        &[
+            "send",
+            "--json",
+            "--transport",
+            "tcp",
+            "--to",
+            &rkid,
+            doc.to_str().unwrap(),
+            "--server",
+            &a.addr,
+            "--pin",
+            &a.pin,
+            "--server",
+            &b.addr,
+            "--pin",
+            &b.pin,
+        ],
+    )
+    .expect(0);
+    let events: Vec<serde_json::Value> = send
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of = |kind: &str| -> Vec<&serde_json::Value> {
+        events.iter().filter(|e| e["event"] == kind).collect()
+    };
+    assert_eq!(of("transport-failure").len(), 1, "{}", send.stdout);
+    assert_eq!(
+        of("transport-failure")[0]["detail"],
+        "transport: http/2: going-away (GOAWAY)",
+        "{}",
+        send.stdout
+    );
+    let moved = of("moved");
+    assert_eq!(moved.len(), 1, "{}", send.stdout);
+    assert_eq!(moved[0]["server"], b.addr.as_str());
+    assert!(of("backoff").is_empty(), "moved at once: {}", send.stdout);
+    let connected = of("connected");
+    assert_eq!(connected.last().unwrap()["server"], b.addr.as_str());
+    assert!(
+        connected.iter().all(|c| c["transport"] == "tcp"),
+        "{}",
+        send.stdout
+    );
+    assert_eq!(of("final")[0]["status"], "accepted");
+    assert_eq!(b.log_events("submit", 1).len(), 1);
+    assert_eq!(a.log_events("submit", 0).len(), 0, "nothing reached A");
+    rt.block_on(held.close());
+}

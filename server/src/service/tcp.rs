@@ -255,14 +255,31 @@ fn route(
     response
 }
 
-/// Turns a new connection away in lame-duck mode (`PROTOCOL.md` §5b): the
-/// HTTP/2 handshake, then GOAWAY with last stream 0 (no stream is served)
-/// and the connection closed, all within `bound`.
-async fn go_away(tls: TlsStream<TcpStream>, bound: Duration) {
+/// What a node in lame-duck mode sends on a new TLS/TCP connection
+/// (`PROTOCOL.md` §5b): the server connection preface, an empty SETTINGS
+/// frame (RFC 9113 §3.4, §6.5), then GOAWAY with last stream id 0 and
+/// `NO_ERROR` (§6.8): no stream of the connection will be served. Two
+/// fixed frames, 9-byte headers each (length, type, flags, stream 0).
+const TURN_AWAY: [u8; 26] = [
+    0, 0, 0, 0x4, 0, 0, 0, 0, 0, // SETTINGS, empty
+    0, 0, 8, 0x7, 0, 0, 0, 0, 0, // GOAWAY, 8 bytes of payload
+    0, 0, 0, 0, // last stream id 0
+    0, 0, 0, 0, // NO_ERROR
+];
+
+/// Turns a new connection away in lame-duck mode (`PROTOCOL.md` §5b):
+/// [`TURN_AWAY`], TLS `close_notify`, then whatever the client sends is
+/// read and dropped until it closes (a socket closed with unread bytes
+/// resets the connection, and the client could lose the GOAWAY), all
+/// within `bound`.
+async fn go_away(mut tls: TlsStream<TcpStream>, bound: Duration) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let turned_away = async {
-        let mut connection = h2::server::handshake(tls).await?;
-        connection.abrupt_shutdown(h2::Reason::NO_ERROR);
-        std::future::poll_fn(|cx| connection.poll_closed(cx)).await
+        tls.write_all(&TURN_AWAY).await?;
+        tls.shutdown().await?;
+        let mut sink = [0u8; 4_096];
+        while tls.read(&mut sink).await? > 0 {}
+        Ok::<(), std::io::Error>(())
     };
     match tokio::time::timeout(bound, turned_away).await {
         Ok(Ok(())) => tracing::debug!("lame duck: tcp connection turned away"),
