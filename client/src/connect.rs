@@ -11,12 +11,15 @@
 //!   remembered, both start at once (QUIC is still tried, so a network
 //!   that lets UDP through again is noticed); after it, QUIC leads again.
 //!   Only when both fail is the failure reported, a TLS handshake failure
-//!   (a pin mismatch: a TLS-intercepting middlebox) before any other.
+//!   (a pin mismatch: a TLS-intercepting middlebox) before any other; once
+//!   TLS/TCP has failed, QUIC gets [`crate::defaults::RACE_GRACE`] more,
+//!   not its whole timeout (where UDP is dropped it only fails at the end
+//!   of it; the retry driver tries both again).
 //!
 //! Both bindings use the same trust ([`ServerTrust`]: the same SPKI pin),
 //! so falling back is no downgrade (§5b).
 
-use crate::defaults::{CLIENT_IDLE_TIMEOUT, HAPPY_EYEBALLS_DELAY, REMEMBER_WINNER};
+use crate::defaults::{CLIENT_IDLE_TIMEOUT, HAPPY_EYEBALLS_DELAY, RACE_GRACE, REMEMBER_WINNER};
 use crate::tls::{self, TlsError};
 use crate::{ClientError, ConnectOptions, HandshakeError, TransportError, resolve};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -185,7 +188,12 @@ async fn race(options: &ConnectOptions) -> Result<Conn, ClientError> {
                 },
                 result = &mut tcp => match result {
                     Ok(conn) => Ok(conn),
-                    Err(tcp_error) => quic.await.map_err(|quic_error| worse(quic_error, tcp_error)),
+                    // QUIC gets a last grace, not its whole timeout: where
+                    // UDP is dropped it would only fail after it.
+                    Err(tcp_error) => match tokio::time::timeout(RACE_GRACE, quic).await {
+                        Ok(result) => result.map_err(|quic_error| worse(quic_error, tcp_error)),
+                        Err(_) => Err(tcp_error),
+                    },
                 },
             }
         }

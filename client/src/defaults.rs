@@ -44,6 +44,13 @@ pub use rltp_quic::defaults::transport;
 /// value of Chrome's and the MASQUE clients' races.
 pub const HAPPY_EYEBALLS_DELAY: Duration = Duration::from_millis(250);
 
+/// Once TLS/TCP has failed in a race, how much longer QUIC may take: 1 s,
+/// some round trips of a slow path. A QUIC handshake that has not
+/// completed by then is most likely lost to dropped UDP, where it would
+/// fail only at its idle timeout (15 s): a carrier restarting behind such
+/// a network is reached on the next attempt instead of 15 s later.
+pub const RACE_GRACE: Duration = Duration::from_secs(1);
+
 /// How long the winner of a race is remembered per server: 10 minutes.
 /// While TLS/TCP is remembered, both start at once (no 250 ms lost at each
 /// reconnection of a watch on a UDP-less network); after it, QUIC leads

@@ -343,3 +343,62 @@ fn a_client_on_tcp_moves_to_the_next_node_at_goaway() {
     assert_eq!(a.log_events("submit", 0).len(), 0, "nothing reached A");
     rt.block_on(held.close());
 }
+
+/// Where UDP is dropped, an always-on `collect --watch --conclude` on
+/// TLS/TCP survives its carrier's restart (an orderly one, then a crash):
+/// it reconnects over TLS/TCP within seconds (a TCP connection ends at
+/// once with its process; the QUIC attempt raced beside it does not hold
+/// the reconnection up: `RACE_GRACE`) and is pushed what is sent
+/// afterwards.
+#[test]
+fn a_watch_over_tcp_survives_carrier_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let spec = Spec::fixed(&dir.join("data"), "");
+    let carrier = Carrier::start_with(&spec);
+    assert_eq!(carrier.tcp_addr, carrier.addr);
+    let _dropped = UdpDropped::on(port_of(&carrier.addr));
+    let (key, rkid) = keys_new(dir, "alice.json");
+    cli_to(dir, &carrier, &["register", "--key", key.to_str().unwrap()]).expect(0);
+    let watch = Running::start(
+        dir,
+        &carrier,
+        &[
+            "collect",
+            "--key",
+            key.to_str().unwrap(),
+            "--out",
+            "inbox",
+            "--watch",
+            "--conclude",
+        ],
+    );
+    assert!(watch.next("watching").starts_with("watching refresh-at "));
+    let mut carrier = carrier;
+    for (n, restart) in ["terminate", "crash"].into_iter().enumerate() {
+        match restart {
+            "terminate" => assert!(carrier.terminate().success()),
+            _ => carrier.crash(),
+        }
+        carrier = Carrier::start_with(&spec);
+        let text = format!("{{\"after\":\"{restart}\"}}");
+        let doc = document(dir, &format!("after-{n}.json"), &text);
+        let started = Instant::now();
+        cli_to(
+            dir,
+            &carrier,
+            &["send", "--to", &rkid, doc.to_str().unwrap()],
+        )
+        .expect(0);
+        assert!(started.elapsed() < Duration::from_secs(2), "{restart}");
+        let pushed = watch.next("deposit ");
+        // Reconnected within seconds, not at an idle timeout.
+        assert!(started.elapsed() < Duration::from_secs(5), "{restart}");
+        assert!(
+            pushed.contains(&format!(" digest {} written ", digest_of(&text))),
+            "{restart}: {pushed}"
+        );
+        assert_eq!(watch.next("conclude "), "conclude served concluded 1");
+    }
+    assert_eq!(watch.interrupt(), Some(0));
+}
