@@ -83,6 +83,40 @@ pub fn load_or_generate(tls_dir: &Path) -> Result<ServerIdentity, TlsError> {
     })
 }
 
+/// Bytes of the QUIC stateless-reset key (an HMAC-SHA-256 key).
+pub const RESET_KEY_BYTES: usize = 32;
+
+/// The QUIC stateless-reset key of this data dir (`PROTOCOL.md` §5),
+/// made on first start (mode 0600) and kept like the carrier's TLS
+/// identity: a carrier restarted after a crash derives the same
+/// stateless-reset tokens, so the next packet of a connection to its
+/// previous life is answered with a stateless reset (RFC 9000 §10.3) and
+/// the client learns at once, not at its idle timeout. A file of another
+/// length is refused, naming it.
+///
+/// # Errors
+/// [`TlsError::Io`]; [`TlsError::Pem`] for a file of another length.
+pub fn load_or_make_reset_key(data_dir: &Path) -> Result<[u8; RESET_KEY_BYTES], TlsError> {
+    let path = data_dir.join(crate::data_dir::QUIC_RESET_KEY);
+    match std::fs::read(&path) {
+        Ok(bytes) => bytes.try_into().map_err(|bytes: Vec<u8>| TlsError::Pem {
+            path: path.clone(),
+            detail: format!(
+                "a stateless-reset key is {RESET_KEY_BYTES} bytes, this file has {}; \
+                 delete it to make a new one (open connections then learn of a restart only at their idle timeout)",
+                bytes.len()
+            ),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let mut key = [0u8; RESET_KEY_BYTES];
+            rand::Rng::fill_bytes(&mut rand::rng(), &mut key);
+            write_private(&path, &key)?;
+            Ok(key)
+        }
+        Err(e) => Err(io_error(&path)(e)),
+    }
+}
+
 /// A fresh Ed25519 self-signed certificate for [`SELF_SIGNED_NAME`] and its
 /// PKCS#8 key (in memory; for tests and for [`load_or_generate`]).
 ///
