@@ -170,6 +170,9 @@ struct Ctx<S: Store> {
     /// Connections being served on both bindings (not counting those
     /// turned away): [`ConnectionCount`].
     open_connections: signal::Sender<usize>,
+    /// The bindings served, for the status page
+    /// ([`status_page::StatusData::listeners`]).
+    listeners: String,
     /// `limits.max-connections`: one pool of slots for both bindings, a
     /// slot taken before the TLS handshake (`PROTOCOL.md` §5, §5b).
     connection_slots: Arc<tokio::sync::Semaphore>,

@@ -375,6 +375,11 @@ impl<S: Store> Server<S> {
             shutdown: shutdown_rx,
             lame_duck: signal::channel(false).0,
             open_connections: signal::channel(0).0,
+            listeners: if tcp_addr.is_some() {
+                "bindings: quic, tcp".to_owned()
+            } else {
+                "bindings: quic (tcp off)".to_owned()
+            },
             connection_slots: Arc::new(tokio::sync::Semaphore::new(
                 config.limits.max_connections as usize,
             )),
