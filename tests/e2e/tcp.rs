@@ -402,3 +402,103 @@ fn a_watch_over_tcp_survives_carrier_restarts() {
     }
     assert_eq!(watch.interrupt(), Some(0));
 }
+
+/// Slow and idle TLS/TCP clients are bounded exactly like QUIC ones
+/// (§5b): TCP connections that never start TLS hold a `max-connections`
+/// slot (one pool for both bindings) only until the handshake deadline
+/// and the rest are refused at accept; HTTP/2 streams that send a frame
+/// prefix and stall are answered `read-timeout`; afterwards the carrier
+/// serves QUIC and TLS/TCP clients as before.
+#[test]
+fn slow_and_idle_tcp_clients_are_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let port = free_tcp_port();
+    let carrier = Carrier::start_with(&Spec::fixed(
+        &dir.join("data"),
+        &format!(
+            "[limits]\nmax-connections = 32\nstream-read-timeout-ms = 1000\n\
+             [metrics]\nlisten = \"127.0.0.1:{port}\"\n"
+        ),
+    ));
+    let (key, rkid) = keys_new(dir, "alice.json");
+    cli_to(dir, &carrier, &["register", "--key", key.to_str().unwrap()]).expect(0);
+
+    // 100 TCP connections that never say a word: 32 slots at most.
+    let idle: Vec<std::net::TcpStream> = (0..100)
+        .map(|_| std::net::TcpStream::connect(&carrier.tcp_addr).unwrap())
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let refused = loop {
+        let (_, metrics) = http_get(port, "/metrics");
+        let refused = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("rltp_carrier_tcp_connections_refused_total "))
+            .map(|v| v.parse::<f64>().unwrap())
+            .unwrap();
+        if refused >= 68.0 || Instant::now() > deadline {
+            break refused;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(refused >= 68.0, "{refused}");
+
+    // Stalled HTTP/2 streams, once the idle ones have met the deadline.
+    std::thread::sleep(Duration::from_millis(1_500));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let answers = rt.block_on(async {
+        rltp_client::tls::install_crypto_provider();
+        let options = rltp_client::ConnectOptions::new(
+            carrier.addr.clone(),
+            rltp_client::tls::ServerTrust::Pin(carrier.pin.parse().unwrap()),
+        )
+        .with_timeout(Duration::from_secs(10))
+        .with_transport_choice(rltp_client::TransportChoice::Tcp);
+        let client = rltp_client::Client::connect(&options).await.unwrap();
+        let mut streams = Vec::new();
+        for _ in 0..8 {
+            let (mut send, recv) = client.open_raw().await.unwrap();
+            // Half a prefix, then nothing (the stream stays open).
+            send.write_all(&[0, 0, 0, 40]).await.unwrap();
+            streams.push((send, recv));
+        }
+        let mut codes = Vec::new();
+        for (_send, mut recv) in streams {
+            let prefix = recv.prefix().await.unwrap().unwrap();
+            let header = recv.header_bytes(prefix).await.unwrap().to_vec();
+            let error = rltp_wire::response::split_error(&header)
+                .unwrap()
+                .unwrap_err();
+            codes.push(error.code.as_str());
+        }
+        codes
+    });
+    assert_eq!(answers, ["read-timeout"; 8]);
+    drop(idle);
+
+    for transport in ["quic", "tcp"] {
+        let doc = document(
+            dir,
+            &format!("{transport}.json"),
+            &format!("{{\"t\":\"{transport}\"}}"),
+        );
+        let send = cli_to(
+            dir,
+            &carrier,
+            &[
+                "send",
+                "--transport",
+                transport,
+                "--to",
+                &rkid,
+                doc.to_str().unwrap(),
+            ],
+        )
+        .expect(0);
+        assert_eq!(send.lines("verdict"), ["verdict admitted"], "{send:?}");
+    }
+}
