@@ -625,7 +625,10 @@ mod tests {
             socket.local_addr().unwrap().to_string(),
             crate::tls::ServerTrust::Pin(crate::tls::SpkiFingerprint([0; 32])),
         )
-        .with_timeout(Duration::from_secs(30));
+        .with_timeout(Duration::from_secs(30))
+        // One handshake stuck until its timeout: QUIC alone (raced, a
+        // refused TLS/TCP would end each attempt after its grace).
+        .with_transport_choice(crate::TransportChoice::Quic);
         (socket, Link::new(options))
     }
 

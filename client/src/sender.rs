@@ -302,7 +302,10 @@ mod tests {
         let options = ConnectOptions::new(
             addr.to_string(),
             crate::tls::ServerTrust::Pin(crate::tls::SpkiFingerprint([0; 32])),
-        );
+        )
+        // A stuck QUIC handshake alone (raced, a refused TLS/TCP would end
+        // each attempt after its grace).
+        .with_transport_choice(crate::TransportChoice::Quic);
         let mut sender = Sender::new(options);
         let start = Instant::now();
         let mut schedule =
