@@ -20,6 +20,8 @@
 #   Patroni-managed primary and synchronous standby over a throwaway etcd
 #   for the failover tortures, tests/torture/failover.rs; the packages'
 #   own etcd service is stopped and never used).
+# - Debian's nftables (tests/e2e/tcp.rs drops UDP to a carrier's port with
+#   a table of its own, removed afterwards; the tests run as root).
 # A prerequisite that cannot be installed stops here with a message that
 # names it; no test is ever skipped for want of one.
 set -euo pipefail
@@ -38,7 +40,8 @@ fi
 # is a command on PATH or an absolute glob).
 missing=()
 for pair in "chromium chromium" "/usr/lib/postgresql/*/bin/initdb postgresql" "promtool prometheus" \
-  "groff groff-base" "/usr/lib/*/faketime/libfaketime.so.1 libfaketime" "patroni patroni" "etcd etcd-server"; do
+  "groff groff-base" "/usr/lib/*/faketime/libfaketime.so.1 libfaketime" "patroni patroni" "etcd etcd-server" \
+  "nft nftables"; do
   read -r cmd pkg <<<"$pair"
   case "$cmd" in
     /*) compgen -G "$cmd" >/dev/null || missing+=("$pkg") ;;

@@ -62,15 +62,20 @@ async fn retriable_refusals_are_retried_until_an_outcome() {
         4
     );
     assert!(matches!(events[1], RetryEvent::Declared(_)), "{events:?}");
-    assert_eq!(
-        events[2],
-        RetryEvent::Refused("refused(admission-resource)")
+    // The link says which binding its connection is on (PROTOCOL.md §5b).
+    assert!(
+        matches!(events[2], RetryEvent::Connected { .. }),
+        "{events:?}"
     );
     assert_eq!(
         events[3],
+        RetryEvent::Refused("refused(admission-resource)")
+    );
+    assert_eq!(
+        events[4],
         RetryEvent::Report(AwaitingReason::CarrierRefusedRetriable)
     );
-    assert!(matches!(events[4], RetryEvent::Backoff(d) if d <= Backoff::ceiling(0)));
+    assert!(matches!(events[5], RetryEvent::Backoff(d) if d <= Backoff::ceiling(0)));
     link.close().await;
     server.shutdown().await;
 }

@@ -55,7 +55,9 @@ async fn connect<S: Store>(server: &Server<S>) -> Client {
         server.local_addr().to_string(),
         ServerTrust::Pin(server.fingerprint()),
     )
-    .with_timeout(Duration::from_secs(20));
+    .with_timeout(Duration::from_secs(20))
+    // The raw tests reach quinn's connection: QUIC only.
+    .with_transport_choice(rltp_client::TransportChoice::Quic);
     Client::connect(&options).await.unwrap()
 }
 
@@ -211,6 +213,9 @@ async fn metrics_count_real_traffic_and_carry_no_identifiers() {
         ("rltp_carrier_given_up_deposits_total", 0.0),
         ("rltp_carrier_quic_connections", 1.0),
         ("rltp_carrier_quic_connections_total", 1.0),
+        ("rltp_carrier_tcp_connections", 0.0),
+        ("rltp_carrier_tcp_connections_total", 0.0),
+        ("rltp_carrier_tcp_connections_refused_total", 0.0),
         ("rltp_carrier_declaration_revision", 1.0),
         ("rltp_carrier_capacity_bytes", 4_294_967_296.0),
         ("rltp_carrier_capacity_used_bytes", 2.0 * 262_144.0),
@@ -243,6 +248,11 @@ async fn metrics_count_real_traffic_and_carry_no_identifiers() {
         secrets.push(id.to_multibase());
         secrets.push(hex(&id.0));
     }
+    // The bindings served are named, without an address (PROTOCOL.md §5b).
+    assert!(
+        page_html.contains("<span id=\"listeners\">bindings: quic, tcp</span>"),
+        "{page_html}"
+    );
     // Every peer here is on loopback: no address of any kind may appear.
     secrets.push(server.local_addr().to_string());
     secrets.push("127.0.0.1".to_owned());
@@ -295,7 +305,7 @@ async fn health_and_readiness_follow_the_drain() {
 
     // A stalled request keeps the drain busy (up to its read deadline).
     let client = connect(&server).await;
-    let (mut send, _recv) = client.connection().open_bi().await.unwrap();
+    let (mut send, _recv) = client.connection().unwrap().open_bi().await.unwrap();
     send.write_all(&[0, 0, 0, 40]).await.unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
     let drain = tokio::spawn(server.shutdown());

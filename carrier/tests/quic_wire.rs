@@ -42,7 +42,9 @@ async fn connect<S: rltp_storage::Store>(server: &Server<S>) -> Client {
         server.local_addr().to_string(),
         ServerTrust::Pin(server.fingerprint()),
     )
-    .with_timeout(Duration::from_secs(10));
+    .with_timeout(Duration::from_secs(10))
+    // The raw tests reach quinn's connection: QUIC only.
+    .with_transport_choice(rltp_client::TransportChoice::Quic);
     Client::connect(&options).await.unwrap()
 }
 
@@ -93,7 +95,7 @@ fn envelope(rkid: &Rkid, text: &str) -> Vec<u8> {
 /// Writes raw bytes on a fresh stream, finishes it if asked, and reads the
 /// first answer frame's header as JCS text.
 async fn raw(client: &Client, bytes: &[u8], finish: bool) -> String {
-    let (mut send, mut recv) = client.connection().open_bi().await.unwrap();
+    let (mut send, mut recv) = client.connection().unwrap().open_bi().await.unwrap();
     send.write_all(bytes).await.unwrap();
     if finish {
         send.finish().unwrap();
@@ -353,7 +355,7 @@ async fn malformed_frames_get_closed_errors_and_the_connection_survives() {
         &wire::stream_item_header(&rkid, 2),
         b"{}",
     ));
-    let (mut send, mut recv) = client.connection().open_bi().await.unwrap();
+    let (mut send, mut recv) = client.connection().unwrap().open_bi().await.unwrap();
     send.write_all(&bytes).await.unwrap();
     send.finish().unwrap();
     let answers = tokio::time::timeout(Duration::from_secs(5), recv.read_to_end(1 << 16))
@@ -483,7 +485,11 @@ async fn pinning_decides_the_handshake() {
     match Client::connect(&options).await {
         Err(e @ rltp_client::ClientError::Handshake(_)) => {
             assert!(!e.is_retriable() && !e.is_transport(), "never retried");
-            assert!(e.to_string().contains("PinMismatch"), "{e}");
+            assert!(e.to_string().contains("is not the pinned"), "{e}");
+            let rltp_client::ClientError::Handshake(h) = &e else {
+                unreachable!()
+            };
+            assert!(h.is_pin_mismatch(), "{e}");
         }
         other => panic!("a wrong pin must fail the handshake, got {other:?}"),
     }
@@ -626,12 +632,20 @@ async fn the_sender_retries_retriable_refusals_and_reports_them() {
         }
     );
     assert_eq!(events[0], SendEvent::Attempt { number: 1 });
+    // The link says which binding its connection is on (PROTOCOL.md §5b).
     assert_eq!(
         events[1],
-        SendEvent::Verdict(SubmitVerdict::AdmissionResource)
+        SendEvent::Connected {
+            server: server.local_addr().to_string(),
+            binding: rltp_client::Binding::Quic
+        }
     );
     assert_eq!(
         events[2],
+        SendEvent::Verdict(SubmitVerdict::AdmissionResource)
+    );
+    assert_eq!(
+        events[3],
         SendEvent::Report(SenderStatus::AwaitingTransport(
             AwaitingReason::CarrierRefusedRetriable
         ))

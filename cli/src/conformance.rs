@@ -1,6 +1,7 @@
 //! `rltp-carrier conformance`: the black-box conformance runner
 //! ([`rltp_conformance`]) against any carrier that speaks the wire
-//! profile, one line per contract section.
+//! profile, one line per contract section; by default over both bindings
+//! (QUIC and TLS/TCP, `PROTOCOL.md` §5b), side by side.
 //!
 //! ```text
 //! rltp-carrier conformance --server HOST:PORT --pin sha256/… --carrier did:web:…
@@ -12,6 +13,7 @@
 //! cannot be reached at all.
 
 use super::{CarrierArgs, Failure, exit};
+use rltp_client::TransportChoice;
 use rltp_conformance::{self as conformance, RunError, Target};
 use rltp_proofs::identity::CarrierId;
 use rltp_proofs::multikey::DidKey;
@@ -51,28 +53,48 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
         ),
         None => None,
     };
-    let target = Target {
-        options: args.carrier.options()?,
-        carrier,
-        issuer,
-        patience: Duration::from_secs(args.patience),
+    let options = args.carrier.options()?;
+    // `auto` (the default): every check over each binding, side by side
+    // (`PROTOCOL.md` §5b); `quic` or `tcp`: that one.
+    let choices = match args.carrier.transport {
+        TransportChoice::Auto => vec![TransportChoice::Quic, TransportChoice::Tcp],
+        one => vec![one],
     };
     if !args.json {
         println!(
-            "rltp-carrier conformance: {} as {}",
+            "rltp-carrier conformance: {} as {} over {}",
             args.carrier.first_server(),
-            args.carrier_id
+            args.carrier_id,
+            choices
+                .iter()
+                .map(|c| c.as_str())
+                .collect::<Vec<_>>()
+                .join(" and ")
         );
     }
-    let report = conformance::run(&target)
-        .await
-        .map_err(|e: RunError| Failure::transport(e.to_string()))?;
-    if args.json {
-        print!("{}", report.to_json_lines());
-    } else {
-        print!("{}", report.to_text());
+    let mut reports = Vec::new();
+    for choice in &choices {
+        let target = Target {
+            options: options.clone().with_transport_choice(*choice),
+            carrier: carrier.clone(),
+            issuer,
+            patience: Duration::from_secs(args.patience),
+        };
+        let report = conformance::run(&target)
+            .await
+            .map_err(|e: RunError| Failure::transport(format!("over {choice}: {e}")))?;
+        reports.push((choice.as_str(), report));
     }
-    Ok(if report.failures() == 0 {
+    if args.json {
+        for (transport, report) in &reports {
+            print!("{}", report.to_json_lines_on(Some(transport)));
+        }
+    } else {
+        let side: Vec<(&str, &conformance::Report)> =
+            reports.iter().map(|(t, r)| (*t, r)).collect();
+        print!("{}", conformance::side_by_side(&side));
+    }
+    Ok(if reports.iter().all(|(_, r)| r.failures() == 0) {
         exit::OK
     } else {
         exit::REFUSED

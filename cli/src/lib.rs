@@ -69,7 +69,9 @@ pub mod send;
 pub mod status;
 
 use rltp_client::tls::{ServerTrust, SpkiFingerprint};
-use rltp_client::{AwaitingReason, Client, ClientError, ConnectOptions, Link, Schedule};
+use rltp_client::{
+    AwaitingReason, Client, ClientError, ConnectOptions, Link, Schedule, TransportChoice,
+};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -152,12 +154,26 @@ impl From<ClientError> for Failure {
             ClientError::AddressChallenge(_) | ClientError::Declaration(_) => {
                 Failure::refused(e.to_string())
             }
-            ClientError::Handshake(_) => Failure::transport(format!(
-                "the carrier failed the TLS handshake (wrong --pin?): {e}"
-            )),
+            ClientError::Handshake(h) => handshake_failure(None, &h),
             _ => Failure::transport(e.to_string()),
         }
     }
+}
+
+/// The failure of a TLS handshake with the carrier at `server` (exit 3,
+/// unreachable): a pin mismatch is named as such — another carrier, or a
+/// TLS-intercepting middlebox presenting its own certificate, never
+/// trusted, nothing sent (`PROTOCOL.md` §5b).
+pub fn handshake_failure(server: Option<&str>, e: &rltp_client::HandshakeError) -> Failure {
+    let at = server.map(|s| format!(" at {s}")).unwrap_or_default();
+    Failure::transport(if e.is_pin_mismatch() {
+        format!(
+            "pin mismatch: the carrier{at} presented a key that is not the pinned one \
+             (a TLS-intercepting middlebox, or another carrier); not trusted, nothing was sent: {e}"
+        )
+    } else {
+        format!("the carrier{at} failed the TLS handshake (wrong --pin?): {e}")
+    })
 }
 
 /// The failure of a request that gave up while in `reason`: exit 3 when
@@ -239,6 +255,16 @@ pub struct CarrierArgs {
     /// TLS server name (default: the host part of `--server`).
     #[arg(long)]
     pub server_name: Option<String>,
+    /// Which binding to reach the carrier by (`PROTOCOL.md` §5b): `quic`,
+    /// `tcp` (TLS 1.3/TCP with HTTP/2, where UDP is blocked), or `auto`:
+    /// QUIC first, TLS/TCP beside it after 250 ms, the first to connect
+    /// wins. Both use the same `--pin`.
+    #[arg(long, env = "RLTP_CARRIER_TRANSPORT", default_value_t = TransportChoice::Auto)]
+    pub transport: TransportChoice,
+    /// The TCP port of the carrier's TLS/TCP listener, when it is not the
+    /// `--server` port (`[transport] tcp-listen`; §5b "Naming an endpoint").
+    #[arg(long, env = "RLTP_CARRIER_TCP_PORT")]
+    pub tcp_port: Option<u16>,
     /// Longest wait for a connection or an answer, seconds.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub timeout: u64,
@@ -249,6 +275,12 @@ pub struct CarrierArgs {
     /// it reconnects).
     #[arg(long, value_parser = parse_duration)]
     pub give_up_after: Option<Duration>,
+}
+
+/// `server` (`host:port`, `[v6]:port`) with its port replaced by `port`.
+fn with_port(server: &str, port: u16) -> String {
+    let host = server.rsplit_once(':').map_or(server, |(host, _)| host);
+    format!("{host}:{port}")
 }
 
 /// An Access §7.3 duration.
@@ -292,7 +324,11 @@ impl CarrierArgs {
                     (None, None) => return Err(Failure::usage("give --pin or --ca-file")),
                 };
                 let mut options = ConnectOptions::new(server.clone(), trust)
-                    .with_timeout(Duration::from_secs(self.timeout));
+                    .with_timeout(Duration::from_secs(self.timeout))
+                    .with_transport_choice(self.transport);
+                if let Some(port) = self.tcp_port {
+                    options = options.with_tcp_server(with_port(server, port));
+                }
                 if let Some(name) = &self.server_name {
                     options = options.with_server_name(name.clone());
                 }

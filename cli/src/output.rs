@@ -182,7 +182,21 @@ impl Output {
             RetryEvent::Backoff(d) => self.emit("backoff", &[("ms", n(ms(*d)))], || {
                 format!("backoff {} ms", ms(*d))
             }),
+            RetryEvent::Connected { server, binding } => self.connected(server, *binding),
         }
+    }
+
+    /// The binding a connection is on (`PROTOCOL.md` §5b): `connected
+    /// SERVER quic|tcp`.
+    pub fn connected(&self, server: &str, binding: rltp_client::Binding) {
+        self.emit(
+            "connected",
+            &[
+                ("server", server.into()),
+                ("transport", binding.as_str().into()),
+            ],
+            || format!("connected {server} {binding}"),
+        );
     }
 
     /// A pre-transport report: `status awaiting-transport(…)`.

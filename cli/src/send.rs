@@ -171,6 +171,7 @@ fn send_event(out: &Output, event: &SendEvent, cap: Option<Duration>) {
         SendEvent::Backoff(d) => out.emit("backoff", &[("ms", n(ms(*d)))], || {
             format!("backoff {} ms", ms(*d))
         }),
+        SendEvent::Connected { server, binding } => out.connected(server, *binding),
     }
 }
 
@@ -245,10 +246,7 @@ async fn execute(args: &Args, started: Instant) -> Result<u8, Failure> {
     let server = sender.link().options().server.clone();
     sender.close().await;
     let status = status.map_err(|e| match e {
-        rltp_client::ClientError::Handshake(_) => Failure::transport(format!(
-            "the carrier at {} failed the TLS handshake (wrong --pin?): {e}",
-            server
-        )),
+        rltp_client::ClientError::Handshake(h) => super::handshake_failure(Some(&server), &h),
         rltp_client::ClientError::Declaration(_) => Failure::refused(format!(
             "the carrier at {} serves a declaration that does not verify; nothing was sent: {e}",
             server

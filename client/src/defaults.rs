@@ -35,3 +35,24 @@ pub const TEST_POLL: Duration = Duration::from_millis(100);
 
 /// Defaults of `[transport]`, shared with the carrier: `rltp_quic`'s.
 pub use rltp_quic::defaults::transport;
+
+/// Happy eyeballs (`PROTOCOL.md` §5b): how long QUIC leads before TLS/TCP
+/// starts beside it, 250 ms. A QUIC handshake on a path that carries UDP
+/// completes within one or two round trips (well under 250 ms on most
+/// paths); where UDP is dropped, nothing comes back, and the TLS/TCP
+/// attempt starts after this instead of after the whole timeout. The
+/// value of Chrome's and the MASQUE clients' races.
+pub const HAPPY_EYEBALLS_DELAY: Duration = Duration::from_millis(250);
+
+/// Once TLS/TCP has failed in a race, how much longer QUIC may take: 1 s,
+/// some round trips of a slow path. A QUIC handshake that has not
+/// completed by then is most likely lost to dropped UDP, where it would
+/// fail only at its idle timeout (15 s): a carrier restarting behind such
+/// a network is reached on the next attempt instead of 15 s later.
+pub const RACE_GRACE: Duration = Duration::from_secs(1);
+
+/// How long the winner of a race is remembered per server: 10 minutes.
+/// While TLS/TCP is remembered, both start at once (no 250 ms lost at each
+/// reconnection of a watch on a UDP-less network); after it, QUIC leads
+/// again, so a network that carries UDP again is used as such.
+pub const REMEMBER_WINNER: Duration = Duration::from_secs(600);

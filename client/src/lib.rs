@@ -20,7 +20,8 @@
 //! | [`sender`] | §6.1 sender status and pre-transport reports, the retrying [`Sender::send`] |
 //! | [`retry`] | the one retry driver: full-jitter backoff, reports on the clock, the give-up on its instant (`PROTOCOL.md` §9) |
 //! | [`RecipientKeys`] | register, collect, watch and conclude, each with a fresh proof over a fresh challenge |
-//! | [`net`], [`tls`], [`transport`] | frame I/O over quinn streams, the SPKI pin and CA trust modes and the client config, the `[transport]` tuning: `rltp_quic`'s, which the carrier's server shares |
+//! | [`net`], [`stream`], [`tls`], [`transport`] | frame I/O over an operation's stream on either binding (QUIC, or HTTP/2 over TLS/TCP: `PROTOCOL.md` §5b), the SPKI pin and CA trust modes and the client config, the `[transport]` tuning: `rltp_quic`'s, which the carrier's server shares |
+//! | [`TransportChoice`] | QUIC, TLS/TCP, or both raced (happy eyeballs, the default) |
 //! | [`clock`] | the wall clock for schedules the carrier judges by its clock, and the test clock hook |
 //! | [`defaults`] | every operational constant, with its reason |
 //!
@@ -51,18 +52,22 @@
 #![deny(missing_docs)]
 
 pub mod clock;
+mod connect;
 pub mod defaults;
 pub use rltp_quic::net;
 mod recipient;
 pub mod retry;
 pub mod sender;
+pub use rltp_quic::stream;
 pub use rltp_quic::tls;
 pub use rltp_quic::transport;
 
+pub use connect::TransportChoice;
 pub use recipient::{CollectPage, Delivered, RecipientKeys, RegisterOutcome, Watch, WatchEvent};
 pub use retry::{
     AwaitingReason, Backoff, Finished, Link, RetryEvent, RetryPolicy, Schedule, Try, persist,
 };
+pub use rltp_quic::stream::Binding;
 pub use sender::{FailReason, SendEvent, Sender, SenderStatus};
 
 use crate::net::ReadError;
@@ -74,11 +79,11 @@ use rltp_proofs::declaration::{
 use rltp_proofs::json::Object;
 use rltp_proofs::multikey::{DidKey, Rkid};
 use rltp_proofs::proof::Purpose;
+use rltp_quic::stream::{RecvHalf, SendHalf, StreamError, WriteError};
 use rltp_wire::response::{self, ChallengeAnswer, ErrorAnswer, SubmitAnswer};
 use rltp_wire::verdict::DepositStatus;
 use rltp_wire::{self as wire, FrameError, Request};
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Why a client operation did not produce an answer.
@@ -108,9 +113,11 @@ pub enum ClientError {
     #[error("declaration refused: {0}")]
     Declaration(#[source] DeclarationError),
     /// The TLS handshake failed (a pin or certificate that does not match
-    /// the carrier's): a configuration fault, never retried.
+    /// the carrier's, [`HandshakeError::is_pin_mismatch`]): a
+    /// configuration fault or a TLS-intercepting middlebox, never trusted
+    /// and never retried.
     #[error("TLS handshake: {0}")]
-    Handshake(#[source] quinn::ConnectionError),
+    Handshake(#[source] HandshakeError),
     /// The sealed address challenge could not be used (`PROTOCOL.md` §8).
     #[error(transparent)]
     AddressChallenge(#[from] rltp_wire::address_challenge::AddressChallengeError),
@@ -119,8 +126,41 @@ pub enum ClientError {
     Proof(#[source] ProofError),
 }
 
-/// How the transport failed (each variant keeps quinn's error as its
-/// source).
+/// How a TLS handshake failed, by binding.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HandshakeError {
+    /// The QUIC handshake (`PROTOCOL.md` §5).
+    #[error("quic: {0}")]
+    Quic(#[source] quinn::ConnectionError),
+    /// The TLS handshake over TCP (§5b; rustls's error inside).
+    #[error("tls/tcp: {0}")]
+    Tcp(#[source] std::io::Error),
+}
+
+impl HandshakeError {
+    /// Whether the carrier's key is not the pinned one: another carrier,
+    /// or a TLS-intercepting middlebox presenting its own certificate
+    /// (`PROTOCOL.md` §5b): unreachable, never trusted.
+    pub fn is_pin_mismatch(&self) -> bool {
+        match self {
+            HandshakeError::Quic(e) => e.to_string().contains(tls::PIN_MISMATCH),
+            HandshakeError::Tcp(e) => e
+                .get_ref()
+                .is_some_and(|inner| inner.to_string().contains(tls::PIN_MISMATCH)),
+        }
+    }
+
+    /// Whether an I/O error of a TLS connect is the handshake's (rustls
+    /// refused or was refused), not the network's.
+    pub(crate) fn is_tls(e: &std::io::Error) -> bool {
+        e.get_ref()
+            .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
+    }
+}
+
+/// How the transport failed (each variant keeps quinn's, the socket's or
+/// hyper's error as its source).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TransportError {
@@ -134,11 +174,22 @@ pub enum TransportError {
     #[error("{0}")]
     Connection(#[source] quinn::ConnectionError),
     /// Writing to a stream failed.
-    #[error("{}", lost(.0, matches!(.0, quinn::WriteError::ConnectionLost(_))))]
-    Write(#[source] quinn::WriteError),
+    #[error("{}", lost(.0, matches!(.0, WriteError::Quic(quinn::WriteError::ConnectionLost(_)))))]
+    Write(#[source] WriteError),
     /// Reading from a stream failed.
-    #[error("{}", lost(.0, matches!(.0, quinn::ReadError::ConnectionLost(_))))]
-    Read(#[source] quinn::ReadError),
+    #[error("{}", lost(.0, matches!(.0, StreamError::Quic(quinn::ReadError::ConnectionLost(_)))))]
+    Read(#[source] StreamError),
+    /// The TCP connection or its TLS layer failed (`PROTOCOL.md` §5b).
+    #[error("tls/tcp: {0}")]
+    Tcp(#[source] std::io::Error),
+    /// The HTTP/2 connection or stream failed (§5b); GOAWAY from the
+    /// carrier is [`ClientError::is_going_away`].
+    #[error("http/2: {}", h2_text(.0))]
+    H2(#[source] hyper::Error),
+    /// The carrier turned the TLS/TCP connection away with GOAWAY before
+    /// the request was sent (lame duck: §5b).
+    #[error("http/2: going-away (GOAWAY)")]
+    GoingAway,
     /// The retry driver holds no connection (a connection attempt failed).
     #[error("not connected")]
     NotConnected,
@@ -152,6 +203,29 @@ fn lost(e: &(dyn std::error::Error + 'static), connection_lost: bool) -> String 
         Some(cause) => format!("{e}: {cause}"),
         None => e.to_string(),
     }
+}
+
+/// An HTTP/2 failure's text: `going-away (GOAWAY)` for the carrier's
+/// GOAWAY (lame duck, shutdown: §5b), else the error and its causes.
+fn h2_text(e: &hyper::Error) -> String {
+    if stream::is_go_away(e) {
+        "going-away (GOAWAY)".to_owned()
+    } else {
+        with_causes(e)
+    }
+}
+
+/// `e` and its causes, `: `-separated (hyper's own text names only the
+/// kind: "http2 error"; the cause says which, e.g. a GOAWAY).
+fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(error) = cause {
+        text.push_str(": ");
+        text.push_str(&error.to_string());
+        cause = error.source();
+    }
+    text
 }
 
 /// How the server's answer violates the wire profile.
@@ -227,6 +301,7 @@ impl ClientError {
     /// Whether the carrier node closed the connection with
     /// [`rltp_wire::CloseCode::GoingAway`] (lame-duck mode, `PROTOCOL.md`
     /// §5): try the next configured server, or this one later.
+    /// On TLS/TCP (§5b) that is HTTP/2 GOAWAY from the carrier.
     pub fn is_going_away(&self) -> bool {
         let closed = |e: &quinn::ConnectionError| {
             matches!(e, quinn::ConnectionError::ApplicationClosed(close)
@@ -235,12 +310,15 @@ impl ClientError {
         };
         match self {
             ClientError::Transport(TransportError::Connection(e)) => closed(e),
-            ClientError::Transport(TransportError::Write(quinn::WriteError::ConnectionLost(e))) => {
-                closed(e)
-            }
-            ClientError::Transport(TransportError::Read(quinn::ReadError::ConnectionLost(e))) => {
-                closed(e)
-            }
+            ClientError::Transport(TransportError::Write(WriteError::Quic(
+                quinn::WriteError::ConnectionLost(e),
+            ))) => closed(e),
+            ClientError::Transport(TransportError::Read(StreamError::Quic(
+                quinn::ReadError::ConnectionLost(e),
+            ))) => closed(e),
+            ClientError::Transport(TransportError::Read(e)) => e.is_h2_go_away(),
+            ClientError::Transport(TransportError::H2(e)) => stream::is_go_away(e),
+            ClientError::Transport(TransportError::GoingAway) => true,
             _ => false,
         }
     }
@@ -260,8 +338,8 @@ impl From<quinn::ConnectionError> for ClientError {
     }
 }
 
-impl From<quinn::WriteError> for ClientError {
-    fn from(e: quinn::WriteError) -> ClientError {
+impl From<WriteError> for ClientError {
+    fn from(e: WriteError) -> ClientError {
         ClientError::Transport(TransportError::Write(e))
     }
 }
@@ -316,6 +394,12 @@ pub struct ConnectOptions {
     /// asked of the carrier, the MTU); default
     /// [`defaults::transport`].
     pub transport: transport::Tuning,
+    /// Which binding to use: QUIC, TLS/TCP, or both raced (the default;
+    /// `PROTOCOL.md` §5b).
+    pub transport_choice: TransportChoice,
+    /// `host:port` of the carrier's TLS/TCP listener; default: `server`
+    /// (the same port number, as TCP: §5b "Naming an endpoint").
+    pub tcp_server: Option<String>,
 }
 
 impl ConnectOptions {
@@ -329,7 +413,31 @@ impl ConnectOptions {
             timeout: Duration::from_secs(30),
             keep_alive: Some(KEEP_ALIVE),
             transport: transport::Tuning::default(),
+            transport_choice: TransportChoice::default(),
+            tcp_server: None,
         }
+    }
+
+    /// The same options on another binding choice.
+    pub fn with_transport_choice(mut self, choice: TransportChoice) -> ConnectOptions {
+        self.transport_choice = choice;
+        self
+    }
+
+    /// The same options with the TLS/TCP listener at `server` (`host:port`).
+    pub fn with_tcp_server(mut self, server: impl Into<String>) -> ConnectOptions {
+        self.tcp_server = Some(server.into());
+        self
+    }
+
+    /// `host:port` of the TLS/TCP listener.
+    pub(crate) fn tcp_server(&self) -> &str {
+        self.tcp_server.as_deref().unwrap_or(&self.server)
+    }
+
+    /// The TLS server name.
+    pub(crate) fn tls_name(&self) -> &str {
+        self.server_name.as_deref().unwrap_or_else(|| self.host())
     }
 
     /// The same options with other QUIC per-packet settings.
@@ -374,87 +482,123 @@ pub struct FetchedDeclaration {
     pub declaration: CarrierDeclaration,
 }
 
-/// A connection to a carrier.
+/// A connection to a carrier, on either binding.
 #[derive(Debug, Clone)]
 pub struct Client {
-    endpoint: quinn::Endpoint,
-    connection: quinn::Connection,
+    conn: connect::Conn,
     timeout: Duration,
 }
 
 impl Client {
-    /// Connects (QUIC + TLS 1.3, ALPN `rltp-carrier/1`).
+    /// Connects as `options.transport_choice` says: QUIC + TLS 1.3 (ALPN
+    /// `rltp-carrier/1`), TLS 1.3/TCP + HTTP/2 (ALPN `h2`, `PROTOCOL.md`
+    /// §5b), or both raced (happy eyeballs, the default).
     ///
     /// # Errors
     /// [`ClientError::Resolve`], [`ClientError::Tls`],
-    /// [`ClientError::Transport`] (also a pin mismatch: the handshake
-    /// fails), [`ClientError::Timeout`].
+    /// [`ClientError::Handshake`] (a pin mismatch),
+    /// [`ClientError::Transport`], [`ClientError::Timeout`]; with both
+    /// raced, only when both failed.
     pub async fn connect(options: &ConnectOptions) -> Result<Client, ClientError> {
-        let addr = resolve(&options.server).await?;
-        let rustls_config = tls::rustls_client_config(&options.trust)?;
-        let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(rustls_config)
-            .map_err(|e| TlsError::Config(e.to_string()))?;
-        let mut config = quinn::ClientConfig::new(Arc::new(crypto));
-        let mut transport = quinn::TransportConfig::default();
-        options.transport.apply(&mut transport);
-        transport
-            .keep_alive_interval(options.keep_alive)
-            .max_idle_timeout(Some(
-                quinn::IdleTimeout::try_from(CLIENT_IDLE_TIMEOUT)
-                    .map_err(|e| TlsError::Config(e.to_string()))?,
-            ))
-            .max_concurrent_uni_streams(quinn::VarInt::from_u32(0));
-        config.transport_config(Arc::new(transport));
-        let bind: SocketAddr = if addr.is_ipv6() {
-            (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
-        } else {
-            (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
-        };
-        let mut endpoint = quinn::Endpoint::client(bind)
-            .map_err(|e| ClientError::Transport(TransportError::Socket(e)))?;
-        endpoint.set_default_client_config(config);
-        let name = options
-            .server_name
-            .as_deref()
-            .unwrap_or_else(|| options.host());
-        let connecting = endpoint
-            .connect(addr, name)
-            .map_err(|e| ClientError::Transport(TransportError::Connect(e)))?;
-        let connection = tokio::time::timeout(options.timeout, connecting)
-            .await
-            .map_err(|_| ClientError::Timeout(options.timeout))?
-            .map_err(|e| {
-                if is_handshake_failure(&e) {
-                    ClientError::Handshake(e)
-                } else {
-                    ClientError::from(e)
-                }
-            })?;
+        let conn = connect::connect(options).await?;
         Ok(Client {
-            endpoint,
-            connection,
+            conn,
             timeout: options.timeout,
         })
     }
 
-    /// The underlying QUIC connection, for raw frames in conformance
-    /// tests (malformed frames, oversize prefixes). Not needed otherwise.
-    pub fn connection(&self) -> &quinn::Connection {
-        &self.connection
+    /// The binding this connection is on.
+    pub fn binding(&self) -> Binding {
+        self.conn.binding()
+    }
+
+    /// The underlying QUIC connection (QUIC only), for raw frames in
+    /// conformance tests. Not needed otherwise: [`Client::open_raw`]
+    /// serves both bindings.
+    pub fn connection(&self) -> Option<&quinn::Connection> {
+        match &self.conn {
+            connect::Conn::Quic { connection, .. } => Some(connection),
+            connect::Conn::Tcp(_) => None,
+        }
     }
 
     /// The carrier's address.
     pub fn remote_address(&self) -> SocketAddr {
-        self.connection.remote_address()
+        match &self.conn {
+            connect::Conn::Quic { connection, .. } => connection.remote_address(),
+            connect::Conn::Tcp(tcp) => tcp.remote,
+        }
+    }
+
+    /// Closes the connection without waiting (the next attempt connects
+    /// afresh).
+    pub fn close_now(&self) {
+        if let connect::Conn::Quic { connection, .. } = &self.conn {
+            connection.close(
+                quinn::VarInt::from_u32(rltp_wire::CloseCode::NoError.code()),
+                b"done",
+            );
+        }
+        // HTTP/2: the connection task ends with the last handle.
     }
 
     /// Closes the connection and waits until the close is sent.
     pub async fn close(self) {
-        self.connection.close(
-            quinn::VarInt::from_u32(rltp_wire::CloseCode::NoError.code()),
-            b"done",
-        );
-        self.endpoint.wait_idle().await;
+        self.close_now();
+        if let connect::Conn::Quic { endpoint, .. } = &self.conn {
+            endpoint.wait_idle().await;
+        }
+    }
+
+    /// Opens an operation's stream on either binding: a bidirectional
+    /// QUIC stream, or an HTTP/2 `POST` to the §5b path whose response
+    /// body is read (its status must be 200). Raw: nothing is written.
+    ///
+    /// # Errors
+    /// Transport errors; a status other than 200 is
+    /// [`ClientError::Protocol`].
+    pub async fn open_raw(&self) -> Result<(SendHalf, net::FrameReader), ClientError> {
+        self.open_with(async |_| Ok(())).await
+    }
+
+    /// Opens a stream, and writes what `first` writes before waiting for
+    /// the HTTP/2 response headers (the carrier answers them once it has
+    /// the request).
+    async fn open_with(
+        &self,
+        first: impl AsyncFnOnce(&mut SendHalf) -> Result<(), ClientError>,
+    ) -> Result<(SendHalf, net::FrameReader), ClientError> {
+        match &self.conn {
+            connect::Conn::Quic { connection, .. } => {
+                let (send, recv) = connection.open_bi().await?;
+                let mut send = SendHalf::Quic(send);
+                first(&mut send).await?;
+                Ok((send, net::FrameReader::new(RecvHalf::Quic(recv))))
+            }
+            connect::Conn::Tcp(tcp) => {
+                let (mut send, body) = stream::h2_channel();
+                let mut request = hyper::Request::new(body);
+                *request.method_mut() = hyper::Method::POST;
+                *request.uri_mut() = tcp.uri.clone();
+                let response = tcp.sender.clone().send_request(request);
+                first(&mut send).await?;
+                let response = match tokio::time::timeout(self.timeout, response).await {
+                    Err(_) => return Err(ClientError::Timeout(self.timeout)),
+                    Ok(Err(e)) => return Err(tcp.failure(e).await),
+                    Ok(Ok(response)) => response,
+                };
+                if response.status() != hyper::StatusCode::OK {
+                    return Err(ClientError::violation(format!(
+                        "the carrier answered the request with http status {} (§5b: 200)",
+                        response.status()
+                    )));
+                }
+                Ok((
+                    send,
+                    net::FrameReader::new(RecvHalf::h2(response.into_body())),
+                ))
+            }
+        }
     }
 
     /// Opens a stream and writes one request frame (the send side stays
@@ -465,18 +609,20 @@ impl Client {
         request: &Request,
         body: &[u8],
         keep_open: bool,
-    ) -> Result<(quinn::SendStream, net::FrameReader), ClientError> {
-        let (mut send, recv) = self.connection.open_bi().await?;
-        match net::write_frame(&mut send, &request.to_header(), body).await {
-            // The server decided without reading the rest (a `submit` above
-            // the s2 bound, a malformed frame): its answer follows.
-            Ok(()) | Err(quinn::WriteError::Stopped(_)) => {}
-            Err(e) => return Err(e.into()),
-        }
-        if !keep_open {
-            let _ = send.finish();
-        }
-        Ok((send, net::FrameReader::new(recv)))
+    ) -> Result<(SendHalf, net::FrameReader), ClientError> {
+        self.open_with(async |send| {
+            match net::write_frame(send, &request.to_header(), body).await {
+                // The server decided without reading the rest (a `submit`
+                // above the s2 bound, a malformed frame): its answer follows.
+                Err(e) if !e.is_stopped() => return Err(e.into()),
+                _ => {}
+            }
+            if !keep_open {
+                send.finish();
+            }
+            Ok(())
+        })
+        .await
     }
 
     /// One request → one answer header (no body expected), read by the
@@ -657,18 +803,6 @@ impl Client {
     }
 }
 
-/// Whether a connection failed in the TLS handshake: a QUIC crypto error
-/// (codes `0x100`–`0x1ff`, RFC 9000 §20.1) raised locally (our verifier
-/// refused the certificate) or by the carrier.
-fn is_handshake_failure(e: &quinn::ConnectionError) -> bool {
-    let crypto = |code: quinn::TransportErrorCode| (0x100..0x200).contains(&u64::from(code));
-    match e {
-        quinn::ConnectionError::TransportError(t) => crypto(t.code),
-        quinn::ConnectionError::ConnectionClosed(c) => crypto(c.error_code),
-        _ => false,
-    }
-}
-
 /// Parses, verifies and accepts a served declaration.
 ///
 /// # Errors
@@ -679,7 +813,7 @@ pub fn accept_declaration(bytes: &[u8]) -> Result<CarrierDeclaration, ClientErro
     accept_carrier_declaration(&verified).map_err(|e| DeclarationError::Accept(e).into())
 }
 
-async fn resolve(server: &str) -> Result<SocketAddr, ClientError> {
+pub(crate) async fn resolve(server: &str) -> Result<SocketAddr, ClientError> {
     tokio::net::lookup_host(server)
         .await
         .map_err(|_| ClientError::Resolve(server.to_owned()))?
@@ -726,7 +860,7 @@ fn check_deposit(answer: &SubmitAnswer, envelope: &[u8]) -> Result<(), ClientErr
 }
 
 async fn write_stream_item(
-    send: &mut quinn::SendStream,
+    send: &mut SendHalf,
     rkid: &Rkid,
     envelope: &[u8],
 ) -> Result<(), ClientError> {
@@ -753,7 +887,7 @@ pub struct Submitter {
 /// The writing half of a [`Submitter`].
 #[derive(Debug)]
 pub struct SubmitWriter {
-    send: quinn::SendStream,
+    send: SendHalf,
 }
 
 /// The reading half of a [`Submitter`].
@@ -803,7 +937,7 @@ impl SubmitWriter {
 
     /// Says that no more submissions follow.
     pub fn finish(&mut self) {
-        let _ = self.send.finish();
+        self.send.finish();
     }
 }
 

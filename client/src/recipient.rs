@@ -192,7 +192,7 @@ pub enum WatchEvent {
 /// session, one principal (§5a.3).
 #[derive(Debug)]
 pub struct Watch {
-    send: quinn::SendStream,
+    send: rltp_quic::stream::SendHalf,
     /// Read in large chunks: a push of many deposits takes few reads.
     recv: net::FrameReader,
 }
@@ -236,10 +236,8 @@ impl Watch {
 
     /// Ends the session from this side.
     pub fn stop(mut self) {
-        let _ = self.recv.stream().stop(quinn::VarInt::from_u32(
-            rltp_wire::CloseCode::NoError.code(),
-        ));
-        let _ = self.send.finish();
+        self.recv.stop();
+        self.send.finish();
     }
 }
 

@@ -253,6 +253,14 @@ pub enum RetryEvent<R> {
     /// The link moved to the next configured server (`host:port`): the
     /// last one failed in transport or was going away (`PROTOCOL.md` §5).
     Moved(String),
+    /// The link connected to `server` on `binding` (`PROTOCOL.md` §5b:
+    /// which binding won the race).
+    Connected {
+        /// `host:port`.
+        server: String,
+        /// QUIC or TLS/TCP.
+        binding: crate::Binding,
+    },
 }
 
 /// A connection to one carrier that is made when needed and made again
@@ -275,6 +283,8 @@ pub struct Link {
     untried: usize,
     client: Option<Client>,
     declaration: Option<FetchedDeclaration>,
+    /// The connection has been announced ([`RetryEvent::Connected`]).
+    announced: bool,
 }
 
 impl Link {
@@ -286,6 +296,7 @@ impl Link {
             untried: 1,
             client: None,
             declaration: None,
+            announced: false,
         }
     }
 
@@ -339,6 +350,18 @@ impl Link {
         self.untried = self.servers.len();
     }
 
+    /// Says once per connection which server and binding it is on
+    /// ([`RetryEvent::Connected`]).
+    fn announce<R>(&mut self, on_event: &mut impl FnMut(RetryEvent<R>)) {
+        if let Some(client) = self.client.as_ref().filter(|_| !self.announced) {
+            self.announced = true;
+            on_event(RetryEvent::Connected {
+                server: self.options().server.clone(),
+                binding: client.binding(),
+            });
+        }
+    }
+
     /// The current connection, if any.
     pub fn client(&self) -> Option<&Client> {
         self.client.as_ref()
@@ -351,11 +374,9 @@ impl Link {
 
     /// Drops the connection (the next attempt connects afresh).
     pub fn forget(&mut self) {
+        self.announced = false;
         if let Some(client) = self.client.take() {
-            client.connection().close(
-                quinn::VarInt::from_u32(rltp_wire::CloseCode::NoError.code()),
-                b"done",
-            );
+            client.close_now();
         }
     }
 
@@ -472,6 +493,7 @@ pub async fn persist<T, R: Clone>(
             }
         };
         adopt(schedule, &mut on_event);
+        link.announce(&mut on_event);
         let Some((result, reason)) = outcome else {
             link.forget();
             return Ok(Finished::GaveUp(awaiting));
@@ -603,7 +625,10 @@ mod tests {
             socket.local_addr().unwrap().to_string(),
             crate::tls::ServerTrust::Pin(crate::tls::SpkiFingerprint([0; 32])),
         )
-        .with_timeout(Duration::from_secs(30));
+        .with_timeout(Duration::from_secs(30))
+        // One handshake stuck until its timeout: QUIC alone (raced, a
+        // refused TLS/TCP would end each attempt after its grace).
+        .with_transport_choice(crate::TransportChoice::Quic);
         (socket, Link::new(options))
     }
 

@@ -122,6 +122,13 @@ pub enum SendEvent {
     Backoff(Duration),
     /// Moved to the next configured server (`host:port`, [`Link`]).
     Moved(String),
+    /// Connected to `server` (`host:port`) on `binding` (`PROTOCOL.md` §5b).
+    Connected {
+        /// `host:port`.
+        server: String,
+        /// QUIC or TLS/TCP.
+        binding: crate::Binding,
+    },
 }
 
 /// A sender bound to one carrier; it connects lazily and reconnects after
@@ -234,6 +241,9 @@ impl Sender {
                     }
                     RetryEvent::Backoff(d) => SendEvent::Backoff(d),
                     RetryEvent::Moved(server) => SendEvent::Moved(server),
+                    RetryEvent::Connected { server, binding } => {
+                        SendEvent::Connected { server, binding }
+                    }
                 });
             },
         )
@@ -292,7 +302,10 @@ mod tests {
         let options = ConnectOptions::new(
             addr.to_string(),
             crate::tls::ServerTrust::Pin(crate::tls::SpkiFingerprint([0; 32])),
-        );
+        )
+        // A stuck QUIC handshake alone (raced, a refused TLS/TCP would end
+        // each attempt after its grace).
+        .with_transport_choice(crate::TransportChoice::Quic);
         let mut sender = Sender::new(options);
         let start = Instant::now();
         let mut schedule =

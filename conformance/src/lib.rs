@@ -293,6 +293,12 @@ impl Report {
     /// `{"section", "title", "outcome", "checks": [{"check", "outcome",
     /// "detail"}…]}` (JCS).
     pub fn to_json_lines(&self) -> String {
+        self.to_json_lines_on(None)
+    }
+
+    /// [`Report::to_json_lines`], each object with a `"transport"` member
+    /// (`quic`, `tcp`: `PROTOCOL.md` §5b) when `transport` is given.
+    pub fn to_json_lines_on(&self, transport: Option<&str>) -> String {
         let mut out = String::new();
         for s in self.sections() {
             let checks: Vec<Value> = s
@@ -311,12 +317,55 @@ impl Report {
             o.insert("title", s.title);
             o.insert("outcome", s.outcome.as_str());
             o.insert("checks", Value::Array(checks));
+            if let Some(transport) = transport {
+                o.insert("transport", transport);
+            }
             let line = rltp_proofs::jcs::canonicalize(&Value::Object(o)).unwrap_or_default();
             out.push_str(&String::from_utf8_lossy(&line));
             out.push('\n');
         }
         out
     }
+}
+
+/// Reports of the same checks over several transports, side by side
+/// (`PROTOCOL.md` §5b: the same verdicts over QUIC and TLS/TCP): one line
+/// per section with each transport's outcome and passed checks, the
+/// failed checks beneath it by transport, then each report's summary.
+pub fn side_by_side(reports: &[(&str, &Report)]) -> String {
+    let columns: Vec<Vec<SectionSummary<'_>>> = reports.iter().map(|(_, r)| r.sections()).collect();
+    let mut out = String::new();
+    for (i, &(section, title)) in SECTIONS.iter().enumerate() {
+        out.push_str(&format!("{section:<16}"));
+        for ((transport, _), sections) in reports.iter().zip(&columns) {
+            if let Some(s) = sections.get(i) {
+                let passed = s
+                    .checks
+                    .iter()
+                    .filter(|c| c.outcome == Outcome::Pass)
+                    .count();
+                out.push_str(&format!(
+                    " {transport} {:<15} {passed:>3}/{:<3}",
+                    s.outcome.as_str(),
+                    s.checks.len()
+                ));
+            }
+        }
+        out.push_str(&format!(" {title}\n"));
+        for ((transport, _), sections) in reports.iter().zip(&columns) {
+            for c in sections.get(i).map_or(&[][..], |s| &s.checks[..]) {
+                if c.outcome == Outcome::Fail {
+                    out.push_str(&format!("    FAIL {transport} {}: {}\n", c.name, c.detail));
+                }
+            }
+        }
+    }
+    for (transport, report) in reports {
+        let summary = report.to_text();
+        let last = summary.lines().last().unwrap_or_default();
+        out.push_str(&format!("{transport}: {last}\n"));
+    }
+    out
 }
 
 /// Why the runner could not run at all.

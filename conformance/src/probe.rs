@@ -3,7 +3,6 @@
 
 use ed25519_dalek::{Signer as _, SigningKey};
 use rand::Rng as _;
-use rltp_client::net;
 use rltp_client::{Client, RecipientKeys};
 use rltp_proofs::encoding::multibase_z;
 use rltp_proofs::identity::CarrierId;
@@ -78,30 +77,32 @@ impl Probe {
     /// # Errors
     /// A transport failure or an answer that is not a frame, as text.
     pub(super) async fn raw(&self, bytes: &[u8], finish: bool) -> Result<Answer, String> {
-        let connection = self.client.connection();
-        let (mut send, mut recv) = connection.open_bi().await.map_err(|e| e.to_string())?;
+        let (mut send, mut recv) = self.client.open_raw().await.map_err(|e| e.to_string())?;
         // A server that decided from a prefix may stop our send side.
         match send.write_all(bytes).await {
-            Ok(()) | Err(quinn::WriteError::Stopped(_)) => {}
-            Err(e) => return Err(format!("write: {e}")),
+            Err(e) if !e.is_stopped() => return Err(format!("write: {e}")),
+            _ => {}
         }
         if finish {
-            let _ = send.finish();
+            send.finish();
         }
         let read = async {
             let mut frames = Vec::new();
             loop {
-                let Some(prefix) = net::read_prefix(&mut recv)
-                    .await
-                    .map_err(|e| e.to_string())?
-                else {
+                let Some(prefix) = recv.prefix().await.map_err(|e| e.to_string())? else {
                     return Ok(Answer::Frames(frames));
                 };
-                let header_bytes = read_exact(&mut recv, prefix.header_len).await?;
-                match split_error(&header_bytes).map_err(|e| format!("answer header: {e}"))? {
+                let header_bytes = recv
+                    .header_bytes(prefix)
+                    .await
+                    .map_err(|e| format!("answer frame: {e}"))?;
+                match split_error(header_bytes).map_err(|e| format!("answer header: {e}"))? {
                     Err(error) => return Ok(Answer::Error(error)),
                     Ok(header) => {
-                        let body = read_exact(&mut recv, prefix.body_len).await?;
+                        let body = recv
+                            .body(prefix, wire::MAX_BODY_BYTES)
+                            .await
+                            .map_err(|e| format!("answer frame: {e}"))?;
                         frames.push((header, body));
                     }
                 }
@@ -111,7 +112,7 @@ impl Probe {
             .await
             .map_err(|_| format!("no answer within {:?}", self.timeout))?;
         // Whatever we did not send is not coming.
-        let _ = send.finish();
+        send.finish();
         answer
     }
 
@@ -133,14 +134,6 @@ impl Probe {
         out.extend_from_slice(body);
         out
     }
-}
-
-async fn read_exact(recv: &mut quinn::RecvStream, len: usize) -> Result<Vec<u8>, String> {
-    let mut buf = vec![0u8; len];
-    recv.read_exact(&mut buf)
-        .await
-        .map_err(|e| format!("answer frame: {e}"))?;
-    Ok(buf)
 }
 
 /// A fresh recipient: a random control principal and `rkid` secret.

@@ -1,8 +1,10 @@
-//! Frame I/O over QUIC streams (`PROTOCOL.md` §6), shared by the server
-//! and the client: the thin async adapter between a quinn stream and the
+//! Frame I/O over an operation's stream (`PROTOCOL.md` §6), shared by the
+//! server and the client, on either binding ([`crate::stream`]: a quinn
+//! stream, or an HTTP/2 stream over TLS/TCP, §5b): the thin async adapter
+//! between the stream and the
 //! sans-IO [`FrameDecoder`] of `rltp_wire`, which holds the buffer, the
 //! order (prefix, header, body) and every check. This module only moves
-//! bytes: one quinn read takes up to [`READ_CHUNK`] bytes of whatever has
+//! bytes: one read takes up to [`READ_CHUNK`] bytes of whatever has
 //! arrived into the decoder, until the step the caller asked for has its
 //! bytes (a prefix is checked before the bytes it announces are waited
 //! for). Deadlines are the caller's (`tokio::time::timeout` around a step).
@@ -17,6 +19,7 @@
 //! reader). The free functions ([`read_prefix`], [`read_frame`], …) read
 //! one frame straight off a stream, for raw conformance probes.
 
+use crate::stream::{RecvHalf, SendHalf, StreamError, WriteError};
 use rltp_proofs::json::Object;
 pub use rltp_wire::Prefix;
 use rltp_wire::decoder::READ_CHUNK;
@@ -30,7 +33,13 @@ pub enum ReadError {
     Frame(#[from] FrameError),
     /// The stream was reset or the connection was lost.
     #[error("stream failed: {0}")]
-    Stream(#[from] quinn::ReadError),
+    Stream(#[from] StreamError),
+}
+
+impl From<quinn::ReadError> for ReadError {
+    fn from(e: quinn::ReadError) -> ReadError {
+        ReadError::Stream(e.into())
+    }
 }
 
 /// Reads a frame prefix. `Ok(None)` if the stream ended cleanly before
@@ -131,15 +140,15 @@ pub async fn read_frame(
     Ok(Some((header, body)))
 }
 
-/// Writes one frame (header as JCS, then `body`).
+/// Writes one frame (header as JCS, then `body`) on either binding.
 ///
 /// # Errors
-/// [`quinn::WriteError`] if the stream or connection failed.
+/// [`WriteError`] if the stream or connection failed.
 pub async fn write_frame(
-    send: &mut quinn::SendStream,
+    send: &mut SendHalf,
     header: &Object,
     body: &[u8],
-) -> Result<(), quinn::WriteError> {
+) -> Result<(), WriteError> {
     send.write_all(&wire::encode_frame(header, body)).await
 }
 
@@ -147,22 +156,23 @@ pub async fn write_frame(
 /// frames parsed from its buffer (module docs).
 #[derive(Debug)]
 pub struct FrameReader {
-    recv: quinn::RecvStream,
+    recv: RecvHalf,
     decoder: FrameDecoder,
 }
 
 impl FrameReader {
-    /// A reader over `recv`.
-    pub fn new(recv: quinn::RecvStream) -> FrameReader {
+    /// A reader over `recv` (a quinn stream, or an HTTP/2 body: §5b).
+    pub fn new(recv: impl Into<RecvHalf>) -> FrameReader {
         FrameReader {
-            recv,
+            recv: recv.into(),
             decoder: FrameDecoder::new(),
         }
     }
 
-    /// The stream itself (to `stop` it).
-    pub fn stream(&mut self) -> &mut quinn::RecvStream {
-        &mut self.recv
+    /// Asks the peer to stop sending ([`RecvHalf::stop`]): the rest of
+    /// its side is never read.
+    pub fn stop(&mut self) {
+        self.recv.stop();
     }
 
     /// Waits until at least `want` bytes are buffered; `false` if the
@@ -172,8 +182,8 @@ impl FrameReader {
     /// [`ReadError::Stream`].
     pub async fn fill(&mut self, want: usize) -> Result<bool, ReadError> {
         while self.decoder.wants(want) {
-            match self.recv.read_chunk(READ_CHUNK, true).await? {
-                Some(chunk) => self.decoder.push(&chunk.bytes),
+            match self.recv.read_chunk(READ_CHUNK).await? {
+                Some(chunk) => self.decoder.push(&chunk),
                 None => self.decoder.end(),
             }
         }
@@ -224,8 +234,14 @@ impl FrameReader {
     /// # Errors
     /// As [`skip_body`].
     pub async fn skip(&mut self, prefix: Prefix) -> Result<(), ReadError> {
-        let left = self.decoder.skip(prefix.body_len);
-        drop_bytes(&mut self.recv, left).await
+        let mut left = self.decoder.skip(prefix.body_len);
+        while left > 0 {
+            match self.recv.read_chunk(left).await? {
+                Some(chunk) => left = left.saturating_sub(chunk.len()),
+                None => return Err(FrameError::Truncated.into()),
+            }
+        }
+        Ok(())
     }
 
     /// The stream must end here: `Ok` at the peer's FIN, else

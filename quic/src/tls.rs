@@ -21,6 +21,7 @@
 //! Nothing here is an admission input (§5a.5): the certificate
 //! authenticates the carrier to clients, never a client to the carrier.
 
+use crate::stream::Binding;
 use base64::Engine as _;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
@@ -183,6 +184,28 @@ pub enum ServerTrust {
 /// [`TlsError::Io`] / [`TlsError::Pem`] reading a CA file,
 /// [`TlsError::Config`].
 pub fn rustls_client_config(trust: &ServerTrust) -> Result<rustls::ClientConfig, TlsError> {
+    rustls_client_config_for(trust, Binding::Quic)
+}
+
+/// The ALPN protocol of `binding`: [`rltp_wire::ALPN`] on QUIC, `h2` on
+/// TLS/TCP (`PROTOCOL.md` §5b).
+pub fn alpn(binding: Binding) -> &'static [u8] {
+    match binding {
+        Binding::Quic => rltp_wire::ALPN,
+        Binding::Tcp => crate::stream::ALPN_H2,
+    }
+}
+
+/// [`rustls_client_config`] for `binding`: the same trust (the same pin
+/// on both bindings, so a fallback is no downgrade: `PROTOCOL.md` §5b),
+/// TLS 1.3 only, ALPN [`alpn`].
+///
+/// # Errors
+/// As [`rustls_client_config`].
+pub fn rustls_client_config_for(
+    trust: &ServerTrust,
+    binding: Binding,
+) -> Result<rustls::ClientConfig, TlsError> {
     install_crypto_provider();
     let provider = provider();
     let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
@@ -207,9 +230,16 @@ pub fn rustls_client_config(trust: &ServerTrust) -> Result<rustls::ClientConfig,
             builder.with_root_certificates(roots).with_no_client_auth()
         }
     };
-    config.alpn_protocols = vec![rltp_wire::ALPN.to_vec()];
+    config.alpn_protocols = vec![alpn(binding).to_vec()];
     Ok(config)
 }
+
+/// What the text of a handshake failure contains when the pin refused
+/// the carrier's key (another carrier, or a TLS-intercepting middlebox):
+/// quinn carries a local TLS error as its text, tokio-rustls as rustls's
+/// error, so the text is the one form both bindings keep. Reported as
+/// unreachable naming the pin mismatch, never trusted (`PROTOCOL.md` §5b).
+pub const PIN_MISMATCH: &str = "is not the pinned";
 
 /// Accepts exactly one SPKI fingerprint; verifies handshake signatures
 /// with the certificate's key like any verifier.
@@ -219,12 +249,19 @@ struct PinnedVerifier {
     provider: Arc<CryptoProvider>,
 }
 
-/// The pin did not match (carried inside `rustls::Error`).
-#[derive(Debug, thiserror::Error)]
-#[error("server spki fingerprint {got} is not the pinned {want}")]
+/// The pin did not match (carried inside `rustls::Error`, whose text
+/// shows it by `Debug`: the same words as `Display`, [`PIN_MISMATCH`]).
+#[derive(thiserror::Error)]
+#[error("server spki fingerprint {got} {PIN_MISMATCH} {want}")]
 struct PinMismatch {
     got: SpkiFingerprint,
     want: SpkiFingerprint,
+}
+
+impl fmt::Debug for PinMismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
 }
 
 impl ServerCertVerifier for PinnedVerifier {

@@ -11,6 +11,7 @@
 //! | `declaration.signed` | every declaration revision signed, before it is stored | [`crate::service::declaration`] |
 //! | `clock` | the clock's high-water instant, then the store id | [`crate::service::clock`] |
 //! | `lineage` | what the data dir was made as (store id, issuer, TLS fingerprint) | [`crate::service::lineage`] |
+//! | `quic-reset.key` | the QUIC stateless-reset key, kept across restarts (mode 0600) | [`crate::tls::load_or_make_reset_key`] |
 //! | `control.sock` | the control socket (online backup, stats; mode 0600) | [`crate::service`] |
 
 use std::path::{Path, PathBuf};
@@ -40,6 +41,8 @@ pub const CLOCK: &str = "clock";
 pub const LINEAGE: &str = "lineage";
 /// The control socket.
 pub const CONTROL_SOCKET: &str = "control.sock";
+/// The QUIC stateless-reset key.
+pub const QUIC_RESET_KEY: &str = "quic-reset.key";
 
 /// The files a backup archive carries beside the store, relative to the
 /// data dir, when present.

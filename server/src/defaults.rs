@@ -77,6 +77,29 @@ pub mod limits {
     pub const DRAIN_TIMEOUT_MS: u64 = 10_000;
 }
 
+/// The HTTP/2 settings of the TLS/TCP binding (`PROTOCOL.md` §5b), fixed
+/// by the build. The per-connection bounds an operator sets are the
+/// `[limits]` both bindings share (`max-connections` counts both,
+/// `max-streams-per-connection` is HTTP/2's `MAX_CONCURRENT_STREAMS`,
+/// `stream-read-timeout-ms` bounds the TLS handshake and every frame).
+pub mod h2 {
+    /// Each stream's receive window: 256 KiB, about three maximal
+    /// `submit` frames in flight per stream; a stream that is not read
+    /// (a slow operation) holds no more than this.
+    pub const STREAM_WINDOW: u32 = 256 << 10;
+    /// The connection's receive window: 1 MiB, four streams' worth; what
+    /// one connection can make the carrier buffer, at most.
+    pub const CONNECTION_WINDOW: u32 = 1 << 20;
+    /// The largest header list a client may send: 16 KiB. A request
+    /// carries a method, a path and an authority; the frames travel in
+    /// the body.
+    pub const MAX_HEADER_LIST: u32 = 16 << 10;
+    /// After an `accept` error (out of file descriptors: `EMFILE`), the
+    /// listener waits 50 ms before the next accept instead of spinning;
+    /// connections that close in the meantime give descriptors back.
+    pub const ACCEPT_ERROR_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
+}
+
 /// The defaults of `[limits.meters]`: `(per-second, burst)` budgets,
 /// sized to the calibration of this machine type (about 7 000
 /// registrations/s and 50 000+ deposits/s per core).

@@ -10,6 +10,7 @@
 //! fingerprint is stable. A CA-issued certificate is loaded from PEM files
 //! instead ([`load_pem`], config `[tls] cert` / `key`).
 
+use rltp_quic::stream::Binding;
 pub use rltp_quic::tls::{
     ServerTrust, SpkiFingerprint, TlsError, install_crypto_provider, rustls_client_config,
 };
@@ -80,6 +81,40 @@ pub fn load_or_generate(tls_dir: &Path) -> Result<ServerIdentity, TlsError> {
         fingerprint,
         generated: true,
     })
+}
+
+/// Bytes of the QUIC stateless-reset key (an HMAC-SHA-256 key).
+pub const RESET_KEY_BYTES: usize = 32;
+
+/// The QUIC stateless-reset key of this data dir (`PROTOCOL.md` §5),
+/// made on first start (mode 0600) and kept like the carrier's TLS
+/// identity: a carrier restarted after a crash derives the same
+/// stateless-reset tokens, so the next packet of a connection to its
+/// previous life is answered with a stateless reset (RFC 9000 §10.3) and
+/// the client learns at once, not at its idle timeout. A file of another
+/// length is refused, naming it.
+///
+/// # Errors
+/// [`TlsError::Io`]; [`TlsError::Pem`] for a file of another length.
+pub fn load_or_make_reset_key(data_dir: &Path) -> Result<[u8; RESET_KEY_BYTES], TlsError> {
+    let path = data_dir.join(crate::data_dir::QUIC_RESET_KEY);
+    match std::fs::read(&path) {
+        Ok(bytes) => bytes.try_into().map_err(|bytes: Vec<u8>| TlsError::Pem {
+            path: path.clone(),
+            detail: format!(
+                "a stateless-reset key is {RESET_KEY_BYTES} bytes, this file has {}; \
+                 delete it to make a new one (open connections then learn of a restart only at their idle timeout)",
+                bytes.len()
+            ),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let mut key = [0u8; RESET_KEY_BYTES];
+            rand::Rng::fill_bytes(&mut rand::rng(), &mut key);
+            write_private(&path, &key)?;
+            Ok(key)
+        }
+        Err(e) => Err(io_error(&path)(e)),
+    }
 }
 
 /// A fresh Ed25519 self-signed certificate for [`SELF_SIGNED_NAME`] and its
@@ -161,6 +196,19 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), TlsError> {
 /// # Errors
 /// [`TlsError::Config`] if rustls refuses the key or chain.
 pub fn rustls_server_config(identity: &ServerIdentity) -> Result<rustls::ServerConfig, TlsError> {
+    rustls_server_config_for(identity, Binding::Quic)
+}
+
+/// [`rustls_server_config`] for `binding`: the same certificate and key
+/// on both bindings (one SPKI pin, `PROTOCOL.md` §5b), ALPN
+/// [`rltp_quic::tls::alpn`] (`h2` on TLS/TCP).
+///
+/// # Errors
+/// As [`rustls_server_config`].
+pub fn rustls_server_config_for(
+    identity: &ServerIdentity,
+    binding: Binding,
+) -> Result<rustls::ServerConfig, TlsError> {
     install_crypto_provider();
     let mut config = rustls::ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
@@ -168,7 +216,7 @@ pub fn rustls_server_config(identity: &ServerIdentity) -> Result<rustls::ServerC
         .with_no_client_auth()
         .with_single_cert(identity.chain.clone(), identity.key.clone_key())
         .map_err(|e| TlsError::Config(e.to_string()))?;
-    config.alpn_protocols = vec![rltp_wire::ALPN.to_vec()];
+    config.alpn_protocols = vec![rltp_quic::tls::alpn(binding).to_vec()];
     Ok(config)
 }
 

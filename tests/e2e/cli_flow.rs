@@ -113,7 +113,14 @@ fn full_flow_through_the_cli() {
     assert_eq!(
         kinds,
         [
-            "sealed", "policy", "attempt", "policy", "verdict", "status", "final"
+            "sealed",
+            "policy",
+            "attempt",
+            "policy",
+            "connected",
+            "verdict",
+            "status",
+            "final"
         ]
     );
     assert_eq!(events[0]["digest"], digest_of(second_text));
@@ -123,9 +130,10 @@ fn full_flow_through_the_cli() {
     assert_eq!(events[3]["source"], "declared");
     assert_eq!(events[3]["statusHorizonMs"], 30_000);
     assert_eq!(events[3]["giveUpHorizonMs"], 14 * 86_400_000u64);
-    assert_eq!(events[4]["verdict"], "admitted");
-    assert_eq!(events[5]["status"], "accepted");
-    assert_eq!(events[6]["deposit"], events[0]["deposit"]);
+    assert!(["quic", "tcp"].contains(&events[4]["transport"].as_str().unwrap()));
+    assert_eq!(events[5]["verdict"], "admitted");
+    assert_eq!(events[6]["status"], "accepted");
+    assert_eq!(events[7]["deposit"], events[0]["deposit"]);
     assert!(events.iter().all(|e| e["elapsedMs"].is_u64()), "{events:?}");
 
     let status = cli_to(
@@ -469,8 +477,10 @@ fn collect_watch_handles_pushed_deposits() {
     assert_eq!(empty.value("collect"), "served deposits 0");
 }
 
-/// A wrong pin fails the first handshake: `send` stops at once with exit 3
-/// instead of retrying as if the carrier were unreachable.
+/// A wrong pin fails the first handshake (on QUIC, and on TLS/TCP raced
+/// beside it: `PROTOCOL.md` §5b): `send` stops at once with exit 3 naming
+/// the pin mismatch, instead of retrying as if the carrier were
+/// unreachable.
 #[test]
 fn a_wrong_pin_fails_fast() {
     let dir = tempfile::tempdir().unwrap();
@@ -496,8 +506,7 @@ fn a_wrong_pin_fails_fast() {
     .expect(3);
     assert!(started.elapsed() < Duration::from_secs(10));
     assert!(
-        run.stderr
-            .contains("failed the TLS handshake (wrong --pin?)"),
+        run.stderr.contains("pin mismatch: the carrier at "),
         "{run:?}"
     );
     assert_eq!(run.lines("attempt"), ["attempt 1"], "{run:?}");

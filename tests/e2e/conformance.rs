@@ -5,12 +5,14 @@
 
 use super::*;
 
-/// The report sections and their outcomes, from `--json` lines.
-fn outcomes(run: &Run) -> Vec<(String, String, usize)> {
+/// The report sections and their outcomes over `transport`, from
+/// `--json` lines.
+fn outcomes(run: &Run, transport: &str) -> Vec<(String, String, usize)> {
     run.stdout
         .lines()
-        .map(|line| {
-            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .filter(|v| v["transport"] == transport)
+        .map(|v| {
             (
                 v["section"].as_str().unwrap().to_owned(),
                 v["outcome"].as_str().unwrap().to_owned(),
@@ -46,7 +48,10 @@ fn our_carrier_passes_every_wire_observable_section() {
         ],
     )
     .expect(0);
-    let sections = outcomes(&run);
+    let sections = outcomes(&run, "quic");
+    // Every check ran over both bindings with the same outcomes
+    // (`PROTOCOL.md` §5b: the same verdicts over TLS/TCP).
+    assert_eq!(outcomes(&run, "tcp"), sections, "{}", run.stdout);
     let not_observable: Vec<&str> = sections
         .iter()
         .filter(|s| s.1 == "not-observable")
@@ -93,20 +98,26 @@ fn a_deviating_carrier_fails_and_an_unreachable_one_exits_3() {
     )
     .expect(1);
     assert!(
-        run.stdout.contains("§5a.3 r5         fail"),
+        run.stdout
+            .contains("§5a.3 r5         quic fail              0/")
+            && run.stdout.contains(" tcp fail "),
         "{}",
         run.stdout
     );
     // The sealed address challenge names the real C, so the runner
     // (a registrant) refuses to use it (PROTOCOL.md §8).
-    assert!(
-        run.stdout.contains(
-            "FAIL a challenge is single use: a replayed proof is refused: address challenge: \
-             sealed address challenge member carrier differs from the request"
-        ),
-        "{}",
-        run.stdout
-    );
+    for transport in ["quic", "tcp"] {
+        assert!(
+            run.stdout.contains(&format!(
+                "FAIL {transport} a challenge is single use: a replayed proof is refused: address challenge: \
+                 sealed address challenge member carrier differs from the request"
+            )),
+            "{}",
+            run.stdout
+        );
+    }
+    assert!(run.stdout.contains("quic: 17 sections: "), "{}", run.stdout);
+    assert!(run.stdout.contains("tcp: 17 sections: "), "{}", run.stdout);
     assert!(run.stdout.contains(" fail, "), "{}", run.stdout);
     let closed = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let addr = closed.local_addr().unwrap().to_string();

@@ -109,14 +109,26 @@ fn every_result_printing_command_speaks_json_lines() {
         .iter()
         .map(|e| e["event"].as_str().unwrap())
         .collect();
-    assert_eq!(kinds, ["key", "attempt", "verdict"], "{}", register.stdout);
+    assert_eq!(
+        kinds,
+        ["key", "attempt", "connected", "verdict"],
+        "{}",
+        register.stdout
+    );
+    assert_eq!(
+        keys_of(&events[2]),
+        ["elapsedMs", "event", "server", "transport"]
+    );
     assert_eq!(
         keys_of(&events[0]),
         ["elapsedMs", "event", "generation", "principal", "rkid"]
     );
     assert_eq!(events[0]["rkid"], rkid.as_str());
-    assert_eq!(keys_of(&events[2]), ["elapsedMs", "event", "verdict"]);
-    assert_eq!(events[2]["verdict"], "registered");
+    // On loopback QUIC wins the race (§5b), unless its handshake took
+    // longer than the 250 ms head start.
+    assert!(["quic", "tcp"].contains(&events[2]["transport"].as_str().unwrap()));
+    assert_eq!(keys_of(&events[3]), ["elapsedMs", "event", "verdict"]);
+    assert_eq!(events[3]["verdict"], "registered");
 
     // a rotation and a stale rebind: the verdict carries the generations
     let rotate = cli(dir, &["keys", "rotate", "--key", "a.json", "--json"]).expect(0);
@@ -435,7 +447,8 @@ fn demo_and_serve_speak_json_too() {
             "elapsedMs",
             "event",
             "fingerprint",
-            "listening"
+            "listening",
+            "tcpListening"
         ]
     );
     assert_eq!(serving["carrier"], CARRIER);

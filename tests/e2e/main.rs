@@ -31,6 +31,7 @@ mod sender;
 mod shutdown;
 mod store;
 mod tarball;
+mod tcp;
 mod transport;
 mod wire;
 

@@ -213,7 +213,7 @@ async fn submit_raw(client: &rltp_client::Client, rkid: &Rkid, envelope: &[u8]) 
     }
     .to_header();
     let bytes = rltp_wire::encode_frame(&header, envelope);
-    let (mut send, mut recv) = client.connection().open_bi().await.unwrap();
+    let (mut send, mut recv) = client.connection().unwrap().open_bi().await.unwrap();
     send.write_all(&bytes).await.unwrap();
     let _ = send.finish();
     tokio::time::timeout(Duration::from_secs(10), recv.read_to_end(1 << 16))
@@ -560,7 +560,8 @@ fn sigusr2_closes_new_connections_with_going_away() {
         let options = rltp_client::ConnectOptions::new(
             carrier.addr.clone(),
             rltp_client::tls::ServerTrust::Pin(carrier.pin.parse().unwrap()),
-        );
+        )
+        .with_transport_choice(rltp_client::TransportChoice::Quic);
         match rltp_client::Client::connect(&options).await {
             Ok(client) => client.declaration().await.map(|_| ()).unwrap_err(),
             Err(e) => e,
@@ -572,11 +573,11 @@ fn sigusr2_closes_new_connections_with_going_away() {
     };
     let close = match transport {
         rltp_client::TransportError::Connection(quinn::ConnectionError::ApplicationClosed(c)) => c,
-        rltp_client::TransportError::Read(quinn::ReadError::ConnectionLost(
-            quinn::ConnectionError::ApplicationClosed(c),
+        rltp_client::TransportError::Read(rltp_client::stream::StreamError::Quic(
+            quinn::ReadError::ConnectionLost(quinn::ConnectionError::ApplicationClosed(c)),
         )) => c,
-        rltp_client::TransportError::Write(quinn::WriteError::ConnectionLost(
-            quinn::ConnectionError::ApplicationClosed(c),
+        rltp_client::TransportError::Write(rltp_client::stream::WriteError::Quic(
+            quinn::WriteError::ConnectionLost(quinn::ConnectionError::ApplicationClosed(c)),
         )) => c,
         other => panic!("{other:?}"),
     };

@@ -374,6 +374,7 @@ fn collect_json_prints_one_object_per_deposit_and_conclude_answer() {
         [
             "recipient",
             "attempt",
+            "connected",
             "collect",
             "deposit",
             "deposit",
@@ -384,10 +385,11 @@ fn collect_json_prints_one_object_per_deposit_and_conclude_answer() {
         ]
     );
     assert_eq!(events[0]["rkid"], rkid.as_str());
-    assert_eq!(events[2]["verdict"], "served");
-    assert_eq!(events[2]["deposits"], 2);
-    assert_eq!(events[2]["more"], false);
-    for (event, (text, id)) in events[3..5].iter().zip(texts.iter().zip(&deposits)) {
+    // Said once per connection: the conclude attempt reuses it.
+    assert_eq!(events[3]["verdict"], "served");
+    assert_eq!(events[3]["deposits"], 2);
+    assert_eq!(events[3]["more"], false);
+    for (event, (text, id)) in events[4..6].iter().zip(texts.iter().zip(&deposits)) {
         let digest = digest_of(text);
         assert_eq!(event["deposit"], id.as_str());
         assert_eq!(event["digest"], digest.as_str());
@@ -395,13 +397,13 @@ fn collect_json_prints_one_object_per_deposit_and_conclude_answer() {
         assert_eq!(event["detail"], format!("inbox/{digest}.json"));
         assert!(event["seq"].is_u64());
     }
-    assert_eq!(events[5]["deposits"], serde_json::json!(deposits));
-    assert_eq!(events[7]["verdict"], "served");
-    assert_eq!(events[7]["concluded"], 2);
-    assert_eq!(events[7]["deposits"], serde_json::json!(deposits));
+    assert_eq!(events[6]["deposits"], serde_json::json!(deposits));
+    assert_eq!(events[8]["verdict"], "served");
     assert_eq!(events[8]["concluded"], 2);
-    assert_eq!(events[8]["written"], 2);
-    assert_eq!(events[8]["owed"], 0);
+    assert_eq!(events[8]["deposits"], serde_json::json!(deposits));
+    assert_eq!(events[9]["concluded"], 2);
+    assert_eq!(events[9]["written"], 2);
+    assert_eq!(events[9]["owed"], 0);
     assert!(events.iter().all(|e| e["elapsedMs"].is_u64()));
 }
 

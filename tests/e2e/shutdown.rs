@@ -55,7 +55,7 @@ fn shutdown_takes_at_most_drain_timeout_in_total() {
             .collect();
         client.submit_many(&items).await.unwrap();
         // A stream that announces a 100-byte header and sends 10 of them.
-        let (mut send, _recv) = client.connection().open_bi().await.unwrap();
+        let (mut send, _recv) = client.connection().unwrap().open_bi().await.unwrap();
         let mut partial = Vec::new();
         partial.extend_from_slice(&100u32.to_be_bytes());
         partial.extend_from_slice(&0u32.to_be_bytes());

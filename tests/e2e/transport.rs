@@ -24,6 +24,7 @@ fn options(carrier: &Carrier) -> ConnectOptions {
         ServerTrust::Pin(carrier.pin.parse().unwrap()),
     )
     .with_timeout(Duration::from_secs(10))
+    .with_transport_choice(rltp_client::TransportChoice::Quic)
 }
 
 /// An idle `submit-stream` does not hold its stream slot: once no item
@@ -41,7 +42,7 @@ async fn an_idle_submit_stream_gives_its_slot_back() {
     );
     let carrier = Carrier::start(&dir.path().join("data"), Some(&config));
     let client = Client::connect(&options(&carrier)).await.unwrap();
-    let (mut send, mut recv) = client.connection().open_bi().await.unwrap();
+    let (mut send, mut recv) = client.connection().unwrap().open_bi().await.unwrap();
     let rkid = Rkid::from_bytes([5; 32]);
     let mut bytes = wire::encode_frame(&Request::SubmitStream.to_header(), b"");
     bytes.extend(wire::encode_frame(
@@ -91,9 +92,12 @@ async fn a_ping_keeps_an_idle_connection_and_none_loses_it() {
         .unwrap();
     // The silent connection times out on its own (no fixed wait here: the
     // test waits for the transport's own event, bounded).
-    let reason = tokio::time::timeout(Duration::from_secs(10), silent.connection().closed())
-        .await
-        .expect("an idle connection without pings is closed");
+    let reason = tokio::time::timeout(
+        Duration::from_secs(10),
+        silent.connection().unwrap().closed(),
+    )
+    .await
+    .expect("an idle connection without pings is closed");
     assert!(
         matches!(reason, quinn::ConnectionError::TimedOut),
         "{reason}"
@@ -137,7 +141,7 @@ async fn transport_settings_reach_both_ends() {
                 1
             );
         }
-        let stats = client.connection().stats();
+        let stats = client.connection().unwrap().stats();
         assert!(
             stats.frame_rx.ack_frequency >= 1,
             "the carrier asks for fewer ACKs: {:?}",
@@ -156,4 +160,62 @@ async fn transport_settings_reach_both_ends() {
         );
         client.close().await;
     }
+}
+
+/// The QUIC stateless-reset key is kept in the data dir
+/// (`quic-reset.key`, `PROTOCOL.md` §5): a carrier restarted after a
+/// SIGKILL answers the next packet of a connection to its previous life
+/// with a stateless reset, so an always-on watch learns of the crash at
+/// its next keep-alive (≤ 5 s) and is pushed again within seconds, not
+/// after its 15 s idle timeout.
+#[test]
+fn a_crashed_carrier_resets_old_connections_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let spec = Spec::fixed(&dir.join("data"), "");
+    let carrier = Carrier::start_with(&spec);
+    let key_file = dir.join("data").join("quic-reset.key");
+    let reset_key = std::fs::read(&key_file).unwrap();
+    assert_eq!(reset_key.len(), 32);
+    let (key, rkid) = keys_new(dir, "alice.json");
+    cli_to(dir, &carrier, &["register", "--key", key.to_str().unwrap()]).expect(0);
+    let watch = Running::start(
+        dir,
+        &carrier,
+        &[
+            "collect",
+            "--transport",
+            "quic",
+            "--key",
+            key.to_str().unwrap(),
+            "--out",
+            "inbox",
+            "--watch",
+            "--conclude",
+        ],
+    );
+    assert!(watch.next("watching").starts_with("watching refresh-at "));
+    carrier.crash();
+    let restarted = Instant::now();
+    let carrier = Carrier::start_with(&spec);
+    assert_eq!(std::fs::read(&key_file).unwrap(), reset_key, "the same key");
+    let text = r#"{"after":"sigkill"}"#;
+    let doc = document(dir, "after.json", text);
+    cli_to(
+        dir,
+        &carrier,
+        &["send", "--to", &rkid, doc.to_str().unwrap()],
+    )
+    .expect(0);
+    let pushed = watch.next("deposit ");
+    let took = restarted.elapsed();
+    assert!(
+        pushed.contains(&format!(" digest {} written ", digest_of(text))),
+        "{pushed}"
+    );
+    assert!(
+        took < Duration::from_secs(9),
+        "pushed {took:?} after the restart: the old connection was not reset"
+    );
+    assert_eq!(watch.interrupt(), Some(0));
 }

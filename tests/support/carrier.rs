@@ -79,6 +79,8 @@ pub struct Carrier {
     child: Option<Child>,
     /// `host:port` it listens on.
     pub addr: String,
+    /// `host:port` of its TLS/TCP listener (`PROTOCOL.md` §5b), or `off`.
+    pub tcp_addr: String,
     /// Its SPKI fingerprint (`sha256/…`).
     pub pin: String,
     /// The carrier identifier `C` it printed (`carrier …`).
@@ -146,13 +148,16 @@ impl Spec {
     }
 }
 
-/// A loopback UDP port that was free a moment ago.
+/// A loopback port that was free a moment ago for UDP and for TCP (a
+/// carrier's TLS/TCP listener takes the QUIC port's number: §5b).
 pub fn free_udp_port() -> u16 {
-    std::net::UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    loop {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = udp.local_addr().unwrap().port();
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 impl Carrier {
@@ -204,6 +209,7 @@ impl Carrier {
         let mut carrier = Carrier {
             child: Some(child),
             addr: String::new(),
+            tcp_addr: String::new(),
             pin: String::new(),
             carrier: String::new(),
             issuer: String::new(),
@@ -220,6 +226,7 @@ impl Carrier {
             });
             match line.split_once(' ') {
                 Some(("listening", v)) => carrier.addr = v.to_owned(),
+                Some(("tcp-listening", v)) => carrier.tcp_addr = v.to_owned(),
                 Some(("fingerprint", v)) => carrier.pin = v.to_owned(),
                 Some(("carrier", v)) => carrier.carrier = v.to_owned(),
                 Some(("declaration-issuer", v)) => carrier.issuer = v.to_owned(),
@@ -237,14 +244,21 @@ impl Carrier {
         carrier
     }
 
-    /// `--server ADDR --pin FP`.
+    /// `--server ADDR --pin FP`, and `--tcp-port P` when the TLS/TCP
+    /// listener did not get the QUIC port's number (port 0 takes any).
     pub fn args(&self) -> Vec<String> {
-        vec![
+        let mut args = vec![
             "--server".into(),
             self.addr.clone(),
             "--pin".into(),
             self.pin.clone(),
-        ]
+        ];
+        let port = |addr: &str| addr.rsplit_once(':').map(|(_, p)| p.to_owned());
+        if self.tcp_addr != "off" && port(&self.tcp_addr) != port(&self.addr) {
+            args.push("--tcp-port".into());
+            args.extend(port(&self.tcp_addr));
+        }
+        args
     }
 
     /// The log lines as they come, also after the process is gone.
@@ -303,7 +317,9 @@ impl Carrier {
             self.addr.clone(),
             rltp_client::tls::ServerTrust::Pin(self.pin.parse().unwrap()),
         )
-        .with_timeout(timeout);
+        .with_timeout(timeout)
+        // The raw tests reach quinn's connection: QUIC only.
+        .with_transport_choice(rltp_client::TransportChoice::Quic);
         rltp_client::Client::connect(&options).await.unwrap()
     }
 

@@ -139,7 +139,7 @@ async fn execute(args: &Args) -> Result<u8, Failure> {
     }
 }
 
-/// Prints the four lines, serves until SIGINT or SIGTERM (or the end of
+/// Prints the five lines, serves until SIGINT or SIGTERM (or the end of
 /// lame-duck mode, SIGUSR2), reloads on SIGHUP, drains.
 async fn run_until_signal<S: rltp_storage::Store>(
     server: rltp_server::service::Server<S>,
@@ -159,8 +159,12 @@ async fn run_until_signal<S: rltp_storage::Store>(
     started.record(
         "serving",
         &format!(
-            "listening {}\nfingerprint {}\ncarrier {}\ndeclaration-issuer {}\n",
+            "listening {}\ntcp-listening {}\nfingerprint {}\ncarrier {}\ndeclaration-issuer {}\n",
             server.local_addr(),
+            server.tcp_addr().map_or_else(
+                || rltp_server::config::TCP_LISTEN_OFF.to_owned(),
+                |a| a.to_string()
+            ),
             server.fingerprint(),
             server.carrier().as_str(),
             server.declaration_issuer().to_did_key()

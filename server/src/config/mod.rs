@@ -38,6 +38,7 @@
 //! shared-submission = { per-second = 50000, burst = 100000 }
 //!
 //! [transport]                           # QUIC per-packet costs (quinn's; BENCHMARKS.md)
+//! tcp-listen = "listen"                 # TLS/TCP (HTTP/2, §5b): "listen" (its address, as TCP), ip:port, or "off"
 //! ack-eliciting-threshold = 0           # 0: off; n: ask the peer to ACK every n+1 packets
 //! max-ack-delay-ms = 25                 # [1, 16383], with a threshold above 0
 //! initial-mtu = 1200                    # [1200, 65527]
@@ -206,11 +207,90 @@ pub struct LimitsConfig {
     pub meters: MeterConfig,
 }
 
-/// QUIC transport settings of the carrier's endpoint (`[transport]`):
-/// per-packet costs, never admission inputs. The type, its defaults
+/// QUIC transport settings of the carrier's endpoint: per-packet costs,
+/// never admission inputs. The type, its defaults
 /// ([`crate::defaults::transport`]) and its domains are the client
 /// library's, so that both ends spell and check them alike.
-pub type TransportConfig = rltp_quic::transport::Tuning;
+pub type QuicTuning = rltp_quic::transport::Tuning;
+
+/// `[transport]`: the QUIC per-packet settings ([`QuicTuning`], its keys
+/// at the top of the section) and `tcp-listen`, the address of the
+/// TLS/TCP binding (`PROTOCOL.md` §5b).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransportConfig {
+    /// The QUIC per-packet settings.
+    pub quic: QuicTuning,
+    /// The TLS/TCP listen address.
+    pub tcp_listen: TcpListen,
+}
+
+/// `tcp-listen`: where the TLS/TCP binding listens (`PROTOCOL.md` §5b).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TcpListen {
+    /// `"listen"` (the default): the QUIC `listen` address, as TCP — the
+    /// same port number (with port 0, the port QUIC was given), so one
+    /// `host:port` names both bindings.
+    Listen,
+    /// `"off"`: no TLS/TCP listener.
+    Off,
+    /// `"ip:port"`.
+    At(SocketAddr),
+}
+
+/// The spelling of `tcp-listen` that turns the TLS/TCP listener off.
+pub const TCP_LISTEN_OFF: &str = "off";
+/// The spelling of `tcp-listen` that follows `listen` (the default).
+pub const TCP_LISTEN_LISTEN: &str = "listen";
+
+impl TransportConfig {
+    /// The `[transport]` table: `tcp-listen` (resolved against `listen`)
+    /// taken out, the rest the QUIC settings (unknown keys refused).
+    fn from_table(mut table: toml::Table) -> Result<TransportConfig, ConfigError> {
+        let spelled = "ip:port, \"listen\" or \"off\"";
+        let tcp_listen = match table.remove("tcp-listen") {
+            None => TcpListen::Listen,
+            Some(toml::Value::String(text)) if text == TCP_LISTEN_LISTEN => TcpListen::Listen,
+            Some(toml::Value::String(text)) if text == TCP_LISTEN_OFF => TcpListen::Off,
+            Some(toml::Value::String(text)) => {
+                TcpListen::At(text.parse::<SocketAddr>().map_err(|e| {
+                    field_error(
+                        "transport.tcp-listen",
+                        format!("{text:?} is not {spelled}: {e}"),
+                    )
+                })?)
+            }
+            Some(other) => {
+                return Err(field_error(
+                    "transport.tcp-listen",
+                    format!("{other} is not a string ({spelled})"),
+                ));
+            }
+        };
+        let quic = QuicTuning::deserialize(toml::Value::Table(table))
+            .map_err(|e| ConfigError::Toml(format!("transport: {e}")))?;
+        Ok(TransportConfig { quic, tcp_listen })
+    }
+
+    /// `tcp-listen` as spelled in the configuration.
+    pub fn tcp_listen_text(&self) -> String {
+        match self.tcp_listen {
+            TcpListen::Listen => TCP_LISTEN_LISTEN.to_owned(),
+            TcpListen::Off => TCP_LISTEN_OFF.to_owned(),
+            TcpListen::At(addr) => addr.to_string(),
+        }
+    }
+}
+
+impl Serialize for TransportConfig {
+    fn serialize<Se: serde::Serializer>(&self, serializer: Se) -> Result<Se::Ok, Se::Error> {
+        let mut table = toml::Table::try_from(self.quic).map_err(serde::ser::Error::custom)?;
+        table.insert(
+            "tcp-listen".to_owned(),
+            toml::Value::String(self.tcp_listen_text()),
+        );
+        table.serialize(serializer)
+    }
+}
 
 impl Default for LimitsConfig {
     /// [`crate::defaults::limits`].
@@ -439,7 +519,7 @@ struct RawConfig {
     #[serde(default)]
     limits: LimitsConfig,
     #[serde(default)]
-    transport: TransportConfig,
+    transport: toml::Table,
     #[serde(default)]
     tls: TlsConfig,
     #[serde(default)]
@@ -467,7 +547,7 @@ pub struct Config {
     pub constants: CarrierConstants,
     /// Private limits.
     pub limits: LimitsConfig,
-    /// QUIC transport settings.
+    /// QUIC transport settings and the TLS/TCP listen address.
     pub transport: TransportConfig,
     /// CA-issued certificate, if configured.
     pub tls: TlsConfig,
@@ -539,7 +619,8 @@ impl Config {
                 .parse(filter)
                 .map_err(|e| field_error("log-filter", format!("{filter:?}: {e}")))?;
         }
-        validate_transport(&raw.transport)?;
+        let transport = TransportConfig::from_table(raw.transport)?;
+        validate_transport(&transport.quic)?;
         if raw.tls.cert.is_some() != raw.tls.key.is_some() {
             return Err(field_error("tls", "cert and key must be given together"));
         }
@@ -566,7 +647,7 @@ impl Config {
             log_filter: raw.log_filter,
             constants,
             limits: raw.limits,
-            transport: raw.transport,
+            transport,
             tls: raw.tls,
             metrics: raw.metrics,
             store: raw.store,
@@ -628,6 +709,16 @@ impl Config {
             flatten("", &table, &mut out);
         }
         out
+    }
+
+    /// The TLS/TCP listen address (`PROTOCOL.md` §5b), `tcp-listen`
+    /// resolved against `listen`; `None` when it is off.
+    pub fn tcp_listen(&self) -> Option<SocketAddr> {
+        match self.transport.tcp_listen {
+            TcpListen::Listen => Some(self.listen),
+            TcpListen::Off => None,
+            TcpListen::At(addr) => Some(addr),
+        }
     }
 
     /// The TLS directory: `<data-dir>/tls`.
@@ -849,7 +940,7 @@ fn validate_store(store: &StoreConfig) -> Result<(), ConfigError> {
     }
 }
 
-fn validate_transport(t: &TransportConfig) -> Result<(), ConfigError> {
+fn validate_transport(t: &QuicTuning) -> Result<(), ConfigError> {
     t.check()
         .map_err(|(key, why)| field_error(&format!("transport.{key}"), why))
 }

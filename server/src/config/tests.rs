@@ -298,10 +298,10 @@ fn transport_settings_are_checked_and_applied() {
     let with = |extra: &str| Config::from_toml(&format!("{base}{extra}"));
     let config =
         with("ack-eliciting-threshold = 8\ninitial-mtu = 8952\nmtu-upper-bound = 9000").unwrap();
-    assert_eq!(config.transport.ack_eliciting_threshold, 8);
-    assert_eq!(config.transport.initial_mtu, 8952);
+    assert_eq!(config.transport.quic.ack_eliciting_threshold, 8);
+    assert_eq!(config.transport.quic.initial_mtu, 8952);
     let mut quinn_config = quinn::TransportConfig::default();
-    config.transport.apply(&mut quinn_config);
+    config.transport.quic.apply(&mut quinn_config);
     for (extra, field) in [
         ("initial-mtu = 1199", "transport.initial-mtu"),
         ("mtu-upper-bound = 65528", "transport.mtu-upper-bound"),
@@ -317,5 +317,44 @@ fn transport_settings_are_checked_and_applied() {
     assert!(
         with("ack-frequency = 1").is_err(),
         "unknown keys are refused"
+    );
+}
+
+#[test]
+fn tcp_listen_defaults_to_the_quic_address_and_can_be_moved_or_turned_off() {
+    let with = |transport: &str| {
+        Config::from_toml(&format!(
+            "listen = \"127.0.0.1:4500\"\n[transport]\n{transport}"
+        ))
+    };
+    let default = with("").unwrap();
+    assert_eq!(default.transport.tcp_listen, TcpListen::Listen);
+    assert_eq!(
+        default.tcp_listen(),
+        Some("127.0.0.1:4500".parse().unwrap())
+    );
+    let moved = with("tcp-listen = \"0.0.0.0:443\"").unwrap();
+    assert_eq!(moved.tcp_listen(), Some("0.0.0.0:443".parse().unwrap()));
+    assert_eq!(with("tcp-listen = \"off\"").unwrap().tcp_listen(), None);
+    assert_eq!(
+        toml::to_string(&default.effective())
+            .unwrap()
+            .matches("tcp-listen = \"listen\"")
+            .count(),
+        1
+    );
+    for bad in ["tcp-listen = \"443\"", "tcp-listen = 443"] {
+        let error = with(bad).unwrap_err().to_string();
+        assert!(error.contains("transport.tcp-listen"), "{bad}: {error}");
+    }
+    // The effective configuration shows it, and parses back to itself.
+    let effective = toml::to_string(&moved.effective()).unwrap();
+    assert!(
+        effective.contains("tcp-listen = \"0.0.0.0:443\""),
+        "{effective}"
+    );
+    assert_eq!(
+        Config::from_toml(&effective).unwrap().transport,
+        moved.transport
     );
 }

@@ -7,6 +7,7 @@ use super::sweeper::sweeper;
 use super::{Ctx, ServerError, bounded, drain_deadline, stream, until_shutdown};
 use crate::config::Config;
 use crate::tls::{self, TlsError};
+use rltp_quic::stream::Binding;
 use rltp_storage::Store;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,7 +22,7 @@ pub(super) fn endpoint(
         .map_err(|e| TlsError::Config(e.to_string()))?;
     let mut server_config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     let mut transport = quinn::TransportConfig::default();
-    config.transport.apply(&mut transport);
+    config.transport.quic.apply(&mut transport);
     transport
         .max_concurrent_bidi_streams(quinn::VarInt::from_u32(
             config.limits.max_streams_per_connection,
@@ -32,16 +33,40 @@ pub(super) fn endpoint(
                 .map_err(|e| TlsError::Config(e.to_string()))?,
         ));
     server_config.transport_config(Arc::new(transport));
-    quinn::Endpoint::server(server_config, config.listen).map_err(|source| ServerError::Io {
+    // The kept stateless-reset key: a restarted carrier resets the
+    // connections of its previous life at their next packet.
+    let endpoint_config = kept_endpoint_config(&config.data_dir)?;
+    let binding = |source| ServerError::Io {
         what: format!("binding {}", config.listen),
         source,
-    })
+    };
+    let socket = std::net::UdpSocket::bind(config.listen).map_err(binding)?;
+    let runtime = quinn::default_runtime()
+        .ok_or_else(|| binding(std::io::Error::other("no async runtime")))?;
+    quinn::Endpoint::new(endpoint_config, Some(server_config), socket, runtime).map_err(binding)
+}
+
+/// The endpoint configuration of a restarted carrier's previous life
+/// (`PROTOCOL.md` §5): the stateless-reset key kept in the data dir, and
+/// the connection-ID validation key derived from it, so that the next
+/// packet of an old connection is recognized as one of ours (quinn drops
+/// a packet whose CID its generator does not validate) and answered with
+/// a stateless reset whose token the client holds.
+fn kept_endpoint_config(data_dir: &std::path::Path) -> Result<quinn::EndpointConfig, ServerError> {
+    let reset_key = tls::load_or_make_reset_key(data_dir)?;
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &reset_key);
+    let tag = ring::hmac::sign(&key, b"rltp-carrier/1 connection-id validation");
+    let mut cid_key = [0u8; 8];
+    cid_key.copy_from_slice(&tag.as_ref()[..8]);
+    let cid_key = u64::from_be_bytes(cid_key);
+    let mut config = quinn::EndpointConfig::new(Arc::new(key));
+    config.cid_generator(move || {
+        Box::new(quinn_proto::HashedConnectionIdGenerator::from_key(cid_key))
+    });
+    Ok(config)
 }
 
 pub(super) async fn serve<S: Store>(endpoint: quinn::Endpoint, ctx: Arc<Ctx<S>>) {
-    let connection_slots = Arc::new(tokio::sync::Semaphore::new(
-        ctx.limits().max_connections as usize,
-    ));
     let mut connections = JoinSet::new();
     let mut turned_away = JoinSet::new();
     let mut shutdown = ctx.shutdown.clone();
@@ -51,7 +76,7 @@ pub(super) async fn serve<S: Store>(endpoint: quinn::Endpoint, ctx: Arc<Ctx<S>>)
             _ = until_shutdown(&mut shutdown) => break,
             incoming = endpoint.accept() => {
                 let Some(incoming) = incoming else { break };
-                match Arc::clone(&connection_slots).try_acquire_owned() {
+                match Arc::clone(&ctx.connection_slots).try_acquire_owned() {
                     // Turning a connection away holds a slot too, so a flood
                     // of handshakes stays bounded by max-connections.
                     Ok(slot) if *ctx.lame_duck.borrow() => {
@@ -60,20 +85,17 @@ pub(super) async fn serve<S: Store>(endpoint: quinn::Endpoint, ctx: Arc<Ctx<S>>)
                     }
                     Ok(slot) => {
                         connections.spawn(stream::connection(incoming, Arc::clone(&ctx), slot));
-                        ctx.open_connections.send_replace(connections.len());
                     }
                     Err(_) => {
                         tracing::warn!("connection refused: max-connections reached");
                         if let Some(m) = &ctx.metrics {
-                            m.connection_refused();
+                            m.connection_refused(Binding::Quic);
                         }
                         incoming.refuse();
                     }
                 }
             }
-            Some(_) = connections.join_next(), if !connections.is_empty() => {
-                ctx.open_connections.send_replace(connections.len());
-            }
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
             Some(_) = turned_away.join_next(), if !turned_away.is_empty() => {}
         }
     }

@@ -297,6 +297,7 @@ async fn status<S: Store>(web: &Arc<Web<S>>) -> Answer {
             limits: ctx.engine.limits(),
             history,
             draining,
+            listeners: ctx.listeners.clone(),
         }))
     })
     .await;

@@ -36,6 +36,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use rltp_engine::{EngineConstants, EventSnapshot, Limits};
 use rltp_proofs::Ms;
+use rltp_quic::stream::Binding;
 use rltp_storage::{BindingPhases, Occupancy};
 use std::sync::atomic::Ordering;
 
@@ -132,12 +133,10 @@ pub struct Metrics {
     unavailable: Family<OperationLabel, Counter>,
     /// Deposits delivered.
     collected: Counter,
-    /// QUIC connections open now.
-    connections_open: Gauge,
-    /// QUIC connections established.
-    connections_accepted: Counter,
-    /// QUIC handshakes refused at `max-connections`.
-    connections_refused: Counter,
+    /// QUIC connections (`PROTOCOL.md` §5).
+    quic: ConnectionSeries,
+    /// TLS/TCP connections (`PROTOCOL.md` §5b).
+    tcp: ConnectionSeries,
     /// Streams being served now.
     streams_open: Gauge,
     /// Streams accepted.
@@ -375,11 +374,6 @@ impl Metrics {
             c
         };
         let collected = counter("rltp_carrier_collected_deposits", HELP_COLLECTED);
-        let connections_accepted = counter("rltp_carrier_quic_connections", HELP_CONNECTIONS_TOTAL);
-        let connections_refused = counter(
-            "rltp_carrier_quic_connections_refused",
-            HELP_CONNECTIONS_REFUSED,
-        );
         let streams_accepted = counter("rltp_carrier_quic_streams", HELP_STREAMS_TOTAL);
         let quarantined_total =
             counter("rltp_carrier_quarantined_deposits", HELP_QUARANTINED_TOTAL);
@@ -398,7 +392,6 @@ impl Metrics {
             registry.register(name, help, g.clone());
             g
         };
-        let connections_open = gauge("rltp_carrier_quic_connections", HELP_CONNECTIONS);
         let streams_open = gauge("rltp_carrier_quic_streams", HELP_STREAMS);
         let bindings_max = gauge("rltp_carrier_bindings_max", HELP_BINDINGS_MAX);
         let clock_offset_ms = gauge("rltp_carrier_clock_offset_ms", HELP_CLOCK_OFFSET);
@@ -421,6 +414,8 @@ impl Metrics {
         let quarantined = gauge("rltp_carrier_quarantined_deposits", HELP_QUARANTINED);
         let revision = gauge("rltp_carrier_declaration_revision", HELP_REVISION);
 
+        let quic = ConnectionSeries::register(&mut registry, Binding::Quic);
+        let tcp = ConnectionSeries::register(&mut registry, Binding::Tcp);
         let families = Families::register(&mut registry);
         Metrics {
             registry,
@@ -429,9 +424,8 @@ impl Metrics {
             verdicts: families.verdicts,
             unavailable: families.unavailable,
             collected,
-            connections_open,
-            connections_accepted,
-            connections_refused,
+            quic,
+            tcp,
             streams_open,
             streams_accepted,
             bindings: families.bindings,
@@ -489,12 +483,20 @@ impl Metrics {
         self.history.add(index, now);
     }
 
-    /// Counts an established QUIC connection; the gauge of open ones is up
-    /// by one until the returned guard drops.
-    pub fn connection_opened(&self) -> Open {
-        self.connections_accepted.inc();
-        self.connections_open.inc();
-        Open(self.connections_open.clone())
+    /// Counts an established connection of `binding`; the gauge of open
+    /// ones is up by one until the returned guard drops.
+    pub fn connection_opened(&self, binding: Binding) -> Open {
+        let series = self.connections(binding);
+        series.accepted.inc();
+        series.open.inc();
+        Open(series.open.clone())
+    }
+
+    fn connections(&self, binding: Binding) -> &ConnectionSeries {
+        match binding {
+            Binding::Quic => &self.quic,
+            Binding::Tcp => &self.tcp,
+        }
     }
 
     /// Counts an accepted stream; the gauge of open ones is up by one until
@@ -505,9 +507,10 @@ impl Metrics {
         Open(self.streams_open.clone())
     }
 
-    /// Counts a handshake refused at `limits.max-connections`.
-    pub fn connection_refused(&self) {
-        self.connections_refused.inc();
+    /// Counts a connection of `binding` refused at
+    /// `limits.max-connections` (which counts both bindings).
+    pub fn connection_refused(&self, binding: Binding) {
+        self.connections(binding).refused.inc();
     }
 
     /// Counts an `unavailable` answer of `op`.
@@ -591,6 +594,45 @@ impl Metrics {
     }
 }
 
+/// The connection series of one binding: `rltp_carrier_quic_connections*`
+/// (`PROTOCOL.md` §5) or `rltp_carrier_tcp_connections*` (§5b).
+#[derive(Debug)]
+struct ConnectionSeries {
+    /// Open now.
+    open: Gauge,
+    /// Established since start.
+    accepted: Counter,
+    /// Refused at `max-connections`.
+    refused: Counter,
+}
+
+impl ConnectionSeries {
+    fn register(registry: &mut Registry, binding: Binding) -> ConnectionSeries {
+        let name = format!("rltp_carrier_{}_connections", binding.as_str());
+        let what = match binding {
+            Binding::Quic => "QUIC connections",
+            Binding::Tcp => "TLS/TCP (HTTP/2) connections",
+        };
+        let (open, accepted, refused) = (Gauge::default(), Counter::default(), Counter::default());
+        registry.register(&name, format!("{what} open now"), open.clone());
+        registry.register(
+            &name,
+            format!("{what} established since start"),
+            accepted.clone(),
+        );
+        registry.register(
+            format!("{name}_refused"),
+            format!("{what} refused because limits.max-connections (both bindings) was reached"),
+            refused.clone(),
+        );
+        ConnectionSeries {
+            open,
+            accepted,
+            refused,
+        }
+    }
+}
+
 /// Keeps an open-connection or open-stream gauge up while it lives.
 #[derive(Debug)]
 pub struct Open(Gauge);
@@ -612,12 +654,10 @@ const HELP_VERDICTS: &str = "Answers given, by operation and verdict (the closed
 const HELP_UNAVAILABLE: &str = "Requests answered `unavailable` because the store could not complete them (retriable; nothing changed)";
 const HELP_COLLECTED: &str =
     "Deposits delivered by collect pages and watch pushes (a deposit collected twice counts twice)";
-const HELP_CONNECTIONS: &str = "QUIC connections open now";
-const HELP_CONNECTIONS_TOTAL: &str = "QUIC connections established since start";
-const HELP_CONNECTIONS_REFUSED: &str =
-    "QUIC handshakes refused because limits.max-connections was reached";
-const HELP_STREAMS: &str = "Bidirectional QUIC streams (operations) being served now";
-const HELP_STREAMS_TOTAL: &str = "Bidirectional QUIC streams (operations) accepted since start";
+const HELP_STREAMS: &str =
+    "Operation streams (bidirectional QUIC streams and HTTP/2 streams) being served now";
+const HELP_STREAMS_TOTAL: &str =
+    "Operation streams (bidirectional QUIC streams and HTTP/2 streams) accepted since start";
 const HELP_BINDINGS: &str = "Held bindings by §5a.3 state (live, closing)";
 const HELP_BINDINGS_MAX: &str = "Most held bindings (private limit limits.max-bindings)";
 const HELP_TOMBSTONES: &str = "Binding tombstones held (§5a.3 released)";

@@ -68,7 +68,8 @@
 //! | `mod.rs` | [`Server`], its context, [`run`], shutdown and its one deadline |
 //! | `start.rs` | start-up (above), on the embedded store or PostgreSQL |
 //! | `endpoint.rs` | the QUIC endpoint and its accept loop |
-//! | `stream.rs` | one connection, its streams, reading each request (over `rltp_wire`'s decoder) |
+//! | `tcp.rs` | the TLS/TCP (HTTP/2) listener, its accept loop and connections (`PROTOCOL.md` §5b) |
+//! | `stream.rs` | one QUIC connection, its streams; reading each request of either binding (over `rltp_wire`'s decoder) |
 //! | `ops/` | the operations, one file each; `ops/mod.rs` only routes |
 //! | `watch.rs` | the watch sessions waiting on a queue |
 //! | `lame_duck.rs`, `sweeper.rs`, `logging.rs` | lame-duck mode, the §5a.9 sweeper, the log subscriber |
@@ -95,6 +96,7 @@ mod logging;
 mod start;
 mod stream;
 mod sweeper;
+mod tcp;
 
 pub use lame_duck::LAME_DUCK;
 pub use logging::{init_tracing, set_log_filter};
@@ -165,8 +167,15 @@ struct Ctx<S: Store> {
     /// Lame-duck mode ([`Server::lame_duck`]): new connections are closed
     /// with [`rltp_wire::CloseCode::GoingAway`].
     lame_duck: signal::Sender<bool>,
-    /// Connections being served (not counting those turned away).
+    /// Connections being served on both bindings (not counting those
+    /// turned away): [`ConnectionCount`].
     open_connections: signal::Sender<usize>,
+    /// The bindings served, for the status page
+    /// ([`status_page::StatusData::listeners`]).
+    listeners: String,
+    /// `limits.max-connections`: one pool of slots for both bindings, a
+    /// slot taken before the TLS handshake (`PROTOCOL.md` §5, §5b).
+    connection_slots: Arc<tokio::sync::Semaphore>,
     /// The engine's clock (`PROTOCOL.md` §11); the sweeper records its high-water mark.
     clock: Arc<clock::ServerClock>,
     /// This node's clock against the shared database's (`PROTOCOL.md`
@@ -194,6 +203,25 @@ impl<S: Store> Ctx<S> {
     }
 }
 
+/// A connection being served (on either binding): counted in
+/// `open_connections` while it lives (lame-duck mode waits for none).
+struct ConnectionCount<S: Store>(Arc<Ctx<S>>);
+
+impl<S: Store> ConnectionCount<S> {
+    fn open(ctx: &Arc<Ctx<S>>) -> ConnectionCount<S> {
+        ctx.open_connections.send_modify(|n| *n += 1);
+        ConnectionCount(Arc::clone(ctx))
+    }
+}
+
+impl<S: Store> Drop for ConnectionCount<S> {
+    fn drop(&mut self) {
+        self.0
+            .open_connections
+            .send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
 /// The shutdown deadline: fixed by the first caller, `drain-timeout-ms`
 /// after that call; every later call returns the same instant.
 fn drain_deadline<S: Store>(ctx: &Ctx<S>) -> tokio::time::Instant {
@@ -206,6 +234,7 @@ fn drain_deadline<S: Store>(ctx: &Ctx<S>) -> tokio::time::Instant {
 /// shutdown but does not wait for the drain.
 pub struct Server<S: Store = LogStore> {
     local_addr: SocketAddr,
+    tcp_addr: Option<SocketAddr>,
     fingerprint: SpkiFingerprint,
     issuer: DidKey,
     ctx: Arc<Ctx<S>>,
@@ -237,6 +266,12 @@ impl<S: Store> Server<S> {
     /// The bound UDP address (useful with port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The bound TLS/TCP address (`PROTOCOL.md` §5b), unless
+    /// `[transport] tcp-listen` is off.
+    pub fn tcp_addr(&self) -> Option<SocketAddr> {
+        self.tcp_addr
     }
 
     /// The SHA-256 SPKI fingerprint clients pin.

@@ -8,7 +8,7 @@ use super::lame_duck::enter_lame_duck;
 use super::sweeper::compare_clocks;
 use super::{
     Ctx, Server, ServerError, control, db_clock, declaration, http, lineage, metrics, node_limits,
-    watch,
+    tcp, watch,
 };
 use crate::config::Config;
 use crate::driver::Driver;
@@ -356,25 +356,15 @@ impl<S: Store> Server<S> {
             what: "reading the bound address".into(),
             source,
         })?;
-        tracing::info!(
-            listen = %local_addr,
-            carrier = config.carrier.as_str(),
-            fingerprint = %identity.fingerprint,
-            generated_certificate = identity.generated,
-            declaration_issuer = %issuer.to_did_key(),
-            revision = record.revision,
-            "carrier started"
-        );
+        let tcp = tcp::bind(config, &identity, local_addr).await?;
+        let tcp_addr = tcp.as_ref().map(|l| l.addr);
+        let revision = record.revision;
+        log_started(config, &identity, local_addr, tcp_addr, &issuer, revision);
         let http_listener = match config.metrics.listen {
             Some(addr) => Some(bind_http(addr).await?),
             None => None,
         };
-        let metrics = http_listener.as_ref().map(|_| {
-            let metrics = Arc::new(metrics::Metrics::new());
-            let observer = Arc::clone(&metrics);
-            engine.observe_batches(Arc::new(move |report| observer.batch(report)));
-            metrics
-        });
+        let metrics = http_listener.as_ref().map(|_| observed_metrics(&engine));
         let (shutdown, shutdown_rx) = signal::channel(false);
         let (stopped, _) = signal::channel(false);
         let ctx = Arc::new(Ctx {
@@ -388,6 +378,14 @@ impl<S: Store> Server<S> {
             shutdown: shutdown_rx,
             lame_duck: signal::channel(false).0,
             open_connections: signal::channel(0).0,
+            listeners: if tcp_addr.is_some() {
+                "bindings: quic, tcp".to_owned()
+            } else {
+                "bindings: quic (tcp off)".to_owned()
+            },
+            connection_slots: Arc::new(tokio::sync::Semaphore::new(
+                config.limits.max_connections as usize,
+            )),
             clock: server_clock,
             clock_check,
             limits_in_database: std::sync::atomic::AtomicBool::new(false),
@@ -395,10 +393,12 @@ impl<S: Store> Server<S> {
             drain_deadline: std::sync::OnceLock::new(),
             abandoned: std::sync::atomic::AtomicBool::new(false),
         });
-        let task = tokio::spawn(serve(endpoint, Arc::clone(&ctx)));
+        let quic = serve(endpoint, Arc::clone(&ctx));
+        let task = tokio::spawn(tcp::beside(quic, tcp, Arc::clone(&ctx)));
         let (aux, metrics_addr) = spawn_operator_endpoint(http_listener, metrics, &ctx, &stopped);
         Ok(Server {
             local_addr,
+            tcp_addr,
             fingerprint: identity.fingerprint,
             issuer,
             ctx,
@@ -409,6 +409,35 @@ impl<S: Store> Server<S> {
             metrics_addr,
         })
     }
+}
+
+/// The start-up log line: both listeners, `C`, the pin, the declaration.
+fn log_started(
+    config: &Config,
+    identity: &tls::ServerIdentity,
+    local_addr: SocketAddr,
+    tcp_addr: Option<SocketAddr>,
+    issuer: &DidKey,
+    revision: u64,
+) {
+    tracing::info!(
+        listen = %local_addr,
+        tcp_listen = %tcp_addr.map_or_else(|| "off".to_owned(), |a| a.to_string()),
+        carrier = config.carrier.as_str(),
+        fingerprint = %identity.fingerprint,
+        generated_certificate = identity.generated,
+        declaration_issuer = %issuer.to_did_key(),
+        revision,
+        "carrier started"
+    );
+}
+
+/// The metrics of the operator endpoint, fed by the writer's batches.
+fn observed_metrics<S: Store>(engine: &Driver<S>) -> Arc<metrics::Metrics> {
+    let metrics = Arc::new(metrics::Metrics::new());
+    let observer = Arc::clone(&metrics);
+    engine.observe_batches(Arc::new(move |report| observer.batch(report)));
+    metrics
 }
 
 /// Publishes the declaration over the started `engine`, signing with `key`

@@ -50,6 +50,9 @@ pub struct StatusData {
     pub history: VerdictHistory,
     /// The carrier is draining (shutting down).
     pub draining: bool,
+    /// The bindings served (`PROTOCOL.md` §5, §5b), for people:
+    /// `bindings: quic, tcp`. No address: the page names none (§5a.1).
+    pub listeners: String,
 }
 
 /// Escapes text for HTML element content and quoted attribute values
@@ -106,9 +109,10 @@ pub fn render(data: &StatusData) -> String {
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\
          <title>rltp-carrier status</title><style>{STYLE}</style></head><body>\
          <h1>rltp-carrier {version}</h1><p class=\"sub\">carrier <code>{carrier}</code> · \
-         page generated {at}{drain}</p>",
+         <span id=\"listeners\">{listeners}</span> · page generated {at}{drain}</p>",
         version = escape(data.version),
         carrier = escape(&data.carrier),
+        listeners = escape(&data.listeners),
         at = rltp_proofs::declaration::rfc3339_utc(c.now),
         drain = if data.draining {
             " · <span class=\"drain\">draining</span>"

@@ -12,6 +12,7 @@ use super::Ctx;
 use super::ops::{self, encode_submit, write};
 use rltp_proofs::multikey::Rkid;
 use rltp_quic::net::{FrameReader, Prefix, ReadError};
+use rltp_quic::stream::{RecvHalf, SendHalf};
 use rltp_storage::Store;
 use rltp_wire::response::{ErrorAnswer, ErrorCode};
 use rltp_wire::{FrameError, Request};
@@ -34,7 +35,11 @@ pub(super) async fn connection<S: Store>(
         }
     };
     tracing::debug!(remote = %connection.remote_address(), "connection open");
-    let _open = ctx.metrics.as_ref().map(|m| m.connection_opened());
+    let _counted = super::ConnectionCount::open(&ctx);
+    let _open = ctx
+        .metrics
+        .as_ref()
+        .map(|m| m.connection_opened(rltp_quic::stream::Binding::Quic));
     let mut streams = JoinSet::new();
     let mut shutdown = ctx.shutdown.clone();
     loop {
@@ -42,7 +47,11 @@ pub(super) async fn connection<S: Store>(
             _ = super::until_shutdown(&mut shutdown) => break,
             stream = connection.accept_bi() => match stream {
                 Ok((send, recv)) => {
-                    streams.spawn(stream_task(Arc::clone(&ctx), send, recv));
+                    streams.spawn(stream_task(
+                        Arc::clone(&ctx),
+                        SendHalf::Quic(send),
+                        RecvHalf::Quic(recv),
+                    ));
                 }
                 Err(e) => {
                     tracing::debug!(reason = %e, "connection closed");
@@ -62,11 +71,9 @@ pub(super) fn deadline<S: Store>(ctx: &Ctx<S>) -> Duration {
     Duration::from_millis(ctx.limits().stream_read_timeout_ms)
 }
 
-async fn stream_task<S: Store>(
-    ctx: Arc<Ctx<S>>,
-    mut send: quinn::SendStream,
-    recv: quinn::RecvStream,
-) {
+/// Serves one operation's stream, on either binding (`PROTOCOL.md` §5,
+/// §5b): the one seam where both listeners hand a stream to dispatch.
+pub(super) async fn stream_task<S: Store>(ctx: Arc<Ctx<S>>, mut send: SendHalf, recv: RecvHalf) {
     let mut recv = FrameReader::new(recv);
     let _open = ctx.metrics.as_ref().map(|m| m.stream_opened());
     let bound = ctx.engine.envelope_bound();
@@ -86,15 +93,13 @@ async fn stream_task<S: Store>(
         // A reset stream or a lost connection (ReadError is non-exhaustive).
         Ok(Err(e)) => tracing::debug!(error = %e, "stream failed"),
         Ok(Ok(Read::Empty)) => {
-            let _ = send.finish();
+            send.finish();
         }
         Ok(Ok(Read::Unread { rkid, size })) => {
             let answer = ops::submit::submit_unread(&ctx, rkid, size).await;
             write(&mut send, |out| encode_submit(&answer, out)).await;
             // The body is never read: the sender stops sending it.
-            let _ = recv.stream().stop(quinn::VarInt::from_u32(
-                rltp_wire::CloseCode::NoError.code(),
-            ));
+            recv.stop();
             finish(&mut send).await;
         }
         Ok(Ok(Read::Whole(request, body))) => {
@@ -165,22 +170,16 @@ pub(super) fn check_announced(size: u32, prefix: Prefix) -> Result<(), FrameErro
 
 /// Answers with a closed error, finishes the stream, and asks the peer to
 /// stop sending (the rest of its frame is never read).
-pub(super) async fn refuse(
-    send: &mut quinn::SendStream,
-    recv: &mut FrameReader,
-    answer: &ErrorAnswer,
-) {
+pub(super) async fn refuse(send: &mut SendHalf, recv: &mut FrameReader, answer: &ErrorAnswer) {
     write(send, |out| answer.encode_frame_into(out)).await;
-    let _ = recv.stream().stop(quinn::VarInt::from_u32(
-        rltp_wire::CloseCode::NoError.code(),
-    ));
+    recv.stop();
     finish(send).await;
 }
 
 /// Finishes the send side and waits (bounded) until the peer has the data,
 /// so a draining shutdown never cuts an answer.
-async fn finish(send: &mut quinn::SendStream) {
-    if send.finish().is_ok() {
-        let _ = tokio::time::timeout(Duration::from_secs(5), send.stopped()).await;
+async fn finish(send: &mut SendHalf) {
+    if send.finish() {
+        send.flushed(Duration::from_secs(5)).await;
     }
 }

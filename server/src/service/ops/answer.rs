@@ -4,12 +4,13 @@
 
 use crate::service::Ctx;
 use crate::service::metrics::Op;
+use rltp_quic::stream::SendHalf;
 use rltp_storage::Store;
 use rltp_wire::response::{ErrorAnswer, ErrorCode, SubmitAnswer};
 
 /// Writes the frames `encode` appends to a buffer, with one write.
 pub(in crate::service) async fn write(
-    send: &mut quinn::SendStream,
+    send: &mut SendHalf,
     encode: impl FnOnce(&mut Vec<u8>),
 ) -> bool {
     let mut out = Vec::new();

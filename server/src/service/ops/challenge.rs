@@ -7,6 +7,7 @@ use crate::service::metrics::Op;
 use rltp_engine::SessionError;
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
+use rltp_quic::stream::SendHalf;
 use rltp_storage::Store;
 use rltp_wire::response::ChallengeAnswer;
 
@@ -15,7 +16,7 @@ pub(super) async fn serve<S: Store>(
     ctx: &Ctx<S>,
     rkid: Rkid,
     purpose: Purpose,
-    send: &mut quinn::SendStream,
+    send: &mut SendHalf,
 ) {
     // Inline: one snapshot read and one seal (two X25519 scalar
     // multiplications, tens of µs) cost less than a hop to the

@@ -16,6 +16,7 @@ use crate::service::{Ctx, until_shutdown};
 use rltp_engine::{Collected, CollectedDeposit, SessionError, WatchPage};
 use rltp_proofs::multikey::Rkid;
 use rltp_quic::net::FrameReader;
+use rltp_quic::stream::SendHalf;
 use rltp_storage::Store;
 use rltp_wire::response::{self, ErrorAnswer, ErrorCode};
 use rltp_wire::verdict::Verdict;
@@ -30,7 +31,7 @@ pub(super) async fn serve<S: Store>(
     after: Option<u64>,
     limit: u32,
     watch: bool,
-    send: &mut quinn::SendStream,
+    send: &mut SendHalf,
     recv: &mut FrameReader,
 ) {
     let result = collect_page(ctx, proof, after, limit as usize).await;
@@ -104,7 +105,7 @@ async fn collect_page<S: Store>(
 /// buffer that is written whenever it reaches [`WRITE_CHUNK`] and at the
 /// end: one write for a page of small envelopes.
 async fn write_page(
-    send: &mut quinn::SendStream,
+    send: &mut SendHalf,
     deposits: &[CollectedDeposit],
     end: Option<(Verdict, Option<bool>)>,
 ) -> bool {
@@ -141,7 +142,7 @@ async fn watch_session<S: Store>(
     principal: [u8; 32],
     mut after: Option<u64>,
     limit: u32,
-    send: &mut quinn::SendStream,
+    send: &mut SendHalf,
     recv: &mut FrameReader,
 ) {
     let page = (limit as usize).min(WATCH_PAGE);

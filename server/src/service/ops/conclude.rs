@@ -6,6 +6,7 @@ use crate::service::Ctx;
 use crate::service::metrics::Op;
 use rltp_engine::{Concluded, SessionError};
 use rltp_proofs::DepositId;
+use rltp_quic::stream::SendHalf;
 use rltp_storage::Store;
 use rltp_wire::response;
 use rltp_wire::verdict::Verdict;
@@ -15,7 +16,7 @@ pub(super) async fn serve<S: Store>(
     ctx: &Ctx<S>,
     body: Vec<u8>,
     deposits: Vec<DepositId>,
-    send: &mut quinn::SendStream,
+    send: &mut SendHalf,
 ) {
     let answer = match concluded(ctx, body, deposits).await {
         Some(Ok(done)) => {

@@ -38,6 +38,7 @@ pub(super) use answer::{encode_submit, write};
 
 use super::Ctx;
 use rltp_quic::net::FrameReader;
+use rltp_quic::stream::SendHalf;
 use rltp_storage::Store;
 use rltp_wire::Request;
 use std::sync::Arc;
@@ -47,7 +48,7 @@ pub(super) async fn dispatch<S: Store>(
     ctx: &Arc<Ctx<S>>,
     request: Request,
     body: Vec<u8>,
-    send: &mut quinn::SendStream,
+    send: &mut SendHalf,
     recv: &mut FrameReader,
 ) {
     if !matches!(request, Request::Declaration)

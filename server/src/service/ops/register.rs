@@ -4,11 +4,12 @@
 use super::answer::{count, count_unavailable, unavailable, write};
 use crate::service::Ctx;
 use crate::service::metrics::Op;
+use rltp_quic::stream::SendHalf;
 use rltp_storage::Store;
 use rltp_wire::response;
 
 /// Registers (or rebinds) under the proof in `body`.
-pub(super) async fn serve<S: Store>(ctx: &Ctx<S>, body: Vec<u8>, send: &mut quinn::SendStream) {
+pub(super) async fn serve<S: Store>(ctx: &Ctx<S>, body: Vec<u8>, send: &mut SendHalf) {
     let verdict = match ctx.engine.register_async(&body).await {
         Ok(verdict) => verdict,
         Err(e) => {

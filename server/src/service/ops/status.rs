@@ -6,6 +6,7 @@ use crate::service::Ctx;
 use crate::service::metrics::Op;
 use rltp_proofs::DepositId;
 use rltp_proofs::multikey::Rkid;
+use rltp_quic::stream::SendHalf;
 use rltp_storage::Store;
 use rltp_wire::response;
 
@@ -14,7 +15,7 @@ pub(super) async fn serve<S: Store>(
     ctx: &Ctx<S>,
     rkid: Rkid,
     deposit: DepositId,
-    send: &mut quinn::SendStream,
+    send: &mut SendHalf,
 ) {
     let engine = ctx.engine.clone();
     match blocking(move || engine.status(&rkid, &deposit)).await {

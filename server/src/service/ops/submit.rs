@@ -8,17 +8,13 @@ use super::answer::{clock_refusal, count, count_unavailable, encode_submit, unav
 use crate::service::Ctx;
 use crate::service::metrics::Op;
 use rltp_proofs::multikey::{Rkid, RkidText};
+use rltp_quic::stream::SendHalf;
 use rltp_storage::Store;
 use rltp_wire::response::{ErrorAnswer, SubmitAnswer};
 use rltp_wire::verdict::SubmitVerdict;
 
 /// Answers one `submit` with its envelope `body`.
-pub(super) async fn serve<S: Store>(
-    ctx: &Ctx<S>,
-    rkid: Rkid,
-    body: Vec<u8>,
-    send: &mut quinn::SendStream,
-) {
+pub(super) async fn serve<S: Store>(ctx: &Ctx<S>, rkid: Rkid, body: Vec<u8>, send: &mut SendHalf) {
     let answer = submit(ctx, rkid, body).await;
     write(send, |out| encode_submit(&answer, out)).await;
 }

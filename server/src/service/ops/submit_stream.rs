@@ -11,6 +11,7 @@ use crate::service::stream::{check_announced, deadline};
 use crate::service::{Ctx, until_shutdown};
 use rltp_proofs::multikey::{Rkid, RkidText, RkidTexts};
 use rltp_quic::net::{FrameReader, ReadError};
+use rltp_quic::stream::SendHalf;
 use rltp_storage::Store;
 use rltp_wire::response::{ErrorAnswer, ErrorCode, SubmitAnswer};
 use rltp_wire::{self as wire};
@@ -80,7 +81,7 @@ impl Pending {
 /// been admitted: a resubmission is answered `duplicate`).
 pub(super) async fn serve<S: Store>(
     ctx: &Arc<Ctx<S>>,
-    send: &mut quinn::SendStream,
+    send: &mut SendHalf,
     recv: &mut FrameReader,
 ) {
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Pending>(PIPELINE_DEPTH);
@@ -179,9 +180,7 @@ pub(super) async fn serve<S: Store>(
         tracing::debug!(items = count, "submit-stream ended");
     };
     tokio::join!(reader, writer);
-    let _ = recv.stream().stop(quinn::VarInt::from_u32(
-        rltp_wire::CloseCode::NoError.code(),
-    ));
+    recv.stop();
 }
 
 /// One item of a `submit-stream`, as read.
