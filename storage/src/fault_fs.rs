@@ -108,7 +108,8 @@ impl Inode {
     /// pages; takes the pages of that prefix.
     fn take_pages(&mut self, offset: u64, len: u64, room: Option<u64>) -> u64 {
         let Some(mut room) = room else {
-            self.pages.extend(offset / PAGE..(offset + len).div_ceil(PAGE));
+            self.pages
+                .extend(offset / PAGE..(offset + len).div_ceil(PAGE));
             return len;
         };
         let mut page = offset / PAGE;
@@ -495,7 +496,8 @@ impl StoreFile for FaultFile {
         })
     }
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.write_all_counted(buf, offset).map_err(|short| short.error)
+        self.write_all_counted(buf, offset)
+            .map_err(|short| short.error)
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
         let mut disk = self.disk.lock();
