@@ -15,7 +15,9 @@
 //! redb is made durable with `applied` there (a checkpoint), so a restart
 //! replays from one position for both. The file is `fdatasync`ed and its
 //! name made durable before anything depends on it; until then the
-//! previous snapshot (and the log it needs) stays.
+//! previous snapshot (and the log it needs) stays. Two snapshots are kept,
+//! with the log from the older one: a restart that cannot load the latest
+//! (a bit flipped since it was written) loads the older and replays more.
 //!
 //! ## Format (little-endian)
 //! `RLTPSNP1` ‖ version u32 = 1 ‖ store id (16) ‖ segment u64 ‖ offset u64,
@@ -254,7 +256,7 @@ fn take_inner(inner: &Inner) -> StoreResult<()> {
         let mut state = inner.gate();
         inner.void_if_pending(&mut state)?;
         let pos = (state.active.id, state.active.end());
-        if pos == state.snapshot_base {
+        if pos == state.latest_snapshot {
             return Ok(());
         }
         inner.sync_active(&mut state)?;
@@ -308,16 +310,22 @@ fn take_inner(inner: &Inner) -> StoreResult<()> {
     file.sync_data()?;
     fs.sync_dir(&inner.snap_dir)?;
     super::kill_point("snapshot-durable");
-    // Durable: it replaces every older snapshot, and the segments before it
-    // are needed by no replay.
-    {
+    // Durable: a restart loads it. The previous one stays, and the log
+    // from it, so that a restart whose latest snapshot does not load (a bit
+    // flipped since) replays from the previous one (issue 27): only the
+    // snapshots and segments before the previous one are needed by no
+    // replay.
+    let previous = {
         let mut state = inner.gate();
-        state.snapshot_base = pos;
+        let previous = state.latest_snapshot;
+        state.latest_snapshot = pos;
+        state.snapshot_base = previous;
         state.last_snapshot_bytes = size;
         inner.publish_bounds(&state);
-    }
+        previous
+    };
     for name in fs.list(&inner.snap_dir)? {
-        if record::parse_snapshot_name(&name).is_some_and(|p| p < pos) {
+        if record::parse_snapshot_name(&name).is_some_and(|p| p < previous) {
             fs.remove_file(&inner.snap_dir.join(name))?;
         }
     }
