@@ -259,25 +259,18 @@ fn take_inner(inner: &Inner) -> StoreResult<()> {
         if pos == state.latest_snapshot {
             return Ok(());
         }
+        if inner.db_failed.load(Ordering::SeqCst) {
+            // The writer reopens it first (`Inner::reopen_if_failed`).
+            return Err(crate::StoreError::Unavailable(
+                "the database is being reopened after an i/o error",
+            ));
+        }
         inner.sync_active(&mut state)?;
-        let db = inner.db()?;
-        let mut txn = rs::begin(&db, true)?;
-        let o = inner.index_read().occupancy;
-        rs::put(
-            &txn,
-            META,
-            rs::META_APPLIED,
-            &rs::cat(&[&pos.0.to_be_bytes(), &pos.1.to_be_bytes()]),
-        )?;
-        rs::put(
-            &txn,
-            META,
-            crate::schema::META_COUNTS,
-            &rs::cat(&[&o.bindings.to_be_bytes(), &o.tombstones.to_be_bytes()]),
-        )?;
-        txn.set_durability(Durability::Immediate)
-            .map_err(db_error)?;
-        txn.commit().map_err(db_error)?;
+        checkpoint_at(inner, pos).inspect_err(|_| {
+            // redb latches a failed write (a full disk): the writer reopens
+            // it before its next transaction.
+            inner.db_failed.store(true, Ordering::SeqCst);
+        })?;
         state.redb_applied = pos;
         state.redb_ops = 0;
         state.since_snapshot = 0;
@@ -337,6 +330,29 @@ fn take_inner(inner: &Inner) -> StoreResult<()> {
         "snapshot taken"
     );
     Ok(())
+}
+
+/// Commits redb durably with `applied` at `pos` and the current counts (the
+/// checkpoint a snapshot begins with).
+fn checkpoint_at(inner: &Inner, pos: (u64, u64)) -> StoreResult<()> {
+    let db = inner.db()?;
+    let mut txn = rs::begin(&db, true)?;
+    let o = inner.index_read().occupancy;
+    rs::put(
+        &txn,
+        META,
+        rs::META_APPLIED,
+        &rs::cat(&[&pos.0.to_be_bytes(), &pos.1.to_be_bytes()]),
+    )?;
+    rs::put(
+        &txn,
+        META,
+        crate::schema::META_COUNTS,
+        &rs::cat(&[&o.bindings.to_be_bytes(), &o.tombstones.to_be_bytes()]),
+    )?;
+    txn.set_durability(Durability::Immediate)
+        .map_err(db_error)?;
+    txn.commit().map_err(db_error)
 }
 
 /// Writes the header, then the chunks as they come (copying them itself
