@@ -901,17 +901,21 @@ fn classify(
                 )));
             }
             Some(h) => {
+                let read = if h.prev.0 == walk.end.0 {
+                    walk.end.1
+                } else {
+                    SEGMENT_HEADER
+                };
+                let held = segments.get(&h.prev.0).copied().unwrap_or(0);
                 return Err(damaged(format!(
-                    "the log in {} is damaged: segment {:016x} reads back up to offset {} only, \
-                     but segment {id:016x} says it went on to offset {} (a durable record no longer reads back)",
+                    "the log in {} is damaged: segment {:016x} reads back up to offset {read} only, \
+                     but segment {id:016x} says it went on to offset {} (a durable record no longer reads back: \
+                     bytes {read}..{} of that segment, whose file holds {held} bytes, are missing or damaged, \
+                     and segment {id:016x} and those after it cannot be replayed)",
                     log_dir.display(),
                     h.prev.0,
-                    if h.prev.0 == walk.end.0 {
-                        walk.end.1
-                    } else {
-                        SEGMENT_HEADER
-                    },
-                    h.prev.1
+                    h.prev.1,
+                    h.prev.1,
                 )));
             }
         }
