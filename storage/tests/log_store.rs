@@ -143,8 +143,17 @@ fn an_expected_store_is_never_replaced_by_a_fresh_one() -> StoreResult<()> {
     };
     drop(LogStore::open_with(dir.path(), expecting(id))?);
     let other = StoreId([9; 16]);
+    // A refused start changes nothing, byte for byte: redb's file included
+    // (issue 27: the check comes before redb is opened for writing).
+    let index = dir.path().join("carrier.redb");
+    let (index_before, files_before) = (std::fs::read(&index)?, files(dir.path()));
     let message = damaged(LogStore::open_with(dir.path(), expecting(other)));
     assert!(message.contains(&id.to_string()) && message.contains(&other.to_string()));
+    assert!(
+        std::fs::read(&index)? == index_before,
+        "the refused start rewrote carrier.redb"
+    );
+    assert_eq!(files(dir.path()), files_before);
     let gone = tempfile::tempdir()?;
     let message = damaged(LogStore::open_with(gone.path(), expecting(id)));
     assert!(message.contains("is missing"), "{message}");

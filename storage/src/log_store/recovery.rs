@@ -39,7 +39,7 @@ use crate::failure::{corrupt, db_error};
 use crate::fs::{Open, StoreFile, StoreFs};
 use crate::schema::{
     self as rs, BINDINGS, EVICTION, META, META_APPLIED, META_COUNTS, META_FORMAT, META_LEGACY,
-    META_SEQ_FLOOR, META_STORE_ID, TOMBSTONES, Tables as _,
+    META_SEQ_FLOOR, META_STORE_ID, TOMBSTONES, Tables,
 };
 use crate::segment::ActiveSegment;
 use crate::store_id::StoreId;
@@ -125,6 +125,7 @@ fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> OpenResult<Inn
     let log_dir = dir.join("log");
     let db_path = dir.join(crate::store_id::INDEX_FILE);
     let found = survey(&*fs, dir, &db_path, &options)?;
+    refuse_before_writing(&*fs, &db_path, &options)?;
     let db = rs::open_db(&*fs, &db_path, options.cache_bytes)?;
     fs.sync_dir(dir)?;
     match index_format(&db)? {
@@ -626,9 +627,42 @@ fn migrate_then_open(dir: &Path, options: &LogOptions) -> StoreResult<()> {
     super::migrate::upgrade(dir, options)
 }
 
+/// Refuses an index of a format this build does not know, or of another
+/// store than expected, before redb is opened for writing (which may
+/// repair and so rewrite `carrier.redb`: a refused start changes nothing,
+/// issue 27) — when redb can open it read-only; an index that needs
+/// repair first is checked after it, as are the refusals the log's replay
+/// finds.
+fn refuse_before_writing(fs: &dyn StoreFs, db_path: &Path, options: &LogOptions) -> OpenResult<()> {
+    use redb::ReadableDatabase as _;
+    if fs.file_len(db_path)?.is_none_or(|len| len == 0) {
+        return Ok(());
+    }
+    let Ok(db) = fs.redb_backend(db_path).map(|backend| {
+        redb::Builder::new()
+            .set_cache_size(options.cache_bytes)
+            .open_read_only_with_backend(rs::Boxed::new(backend))
+    }) else {
+        return Ok(());
+    };
+    let Ok(txn) = db
+        .map_err(db_error)
+        .and_then(|db| db.begin_read().map_err(db_error))
+    else {
+        return Ok(());
+    };
+    match txn.get_with(META, META_FORMAT, |v| {
+        Ok(v.try_into().map(u32::from_be_bytes).ok())
+    }) {
+        Ok(Some(Some(FORMAT))) => held_store_id(&txn, db_path, options.expect_store_id).map(drop),
+        Ok(Some(Some(1 | 2)) | None) | Err(_) => Ok(()),
+        Ok(Some(other)) => Err(unknown_format(db_path, other)),
+    }
+}
+
 /// The id a store holds, checked against the one expected.
 fn held_store_id(
-    txn: &WriteTransaction,
+    txn: &impl Tables,
     db_path: &Path,
     expected: Option<StoreId>,
 ) -> OpenResult<StoreId> {
