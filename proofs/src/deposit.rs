@@ -30,11 +30,26 @@ impl DepositId {
         crate::encoding::multibase_u(&multihash)
     }
 
-    /// Parses the wire form (`u` or `z` multibase sha2-256 multihash).
+    /// Parses an id as a person may type it (`u` or `z` multibase sha2-256
+    /// multihash: the CLI's arguments). On the wire use
+    /// [`DepositId::from_wire`].
     ///
     /// # Errors
     /// [`crate::encoding::EncodingError`] for anything else.
     pub fn parse(s: &str) -> Result<DepositId, crate::encoding::EncodingError> {
         crate::encoding::parse_digest_multibase(s).map(DepositId)
+    }
+
+    /// Parses the wire form, its one spelling (`PROTOCOL.md` §7: `u`
+    /// multibase, 47 characters, as [`DepositId::to_multibase`] writes it).
+    ///
+    /// # Errors
+    /// [`crate::encoding::EncodingError::MultibasePrefix`] for any other
+    /// prefix (a `z` id included); otherwise as [`DepositId::parse`].
+    pub fn from_wire(s: &str) -> Result<DepositId, crate::encoding::EncodingError> {
+        match s.chars().next() {
+            Some('u') => DepositId::parse(s),
+            other => Err(crate::encoding::EncodingError::MultibasePrefix(other)),
+        }
     }
 }

@@ -23,6 +23,15 @@
 //! The crash image is a new [`FaultFs`] in which everything is durable; the
 //! disk the crash was taken from carries on (writers still running against
 //! it are simply no longer observed).
+//!
+//! ## A full disk
+//! [`FaultFs::set_room`] bounds the pages (4 KiB) the files may take, as a
+//! small file system such as tmpfs does (`ENOSPC`): a write takes the pages
+//! it touches that no write took before; one that does not fit writes the
+//! prefix that does (a short `pwrite`) and then fails with
+//! [`io::ErrorKind::StorageFull`]. Overwriting taken pages always fits; a
+//! length change takes no page (the file is sparse); removing a file gives
+//! its pages back at once.
 
 use crate::fs::{Open, StoreFile, StoreFs};
 use std::collections::{BTreeMap, HashMap};
@@ -66,6 +75,8 @@ struct Disk {
     durable_names: BTreeMap<PathBuf, u64>,
     dirs: std::collections::BTreeSet<PathBuf>,
     stats: FsStats,
+    /// The most bytes the named files may hold together (`None`: no bound).
+    capacity: Option<u64>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -74,6 +85,46 @@ struct Inode {
     durable: Vec<u8>,
     /// Changes since the last completed sync, in issue order.
     pending: Vec<Change>,
+    /// The pages writes took ("A full disk" in the module docs).
+    pages: std::collections::BTreeSet<u64>,
+}
+
+/// The unit in which a full disk is counted.
+const PAGE: u64 = 4096;
+
+impl Inode {
+    /// A file holding `content`, every page of it taken.
+    fn whole(content: Vec<u8>) -> Inode {
+        let pages = (0..(content.len() as u64).div_ceil(PAGE)).collect();
+        Inode {
+            live: content.clone(),
+            durable: content,
+            pending: Vec::new(),
+            pages,
+        }
+    }
+
+    /// How much of a write of `len` bytes at `offset` fits in `room`
+    /// pages; takes the pages of that prefix.
+    fn take_pages(&mut self, offset: u64, len: u64, room: Option<u64>) -> u64 {
+        let Some(mut room) = room else {
+            self.pages
+                .extend(offset / PAGE..(offset + len).div_ceil(PAGE));
+            return len;
+        };
+        let mut page = offset / PAGE;
+        while page * PAGE < offset + len {
+            if !self.pages.contains(&page) {
+                if room == 0 {
+                    return (page * PAGE).saturating_sub(offset);
+                }
+                room -= 1;
+                self.pages.insert(page);
+            }
+            page += 1;
+        }
+        len
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -160,6 +211,22 @@ fn apply(content: &mut Vec<u8>, change: &Change) {
 }
 
 impl Disk {
+    /// Pages the named files took (each file once).
+    fn used(&self) -> u64 {
+        let mut seen = std::collections::HashSet::new();
+        self.names
+            .values()
+            .filter(|&&inode| seen.insert(inode))
+            .filter_map(|inode| self.inodes.get(inode))
+            .map(|i| i.pages.len() as u64)
+            .sum()
+    }
+
+    /// Pages the files may still take (`None`: no bound).
+    fn room(&self) -> Option<u64> {
+        self.capacity.map(|c| c.saturating_sub(self.used()))
+    }
+
     /// The image of a crash now (module docs).
     fn image(&self, rng: &mut Rng) -> (FaultFs, CrashReport) {
         let disk = self;
@@ -192,14 +259,7 @@ impl Disk {
                         .unwrap_or_default();
                     let new = image.next_inode;
                     image.next_inode += 1;
-                    image.inodes.insert(
-                        new,
-                        Inode {
-                            live: content.clone(),
-                            durable: content,
-                            pending: Vec::new(),
-                        },
-                    );
+                    image.inodes.insert(new, Inode::whole(content));
                     contents.insert(inode, new);
                     new
                 }
@@ -308,6 +368,19 @@ impl FaultFs {
         self.lock().stats
     }
 
+    /// Bounds the disk to what its files hold now plus `room` bytes,
+    /// rounded down to whole pages (`None`: unbounded again); see "A full
+    /// disk" in the module docs.
+    pub fn set_room(&self, room: Option<u64>) {
+        let mut disk = self.lock();
+        disk.capacity = room.map(|room| disk.used().saturating_add(room / PAGE));
+    }
+
+    /// Bytes the files may still take (`None`: no bound).
+    pub fn room(&self) -> Option<u64> {
+        self.lock().room().map(|pages| pages * PAGE)
+    }
+
     /// The disk a power loss at this instant would leave, built with the
     /// generator `rng` (see the module docs); everything in it is durable.
     pub fn crash(&self, rng: &mut Rng) -> (FaultFs, CrashReport) {
@@ -353,11 +426,11 @@ impl FaultFs {
             names: disk.durable_names.clone(),
             durable_names: disk.durable_names.clone(),
             dirs: disk.dirs.clone(),
+            capacity: disk.capacity,
             ..Disk::default()
         };
         for inode in copy.inodes.values_mut() {
-            inode.live = inode.durable.clone();
-            inode.pending.clear();
+            *inode = Inode::whole(inode.durable.clone());
         }
         FaultFs {
             disk: Arc::new(Mutex::new(copy)),
@@ -388,10 +461,7 @@ impl FaultFs {
     pub fn overwrite(&self, path: &Path, content: Vec<u8>) -> io::Result<()> {
         let mut disk = self.lock();
         let inode = *disk.names.get(path).ok_or(io::ErrorKind::NotFound)?;
-        let node = disk.inodes.entry(inode).or_default();
-        node.live = content.clone();
-        node.durable = content;
-        node.pending.clear();
+        disk.inodes.insert(inode, Inode::whole(content));
         Ok(())
     }
 }
@@ -426,16 +496,27 @@ impl StoreFile for FaultFile {
         })
     }
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.with(|inode, stats| {
-            stats.writes += 1;
-            let change = Change::Write {
-                offset,
-                data: buf.to_vec(),
-            };
-            apply(&mut inode.live, &change);
-            inode.pending.push(change);
-            Ok(())
-        })
+        self.write_all_counted(buf, offset)
+            .map_err(|short| short.error)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
+        let mut disk = self.disk.lock();
+        let room = disk.room();
+        let Disk { inodes, stats, .. } = &mut *disk;
+        let inode = inodes.entry(self.inode).or_default();
+        let fits = inode.take_pages(offset, buf.len() as u64, room) as usize;
+        if fits == 0 && !buf.is_empty() {
+            return Err(io::ErrorKind::StorageFull.into());
+        }
+        stats.writes += 1;
+        let change = Change::Write {
+            offset,
+            data: buf[..fits].to_vec(),
+        };
+        apply(&mut inode.live, &change);
+        inode.pending.push(change);
+        disk.maybe_cut();
+        Ok(fits)
     }
     fn sync_data(&self) -> io::Result<()> {
         self.with(|inode, stats| {
@@ -457,6 +538,8 @@ impl FaultFile {
             let change = Change::SetLen(len);
             apply(&mut inode.live, &change);
             inode.pending.push(change);
+            // Pages wholly past the end are given back.
+            inode.pages.retain(|&page| page * PAGE < len);
         });
     }
 }
@@ -542,6 +625,9 @@ impl StoreFs for FaultFs {
         }
         Ok(())
     }
+    fn available_bytes(&self, _dir: &Path) -> io::Result<Option<u64>> {
+        Ok(self.room())
+    }
     fn redb_backend(&self, path: &Path) -> io::Result<Box<dyn redb::StorageBackend>> {
         let file = match self.open(path, Open::Existing) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => self.open(path, Open::CreateNew)?,
@@ -616,6 +702,41 @@ mod tests {
         assert!(vanished);
         fs.sync_dir(dir)?;
         assert!((0..16).all(|seed| fs.crash(&mut Rng::new(seed)).0.read(&other).is_some()));
+        Ok(())
+    }
+
+    #[test]
+    fn a_full_disk_takes_a_write_part_of_the_way_and_then_refuses() -> io::Result<()> {
+        let fs = FaultFs::new();
+        let dir = Path::new("/d");
+        fs.create_dir_all(dir)?;
+        let path = dir.join("f");
+        let f = fs.open(&path, Open::CreateNew)?;
+        f.write_all_at(&[1u8; 100], 0)?;
+        fs.set_room(Some(PAGE + 10));
+        assert_eq!(fs.available_bytes(dir)?, Some(PAGE));
+        // The rest of page 0, page 1, and no room for page 2.
+        let short = f
+            .write_all_counted(&vec![2u8; 3 * PAGE as usize], 90)
+            .expect_err("three pages do not fit in one");
+        assert_eq!(
+            (short.written as u64, short.error.kind()),
+            (2 * PAGE - 90, io::ErrorKind::StorageFull)
+        );
+        let content = fs.read(&path).ok_or(io::ErrorKind::NotFound)?;
+        assert_eq!(content.len() as u64, 2 * PAGE);
+        assert!(content[..90].iter().all(|&b| b == 1) && content[90..].iter().all(|&b| b == 2));
+        // Overwriting taken pages still fits; a new page does not.
+        f.write_all_at(&[3u8; 2 * PAGE as usize], 0)?;
+        assert_eq!(
+            f.write_at(&[4], 2 * PAGE).map_err(|e| e.kind()),
+            Err(io::ErrorKind::StorageFull)
+        );
+        // Removing a file gives its pages back.
+        fs.remove_file(&path)?;
+        assert_eq!(fs.room(), Some(2 * PAGE));
+        fs.set_room(None);
+        assert_eq!(fs.available_bytes(dir)?, None);
         Ok(())
     }
 }

@@ -37,6 +37,42 @@ pub trait StoreFile: Send + Sync + fmt::Debug {
     /// # Errors
     /// I/O errors (a part of `buf` may have reached the file).
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    /// One positional write (`pwrite`): writes a prefix of `buf` at
+    /// `offset` and returns its length, which is short when the file
+    /// system has no room for more (the next call then fails with
+    /// [`io::ErrorKind::StorageFull`]).
+    ///
+    /// # Errors
+    /// I/O errors: nothing of `buf` reached the file by this call.
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize>;
+    /// Writes all of `buf` at `offset`, counting what reached the file: on
+    /// an error, the prefix of `buf` that is in the file (a full disk
+    /// takes a write part of the way) and the error.
+    ///
+    /// # Errors
+    /// [`ShortWrite`]: how much was written, and why no more.
+    fn write_all_counted(&self, buf: &[u8], offset: u64) -> Result<(), ShortWrite> {
+        let mut done = 0usize;
+        while done < buf.len() {
+            match self.write_at(&buf[done..], offset + done as u64) {
+                Ok(0) => {
+                    return Err(ShortWrite {
+                        written: done,
+                        error: io::ErrorKind::WriteZero.into(),
+                    });
+                }
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(error) => {
+                    return Err(ShortWrite {
+                        written: done,
+                        error,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
     /// Makes every byte written so far durable (`fdatasync`).
     ///
     /// # Errors
@@ -47,6 +83,15 @@ pub trait StoreFile: Send + Sync + fmt::Debug {
     /// # Errors
     /// I/O errors.
     fn len(&self) -> io::Result<u64>;
+}
+
+/// A write that failed part of the way ([`StoreFile::write_all_counted`]).
+#[derive(Debug)]
+pub struct ShortWrite {
+    /// The bytes of the write that reached the file (a prefix).
+    pub written: usize,
+    /// Why no more did.
+    pub error: io::Error,
 }
 
 /// How [`StoreFs::open`] treats a missing or existing file.
@@ -123,6 +168,9 @@ impl StoreFile for RealFile {
     }
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.0.write_all_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
+        self.0.write_at(buf, offset)
     }
     fn sync_data(&self) -> io::Result<()> {
         self.0.sync_data()

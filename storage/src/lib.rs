@@ -44,6 +44,7 @@ pub mod redb_store;
 mod schema;
 mod segment;
 pub mod store_id;
+mod throttle;
 
 pub use rltp_store::*;
 
@@ -52,6 +53,7 @@ pub use rltp_store::*;
 /// write transaction serialized with the writer).
 pub(crate) const MAINTENANCE_SCAN: usize = 4_096;
 pub use store_id::{INDEX_FILE, Inspection, IntegrityReport, StoreId, store_in_use};
+pub use throttle::LogThrottle;
 
 /// Reads `len` bytes at `offset` of `file` and checks that they hash to
 /// `id`: a file cut short or other bytes are [`StoreError::Corrupt`]

@@ -291,12 +291,28 @@ impl ActiveSegment {
             return Ok(());
         }
         let at = self.written;
-        // Whatever happens, the range counts as written: a failed write may
-        // have left part of it on disk, so it is never handed out again.
-        self.written = self.end;
-        let result = self.file.write_all_at(&self.buffer, at);
-        self.buffer.clear();
-        result
+        match self.file.write_all_counted(&self.buffer, at) {
+            Ok(()) => {
+                self.written = self.end;
+                self.buffer.clear();
+                Ok(())
+            }
+            Err(short) => {
+                // Only what reached the file counts as written (a full
+                // disk takes a write part of the way): never a byte past
+                // the file's end, so that whatever later claims the range
+                // (a void record) claims bytes that are there. A byte the
+                // file may hold though the write failed (it lies within
+                // the file's length: a zero-filled segment) counts too, so
+                // that it is never handed out again.
+                let reached = at + short.written as u64;
+                let within = self.file.len().map_or(reached, |len| len.min(self.end));
+                self.written = reached.max(within);
+                let kept = usize::try_from(self.written - at).map_err(io::Error::other)?;
+                self.buffer.drain(..kept.min(self.buffer.len()));
+                Err(short.error)
+            }
+        }
     }
 
     /// Writes the buffer to the file, without syncing it (a deferred
@@ -326,13 +342,26 @@ impl ActiveSegment {
 
     /// Abandons a transaction whose log record starts at `start` (if it
     /// opened one): returns the `[start, end)` of it that reached the file
-    /// already, which must be voided before anything else is written.
-    pub(crate) fn abandon_record(&mut self, start: Option<u64>) -> Option<(u64, u64)> {
+    /// already, which must be voided before anything else is written. A
+    /// part shorter than `min_void` (a record header: too short to hold a
+    /// record, or a void) is no record: the offsets from `start` on are
+    /// handed out again, and the next record's header overwrites it.
+    pub(crate) fn abandon_record(
+        &mut self,
+        start: Option<u64>,
+        min_void: u64,
+    ) -> Option<(u64, u64)> {
         let reached = start
             .filter(|&start| self.written() > start)
             .map(|start| (start, self.written()));
         self.abandon();
-        reached
+        match reached {
+            Some((start, written)) if written - start < min_void => {
+                self.resume_at(start);
+                None
+            }
+            reached => reached,
+        }
     }
 }
 

@@ -143,8 +143,17 @@ fn an_expected_store_is_never_replaced_by_a_fresh_one() -> StoreResult<()> {
     };
     drop(LogStore::open_with(dir.path(), expecting(id))?);
     let other = StoreId([9; 16]);
+    // A refused start changes nothing, byte for byte: redb's file included
+    // (issue 27: the check comes before redb is opened for writing).
+    let index = dir.path().join("carrier.redb");
+    let (index_before, files_before) = (std::fs::read(&index)?, files(dir.path()));
     let message = damaged(LogStore::open_with(dir.path(), expecting(other)));
     assert!(message.contains(&id.to_string()) && message.contains(&other.to_string()));
+    assert!(
+        std::fs::read(&index)? == index_before,
+        "the refused start rewrote carrier.redb"
+    );
+    assert_eq!(files(dir.path()), files_before);
     let gone = tempfile::tempdir()?;
     let message = damaged(LogStore::open_with(gone.path(), expecting(id)));
     assert!(message.contains("is missing"), "{message}");
@@ -172,13 +181,18 @@ fn a_missing_snapshot_whose_log_was_reclaimed_is_refused() -> StoreResult<()> {
         })?;
         write(&store, |t| t.put_binding(&rkid(3), &live(1, 0)))?;
         store.snapshot_now()?;
+        // A second snapshot: the log before the first goes.
+        write(&store, |t| t.put_binding(&rkid(4), &live(1, 0)))?;
+        store.snapshot_now()?;
     }
     let snapshots: Vec<_> = files(dir.path())
         .into_keys()
         .filter(|n| n.starts_with("snap/"))
         .collect();
-    assert_eq!(snapshots.len(), 1);
-    std::fs::remove_file(dir.path().join(&snapshots[0]))?;
+    assert_eq!(snapshots.len(), 2);
+    for snapshot in &snapshots {
+        std::fs::remove_file(dir.path().join(snapshot))?;
+    }
     let before = files(dir.path());
     let message = damaged(LogStore::open_with(dir.path(), quiet()));
     assert!(
@@ -190,7 +204,7 @@ fn a_missing_snapshot_whose_log_was_reclaimed_is_refused() -> StoreResult<()> {
 }
 
 #[test]
-fn a_torn_snapshot_is_passed_over_and_a_damaged_one_refused() -> StoreResult<()> {
+fn a_torn_snapshot_is_passed_over_and_a_damaged_one_replaced_by_the_log() -> StoreResult<()> {
     let dir = tempfile::tempdir()?;
     populated(dir.path())?;
     let before = everything(&LogStore::open_with(dir.path(), quiet())?.read()?)?;
@@ -210,12 +224,118 @@ fn a_torn_snapshot_is_passed_over_and_a_damaged_one_refused() -> StoreResult<()>
     assert_eq!(everything(&store.read()?)?, before);
     drop(store);
     assert!(!torn.exists());
-    // The snapshot itself damaged, the log before it reclaimed: refused,
-    // naming it, every file left as it was.
+    // The only snapshot damaged: the log from the store's first segment,
+    // kept while there is no snapshot before it, rebuilds everything.
     let mut bytes = whole;
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0xff;
     std::fs::write(&path, bytes)?;
+    let mut store = LogStore::open_with(dir.path(), quiet())?;
+    assert_eq!(store.opened().snapshot, None);
+    assert_eq!(everything(&store.read()?)?, before);
+    assert!(store.integrity_check()?.is_clean());
+    Ok(())
+}
+
+/// A closed store holding two snapshots, the log before the older one
+/// reclaimed (its deposits removed), and log records after each: the
+/// positions of both snapshots, older first, and the state.
+fn two_snapshots(dir: &Path) -> StoreResult<([String; 2], Dump)> {
+    let store = LogStore::open_with(dir, quiet())?;
+    for seed in 0..6 {
+        write(&store, |t| {
+            let d = t.append_deposit(&rkid(1), &payload(seed, 3000), 10, 20)?;
+            t.schedule(20, &Due::GiveUp(rkid(1), d.seq))
+        })?;
+    }
+    write(&store, |t| {
+        for seq in 1..=3 {
+            t.remove_deposit(&rkid(1), seq)?;
+            t.unschedule(20, &Due::GiveUp(rkid(1), seq))?;
+        }
+        Ok(())
+    })?;
+    store.snapshot_now()?;
+    write(&store, |t| {
+        t.put_binding(&rkid(1), &live(1, 0))?;
+        t.append_deposit(&rkid(2), &payload(7, 2000), 0, 0)
+            .map(drop)
+    })?;
+    store.snapshot_now()?;
+    write(&store, |t| {
+        t.put_tombstone(&rkid(2), &tomb(3, 4))?;
+        t.append_deposit(&rkid(2), &payload(8, 2000), 0, 0)
+            .map(drop)
+    })?;
+    let state = everything(&store.read()?)?;
+    drop(store);
+    let snapshots: Vec<String> = files(dir)
+        .into_keys()
+        .filter(|n| n.starts_with("snap/"))
+        .collect();
+    let snapshots: [String; 2] = snapshots
+        .try_into()
+        .unwrap_or_else(|s| panic!("two snapshots expected, found {s:?}"));
+    Ok((snapshots, state))
+}
+
+/// `name`'s position, as its file name says.
+fn position(name: &str) -> (u64, u64) {
+    let stem = name.trim_start_matches("snap/").trim_end_matches(".snap");
+    let (seg, off) = stem.split_once('-').expect("a snapshot name");
+    (
+        u64::from_str_radix(seg, 16).expect("hex"),
+        u64::from_str_radix(off, 16).expect("hex"),
+    )
+}
+
+fn flip_a_bit(path: &Path) -> StoreResult<()> {
+    let mut bytes = std::fs::read(path)?;
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x10;
+    std::fs::write(path, bytes)?;
+    Ok(())
+}
+
+/// Issue 27 item 3: one snapshot is not a single point of failure. A bit
+/// flipped in the latest snapshot (whose log before it was reclaimed past
+/// the older one): the store opens from the snapshot before it and the
+/// log, every deposit intact.
+#[test]
+fn a_bit_flip_in_the_latest_snapshot_is_recovered_from_the_previous_one() -> StoreResult<()> {
+    let dir = tempfile::tempdir()?;
+    let ([older, latest], before) = two_snapshots(dir.path())?;
+    // The log before the older snapshot was reclaimed.
+    let first_kept = files(dir.path())
+        .into_keys()
+        .filter_map(|n| n.strip_prefix("log/").map(str::to_owned))
+        .min()
+        .expect("a segment");
+    assert!(
+        first_kept > format!("{:016x}", 1),
+        "nothing was reclaimed: {first_kept}"
+    );
+    flip_a_bit(&dir.path().join(&latest))?;
+    let mut store = LogStore::open_with(dir.path(), quiet())?;
+    assert_eq!(store.opened().snapshot, Some(position(&older)));
+    assert_eq!(everything(&store.read()?)?, before);
+    assert_eq!(before.deposits[0].len(), 3);
+    assert_eq!(before.deposits[1].len(), 2);
+    assert!(store.integrity_check()?.is_clean());
+    drop(store);
+    // The damaged file went; the store goes on from the older one.
+    assert!(!dir.path().join(&latest).exists());
+    let store = LogStore::open_with(dir.path(), quiet())?;
+    assert_eq!(everything(&store.read()?)?, before);
+    Ok(())
+}
+
+#[test]
+fn both_snapshots_damaged_with_the_log_before_them_reclaimed_is_refused() -> StoreResult<()> {
+    let dir = tempfile::tempdir()?;
+    let ([older, latest], _) = two_snapshots(dir.path())?;
+    flip_a_bit(&dir.path().join(&older))?;
+    flip_a_bit(&dir.path().join(&latest))?;
     let before = files(dir.path());
     let message = damaged(LogStore::open_with(dir.path(), quiet()));
     assert!(
@@ -451,6 +571,9 @@ fn segments_nothing_needs_are_reclaimed_after_a_snapshot() -> StoreResult<()> {
         }
         Ok(())
     })?;
+    // The log is kept from the snapshot before the latest.
+    store.snapshot_now()?;
+    write(&store, |t| t.put_binding(&rkid(3), &live(1, 0)))?;
     store.snapshot_now()?;
     let segments = files(dir.path())
         .into_keys()
@@ -645,12 +768,15 @@ fn a_segment_is_reclaimed_only_once_the_removal_that_drained_it_is_durable() -> 
         let first = write(&store, |t| {
             t.append_deposit(&rkid(1), &payload(seed, 5000), 10, 20)
         })?;
-        // More deposits seal the first segment; a snapshot past it.
+        // More deposits seal the first segment; two snapshots past it (the
+        // log is kept from the older one).
         for n in 1..4 {
             write(&store, |t| {
                 t.append_deposit(&rkid(2), &payload(seed * 10 + n, 5000), 10, 20)
             })?;
         }
+        store.snapshot_now()?;
+        write(&store, |t| t.put_binding(&rkid(3), &live(1, 0)))?;
         store.snapshot_now()?;
         let mut txn = store.begin_write()?;
         txn.remove_deposit(&rkid(1), first.seq)?;

@@ -77,7 +77,7 @@ fn our_carrier_passes_every_wire_observable_section() {
         run.stdout
     );
     let total: usize = sections.iter().map(|s| s.2).sum();
-    assert_eq!(total, 89, "{}", run.stdout);
+    assert_eq!(total, 91, "{}", run.stdout);
 }
 
 /// The runner fails a carrier that does not behave as expected: here, the

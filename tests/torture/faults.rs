@@ -8,11 +8,14 @@
 //! below its floor: `PROTOCOL.md` §12), nothing held may be lost or
 //! corrupted, and the process must keep answering. Once the
 //! ballast is removed the carrier must admit again — a single I/O error
-//! must never wedge it for good. At the end the store, opened directly,
-//! passes its integrity check and holds exactly the admitted deposits.
+//! must never wedge it for good. Then the disk fills again and the carrier
+//! is stopped on it (issue 27): it starts again, without room (never
+//! refused as damaged) and with room, holding every admitted deposit. At
+//! the end the store, opened directly, passes its integrity check and holds
+//! exactly the admitted deposits.
 
 use super::harness::*;
-use rltp_client::{Client, ClientError};
+use rltp_client::{Client, ClientError, RecipientKeys};
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::Purpose;
 use rltp_storage::log_store::LogStore;
@@ -102,6 +105,27 @@ async fn submit_one(
         admitted.insert(DepositId::of(&bytes));
     }
     outcome(answer, |a| a.verdict.to_string())
+}
+
+/// Every deposit of `keys`'s queue, collected: exactly `admitted`, each once.
+async fn assert_held_once(client: &Client, keys: &RecipientKeys, admitted: &BTreeSet<DepositId>) {
+    let mut held = Vec::new();
+    let mut after_seq = None;
+    loop {
+        let page = client.collect(keys, after_seq, 1_000).await.unwrap();
+        assert_eq!(page.verdict, Verdict::Served);
+        held.extend(page.deposits.iter().map(|d| d.id));
+        after_seq = page.deposits.last().map(|d| d.seq).or(after_seq);
+        if !page.more {
+            break;
+        }
+    }
+    let held_set: BTreeSet<DepositId> = held.iter().copied().collect();
+    assert_eq!(held.len(), held_set.len(), "a deposit is held twice");
+    assert_eq!(
+        &held_set, admitted,
+        "held deposits differ from the admitted ones"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -227,25 +251,59 @@ async fn a_full_disk_is_answered_unavailable_and_the_carrier_recovers() {
     );
 
     // Everything admitted is held, once.
-    let mut held = Vec::new();
-    let mut after_seq = None;
-    loop {
-        let page = client.collect(&keys, after_seq, 1_000).await.unwrap();
-        assert_eq!(page.verdict, Verdict::Served);
-        held.extend(page.deposits.iter().map(|d| d.id));
-        after_seq = page.deposits.last().map(|d| d.seq).or(after_seq);
-        if !page.more {
+    assert_held_once(&client, &keys, &admitted).await;
+
+    // Issue 27: the disk fills again and the carrier is stopped on it; it
+    // starts again — without room (never refused as damaged) and with
+    // room — holding every deposit admitted.
+    let ballast = mount.join("ballast-2");
+    fill_up(&ballast);
+    let mut second = BTreeMap::new();
+    for _ in 0..60 {
+        let answer = submit_one(&client, &rkid, &mut rng, &mut admitted).await;
+        let full = answer == "unavailable";
+        tally(&mut second, answer);
+        if full && second.get("unavailable").copied().unwrap_or(0) >= 5 {
             break;
         }
     }
-    let held_set: BTreeSet<DepositId> = held.iter().copied().collect();
-    assert_eq!(held.len(), held_set.len(), "a deposit is held twice");
-    assert_eq!(
-        held_set, admitted,
-        "held deposits differ from the admitted ones"
+    assert!(
+        second.contains_key("unavailable"),
+        "the disk never filled again: {second:?}"
     );
     client.close().await;
     assert_eq!(carrier.terminate().code(), Some(0));
+    let without_room =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| Carrier::start_with(&spec)));
+    match without_room {
+        Ok(carrier) => {
+            let client = carrier.connect_within(Duration::from_secs(30)).await;
+            assert_held_once(&client, &keys, &admitted).await;
+            client.close().await;
+            assert_eq!(carrier.terminate().code(), Some(0));
+        }
+        Err(refusal) => {
+            let said = refusal
+                .downcast_ref::<String>()
+                .cloned()
+                .unwrap_or_default();
+            assert!(
+                !said.contains("damaged") && !said.contains("restore"),
+                "a start without room was refused as damage: {said}"
+            );
+        }
+    }
+    std::fs::remove_file(&ballast).unwrap();
+    let carrier = Carrier::start_with(&spec);
+    let client = carrier.connect_within(Duration::from_secs(30)).await;
+    assert_held_once(&client, &keys, &admitted).await;
+    assert_eq!(
+        submit_one(&client, &rkid, &mut rng, &mut admitted).await,
+        "admitted"
+    );
+    client.close().await;
+    assert_eq!(carrier.terminate().code(), Some(0));
+    println!("disk full again: submissions {second:?}; started again holding every deposit");
     let mut store = LogStore::open(data.join("store")).unwrap();
     let report = store.integrity_check().unwrap();
     assert_eq!(report.deposits, admitted.len() as u64);

@@ -87,16 +87,16 @@ impl Fields<'_> {
         Rkid::parse(self.str("rkid")?).map_err(|e| FrameError::Header(format!("rkid: {e}")))
     }
 
-    /// A deposit id in its wire form.
+    /// A deposit id in its one wire spelling (`u` multibase, §7).
     pub(crate) fn deposit_id(s: &str) -> Result<DepositId, FrameError> {
-        DepositId::parse(s).map_err(|e| FrameError::Header(format!("deposit id: {e}")))
+        DepositId::from_wire(s).map_err(|e| FrameError::Header(format!("deposit id: {e}")))
     }
 
     /// An optional deposit-id member.
     pub(crate) fn opt_deposit(&self, name: &str) -> Result<Option<DepositId>, FrameError> {
         match self.0.get(name) {
             None => Ok(None),
-            Some(_) => DepositId::parse(self.str(name)?)
+            Some(_) => DepositId::from_wire(self.str(name)?)
                 .map(Some)
                 .map_err(|e| FrameError::Header(format!("{name}: {e}"))),
         }

@@ -444,6 +444,41 @@ mod tests {
         }
     }
 
+    /// Issue 27 item 5: a deposit id has one wire spelling, `u` multibase
+    /// (§6, §7); the same id in `z` (base58btc) is `malformed-frame`, in
+    /// `status` and in `conclude` alike.
+    #[test]
+    fn a_deposit_id_in_z_multibase_is_malformed_frame() {
+        let id = DepositId::of(b"");
+        let u = id.to_multibase();
+        let mut multihash = vec![0x12, 0x20];
+        multihash.extend_from_slice(&id.0);
+        let z = rltp_proofs::encoding::multibase_z(&multihash);
+        // The same id, as a person may type it.
+        assert_eq!(DepositId::parse(&z), Ok(id));
+        let rkid = "z6LSqY3EWDm5RNaC14mGJSHYcQNXGSNymfTom7wSaGzKdWWU";
+        let status =
+            |d: &str| format!("{{\"op\":\"status\",\"rkid\":\"{rkid}\",\"deposit\":\"{d}\"}}");
+        let conclude = |d: &str| format!("{{\"op\":\"conclude\",\"deposits\":[\"{u}\",\"{d}\"]}}");
+        let expected = br#"{"detail":"bad header: deposit id: unsupported multibase prefix Some('z')","error":"malformed-frame"}"#;
+        for header in [status(&z), conclude(&z)] {
+            let error = parse_header(header.as_bytes())
+                .and_then(|h| Request::from_header(&h))
+                .unwrap_err();
+            let mut out = Vec::new();
+            crate::response::ErrorAnswer::of(&error).encode_frame_into(&mut out);
+            let mut frame = (expected.len() as u32).to_be_bytes().to_vec();
+            frame.extend_from_slice(&[0; 4]);
+            frame.extend_from_slice(expected);
+            assert_eq!(out, frame, "{header}: {}", String::from_utf8_lossy(&out));
+        }
+        // The `u` spelling is the id.
+        let parsed = parse_header(status(&u).as_bytes()).and_then(|h| Request::from_header(&h));
+        assert!(matches!(parsed, Ok(Request::Status { deposit, .. }) if deposit == id));
+        let parsed = parse_header(conclude(&u).as_bytes()).and_then(|h| Request::from_header(&h));
+        assert!(matches!(parsed, Ok(Request::Conclude { deposits }) if deposits == [id, id]));
+    }
+
     proptest::proptest! {
         #[test]
         fn headers_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..256)) {

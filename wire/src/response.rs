@@ -253,7 +253,7 @@ impl SubmitAnswer {
         let (_, verdict) = text.rsplit_once("\"verdict\":\"")?;
         let verdict = SubmitVerdict::from_wire(verdict.strip_suffix("\"}")?)?;
         let deposit = match text.strip_prefix("{\"deposit\":\"") {
-            Some(rest) => Some(DepositId::parse(rest.split_once('"')?.0).ok()?),
+            Some(rest) => Some(DepositId::from_wire(rest.split_once('"')?.0).ok()?),
             None => None,
         };
         // A deposit exactly for the held verdicts, as the strict reader asks.
@@ -574,7 +574,7 @@ impl CollectFrame {
         let f = Fields(header);
         if header.get("deposit").is_some() {
             f.closed(&["deposit", "seq"])?;
-            let id = DepositId::parse(f.str("deposit")?)
+            let id = DepositId::from_wire(f.str("deposit")?)
                 .map_err(|e| FrameError::Header(format!("deposit id: {e}")))?;
             return Ok(CollectFrame::Deposit {
                 id,
@@ -629,7 +629,7 @@ impl CollectFrame {
         if let Some(rest) = text.strip_prefix("{\"deposit\":\"") {
             let (id, seq) = rest.split_once("\",\"seq\":")?;
             let seq = crate::fields::uint0(seq.strip_suffix('}')?).ok()?;
-            let id = DepositId::parse(id).ok()?;
+            let id = DepositId::from_wire(id).ok()?;
             return Some(CollectFrame::Deposit { id, seq });
         }
         let (head, verdict) = text.rsplit_once("\"verdict\":\"")?;

@@ -510,6 +510,10 @@ async fn malformed_concludes(probe: &Probe, who: &Recipient, report: &mut Report
 // PROTOCOL.md §6: frames
 // ---------------------------------------------------------------------------
 
+/// The id of the empty envelope in `z` (base58btc) multibase: a spelling
+/// the wire does not take (§7: `u` only, one spelling per id).
+const Z_DEPOSIT_ID: &str = "zQmdfTbBqBPQ7VNxZEYEj14VmRuZBkqFbiwReogJgS1zR1n";
+
 pub(super) async fn frames(probe: &Probe, report: &mut Report) {
     const S: &str = "PROTOCOL §6";
     let rkid = Recipient::fresh(&probe.carrier, 1).rkid();
@@ -532,6 +536,18 @@ pub(super) async fn frames(probe: &Probe, report: &mut Report) {
         (
             "a header rkid that is not an X25519 Multikey",
             Probe::frame(b"{\"op\":\"status\",\"rkid\":\"z6LS11111111111111111111111111111111111111111111\",\"deposit\":\"uEiAP1JJxup-V-g7lQVzRKJSxPKug1RDGvdI80l4dY8tpeQ\"}", b""),
+            true,
+            "malformed-frame",
+        ),
+        (
+            "a status deposit id in z (base58btc) multibase",
+            Probe::frame(format!("{{\"op\":\"status\",\"rkid\":\"{}\",\"deposit\":\"{Z_DEPOSIT_ID}\"}}", rkid.to_multikey()).as_bytes(), b""),
+            true,
+            "malformed-frame",
+        ),
+        (
+            "a conclude deposit id in z (base58btc) multibase",
+            Probe::frame(format!("{{\"op\":\"conclude\",\"deposits\":[\"{Z_DEPOSIT_ID}\"]}}").as_bytes(), b""),
             true,
             "malformed-frame",
         ),

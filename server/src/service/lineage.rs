@@ -80,8 +80,9 @@ pub enum LineageError {
 
 /// The way back from a damaged or missing store.
 pub const RESTORE: &str = "restore the store from a backup \
-    (`rltp-carrier restore --from FILE --data-dir DIR`, deploy/OPERATIONS.md \"Damaged data dir\"); \
-    the carrier never makes a fresh store where one was";
+    (`rltp-carrier restore --from FILE --data-dir DIR`, deploy/OPERATIONS.md \"Damaged data dir\"): \
+    this loses every deposit admitted after the backup was taken (its `taken-at`), so first keep a copy \
+    of this data dir; the carrier never makes a fresh store where one was";
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> LineageError {
     let what = what.into();

@@ -10,6 +10,14 @@ use rltp_storage::Store;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Failed sweeps and maintenance steps, logged once a minute at most (a
+/// full disk fails every one for as long as it lasts: issue 27);
+/// `suppressed` says how many more failed since the last line.
+static SWEEP_FAILED: rltp_storage::LogThrottle =
+    rltp_storage::LogThrottle::new(Duration::from_secs(60));
+static MAINTENANCE_FAILED: rltp_storage::LogThrottle =
+    rltp_storage::LogThrottle::new(Duration::from_secs(60));
+
 /// Applies due horizons every `limits.sweep-interval-ms` (§5a.9), then one
 /// bounded store maintenance step.
 pub(super) async fn sweeper<S: Store>(ctx: Arc<Ctx<S>>) {
@@ -27,14 +35,20 @@ pub(super) async fn sweeper<S: Store>(ctx: Arc<Ctx<S>>) {
             let swept = engine.sweep();
             clock.persist();
             // Reclaim space between batches (one bounded step per interval).
-            if let Err(e) = engine.store().maintenance_step() {
-                tracing::warn!(error = %e, "store maintenance step failed");
+            if let Err(e) = engine.store().maintenance_step()
+                && let Some(suppressed) = MAINTENANCE_FAILED.admit(std::time::Instant::now())
+            {
+                tracing::warn!(error = %e, suppressed, "store maintenance step failed");
             }
             swept
         });
         match swept.await {
             Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::warn!(error = %e, "sweep failed; retrying next interval"),
+            Ok(Err(e)) => {
+                if let Some(suppressed) = SWEEP_FAILED.admit(std::time::Instant::now()) {
+                    tracing::warn!(error = %e, suppressed, "sweep failed; retrying next interval");
+                }
+            }
             Err(e) => tracing::error!(error = %e, "sweep task failed"),
         }
         let adopting = Arc::clone(&ctx);

@@ -89,12 +89,16 @@ pub enum CommitError {
 }
 
 impl CommitError {
-    /// The store error behind this one ([`StoreError::Closed`] for an
-    /// operation that never ran).
+    /// The store error behind this one ([`StoreError::Unavailable`] for an
+    /// operation that never ran: usually its batch failed on a storage
+    /// error, a full disk say, which is transient — not "store is closed").
     pub fn into_store_error(self) -> Arc<StoreError> {
         match self {
             CommitError::Store(e) => e,
-            CommitError::NotRun => Arc::new(StoreError::Closed),
+            CommitError::NotRun => Arc::new(StoreError::Unavailable(
+                "the operation did not run: its batch failed on a storage error (or the writer \
+                 stopped); nothing of it was done",
+            )),
         }
     }
 }

@@ -25,7 +25,7 @@ impl LogBackup {
         let inner = &*store.inner;
         let state = inner.gate();
         let end = (state.active.id, state.active.end());
-        let base = state.snapshot_base;
+        let base = state.latest_snapshot;
         let redb = {
             let _ix = inner.index_read();
             inner.db()?.begin_read().map_err(db_error)?

@@ -36,11 +36,18 @@ pub(super) fn run(inner: &Inner) {
             }
         }
         if let Err(error) = step(inner, false) {
-            tracing::warn!(%error, "store housekeeping failed; retrying");
+            // A full disk fails every pass for as long as it lasts.
+            if let Some(suppressed) = FAILED.admit(std::time::Instant::now()) {
+                tracing::warn!(%error, suppressed, "store housekeeping failed; retrying");
+            }
             std::thread::sleep(Duration::from_millis(200));
         }
     }
 }
+
+/// The housekeeper's failures: one line a minute (`suppressed`: how many
+/// more failed since the last one).
+static FAILED: crate::LogThrottle = crate::LogThrottle::new(Duration::from_secs(60));
 
 /// One pass: the spare segment, a snapshot if one is asked for (or, with
 /// `snapshot_if_logged`, whenever anything was logged), reclaiming.

@@ -11,7 +11,8 @@
 //!    (a mismatch is named in `damaged`, not an error).
 
 use super::index::Index;
-use super::recovery::{self, Apply};
+use super::recovery;
+use super::replay::Apply;
 use super::{Inner, record};
 use crate::failure::{corrupt, db_error};
 use crate::schema::{self as rs, BINDINGS, EVICTION, TOMBSTONES, Tables as _};

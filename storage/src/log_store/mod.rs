@@ -48,6 +48,7 @@ mod migrate;
 mod read;
 mod record;
 mod recovery;
+mod replay;
 mod snapshot;
 mod write;
 
@@ -232,9 +233,14 @@ pub(crate) struct WriterState {
     next_segment: u64,
     /// Log bytes since the last snapshot began.
     since_snapshot: u64,
-    /// The position of the latest durable snapshot (or where the log
-    /// begins): segments before it are needed by no replay.
+    /// The position of the snapshot before the latest durable one (or
+    /// where the log begins): the log is kept from here, so that a restart
+    /// whose latest snapshot does not load (a bit flip) replays from this
+    /// one; segments before it are needed by no replay.
     snapshot_base: (u64, u64),
+    /// The position of the latest durable snapshot (or where the log
+    /// begins), what a restart loads.
+    latest_snapshot: (u64, u64),
     /// redb's latest durable `applied`.
     redb_applied: (u64, u64),
     /// redb operations committed since its last checkpoint.

@@ -8,9 +8,13 @@
 //! 2. redb opens (its own recovery, quick-repair: it does not walk the
 //!    file); a redb-store layout (format 1, 2) is upgraded (`migrate.rs`).
 //! 3. The newest snapshot that is whole (its trailer's CRC) and whose log
-//!    segment still exists is loaded; newer ones are the torn writes of a
-//!    crash and go. With none, the log is replayed from the store's first
-//!    segment, which must then exist.
+//!    segment still exists is loaded; newer ones — torn by a crash while
+//!    they were written, or damaged since — are reported and go. The one
+//!    before it is kept (not loaded), with the log from it: the fallback
+//!    of a later open whose newest snapshot does not load (issue 27); with
+//!    no snapshot before it, the log is kept from the store's first
+//!    segment if that is still there. With no whole snapshot, the log is
+//!    replayed from the store's first segment, which must then exist.
 //! 4. The log is replayed from the earlier of the snapshot's position and
 //!    redb's `applied`: each operation goes to the index if it lies at or
 //!    past the snapshot, to redb if at or past `applied`. A segment is read
@@ -26,22 +30,21 @@
 //!    durably with `applied` there.
 
 use super::index::Index;
-use super::record::{self, SEGMENT_HEADER, SegmentHeader, tag};
+use super::record::{self, SEGMENT_HEADER, SegmentHeader};
+use super::replay::Apply;
 use super::snapshot;
-use super::{FORMAT, House, Inner, LogOptions, OpenReport, WriterState, location};
-use crate::cursor::Cursor;
+use super::{FORMAT, House, Inner, LogOptions, OpenReport, WriterState};
 use crate::failure::damaged;
 use crate::failure::{corrupt, db_error};
 use crate::fs::{Open, StoreFile, StoreFs};
 use crate::schema::{
     self as rs, BINDINGS, EVICTION, META, META_APPLIED, META_COUNTS, META_FORMAT, META_LEGACY,
-    META_SEQ_FLOOR, META_STORE_ID, TOMBSTONES, Tables as _,
+    META_SEQ_FLOOR, META_STORE_ID, TOMBSTONES, Tables,
 };
 use crate::segment::ActiveSegment;
 use crate::store_id::StoreId;
-use crate::{DeclarationRecord, Deposit, DepositId, OpenError, OpenResult, StoreResult};
+use crate::{OpenError, OpenResult, StoreResult};
 use redb::{Durability, WriteTransaction};
-use rltp_proofs::multikey::Rkid;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
@@ -122,6 +125,7 @@ fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> OpenResult<Inn
     let log_dir = dir.join("log");
     let db_path = dir.join(crate::store_id::INDEX_FILE);
     let found = survey(&*fs, dir, &db_path, &options)?;
+    refuse_before_writing(&*fs, &db_path, &options)?;
     let db = rs::open_db(&*fs, &db_path, options.cache_bytes)?;
     fs.sync_dir(dir)?;
     match index_format(&db)? {
@@ -158,7 +162,7 @@ fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> OpenResult<Inn
         upgraded,
         ..OpenReport::default()
     };
-    let (stale_snapshots, (base, mut index, snapshot_bytes)) = choose_base(
+    let (stale_snapshots, kept, (base, mut index, snapshot_bytes)) = choose_base(
         &*fs,
         dir,
         &segments,
@@ -193,7 +197,7 @@ fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> OpenResult<Inn
         &segments,
         &walk,
         &referenced,
-        from.0,
+        (from.0, kept.0),
         store_id,
     )?;
     let end = walk.end;
@@ -209,7 +213,7 @@ fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> OpenResult<Inn
     report.load_micros = started.elapsed().as_micros() as u64;
     let state = writer_state(
         (next, Arc::clone(&file)),
-        base,
+        (kept, base),
         walk.since_base,
         snapshot_bytes,
     );
@@ -221,15 +225,6 @@ fn open_inner(dir: &Path, options: LogOptions, upgraded: bool) -> OpenResult<Inn
         (next, file),
         report,
     ))
-}
-
-/// Where a replayed operation sits: its segment, where its record's body
-/// starts, and whether the in-memory index is to hold it.
-#[derive(Debug, Clone, Copy)]
-struct Place {
-    segment: u64,
-    body_at: u64,
-    memory: bool,
 }
 
 /// Replays the log from `from` along the chain into `apply`, timed into
@@ -317,10 +312,11 @@ fn start_segment(
 }
 
 /// The writer's state on a new segment `next` (its `file`), the index
-/// starting at `base`, `since_base` log bytes after it.
+/// starting at `base`, `since_base` log bytes after it, the log kept from
+/// `kept`.
 fn writer_state(
     (next, file): (u64, Arc<dyn StoreFile>),
-    base: Pos,
+    (kept, base): (Pos, Pos),
     since_base: u64,
     snapshot_bytes: u64,
 ) -> WriterState {
@@ -330,7 +326,8 @@ fn writer_state(
         spare: None,
         next_segment: next + 1,
         since_snapshot: since_base,
-        snapshot_base: base,
+        snapshot_base: kept,
+        latest_snapshot: base,
         redb_applied: (next, SEGMENT_HEADER),
         redb_ops: 0,
         last_snapshot_bytes: snapshot_bytes,
@@ -437,7 +434,10 @@ fn survey(
 }
 
 /// Where the in-memory index starts: the newest whole snapshot, or the
-/// store's first segment (an empty index); and the stale snapshots.
+/// store's first segment (an empty index); where the log is kept from (the
+/// snapshot before it, else the store's first segment if it is still
+/// there: what a restart falls back on should that snapshot not load);
+/// and the stale snapshots.
 #[allow(clippy::type_complexity)]
 fn choose_base(
     fs: &dyn StoreFs,
@@ -446,14 +446,19 @@ fn choose_base(
     snapshots: &[Pos],
     store_id: StoreId,
     report: &mut OpenReport,
-) -> OpenResult<(Vec<Pos>, (Pos, Index, u64))> {
-    let (chosen, stale) = choose_snapshot(fs, &dir.join("snap"), segments, snapshots, store_id)?;
+) -> OpenResult<(Vec<Pos>, Pos, (Pos, Index, u64))> {
+    let (chosen, older, stale) =
+        choose_snapshot(fs, &dir.join("snap"), segments, snapshots, store_id)?;
+    let genesis = first_segment(fs, &dir.join("log"), segments, store_id)?;
     if let Some((pos, index, bytes)) = chosen {
         report.snapshot = Some(pos);
         report.snapshot_bytes = bytes;
-        return Ok((stale, (pos, index, bytes)));
+        let kept = older
+            .or(genesis.map(|g| (g, SEGMENT_HEADER)))
+            .map_or(pos, |kept| kept.min(pos));
+        return Ok((stale, kept, (pos, index, bytes)));
     }
-    let genesis = first_segment(fs, &dir.join("log"), segments, store_id)?.ok_or_else(|| {
+    let genesis = genesis.ok_or_else(|| {
         damaged(format!(
             "{} holds no whole snapshot{} and its log does not begin with the store's first segment \
              (the snapshot is missing, or the segments before {} were reclaimed): the store cannot be rebuilt",
@@ -462,7 +467,8 @@ fn choose_base(
             segments.keys().next().map_or("its first".into(), |id| format!("{id:016x}")),
         ))
     })?;
-    Ok((stale, ((genesis, SEGMENT_HEADER), Index::new(), 0)))
+    let base = (genesis, SEGMENT_HEADER);
+    Ok((stale, base, (base, Index::new(), 0)))
 }
 
 /// Refuses a replay whose first segment is gone.
@@ -621,9 +627,42 @@ fn migrate_then_open(dir: &Path, options: &LogOptions) -> StoreResult<()> {
     super::migrate::upgrade(dir, options)
 }
 
+/// Refuses an index of a format this build does not know, or of another
+/// store than expected, before redb is opened for writing (which may
+/// repair and so rewrite `carrier.redb`: a refused start changes nothing,
+/// issue 27) — when redb can open it read-only; an index that needs
+/// repair first is checked after it, as are the refusals the log's replay
+/// finds.
+fn refuse_before_writing(fs: &dyn StoreFs, db_path: &Path, options: &LogOptions) -> OpenResult<()> {
+    use redb::ReadableDatabase as _;
+    if fs.file_len(db_path)?.is_none_or(|len| len == 0) {
+        return Ok(());
+    }
+    let Ok(db) = fs.redb_backend(db_path).map(|backend| {
+        redb::Builder::new()
+            .set_cache_size(options.cache_bytes)
+            .open_read_only_with_backend(rs::Boxed::new(backend))
+    }) else {
+        return Ok(());
+    };
+    let Ok(txn) = db
+        .map_err(db_error)
+        .and_then(|db| db.begin_read().map_err(db_error))
+    else {
+        return Ok(());
+    };
+    match txn.get_with(META, META_FORMAT, |v| {
+        Ok(v.try_into().map(u32::from_be_bytes).ok())
+    }) {
+        Ok(Some(Some(FORMAT))) => held_store_id(&txn, db_path, options.expect_store_id).map(drop),
+        Ok(Some(Some(1 | 2)) | None) | Err(_) => Ok(()),
+        Ok(Some(other)) => Err(unknown_format(db_path, other)),
+    }
+}
+
 /// The id a store holds, checked against the one expected.
 fn held_store_id(
-    txn: &WriteTransaction,
+    txn: &impl Tables,
     db_path: &Path,
     expected: Option<StoreId>,
 ) -> OpenResult<StoreId> {
@@ -685,32 +724,44 @@ fn create_fresh(
 /// A loaded snapshot: its position, the index, its size.
 type Loaded = (Pos, Index, u64);
 
-/// The newest snapshot that is whole and whose segment exists, and the
-/// others (to delete).
+/// The newest snapshot that is whole and whose segment exists; the one
+/// before it whose segment exists (kept, not loaded: the fallback of the
+/// next restart); and the others (to delete).
+#[allow(clippy::type_complexity)]
 fn choose_snapshot(
     fs: &dyn StoreFs,
     snap_dir: &Path,
     segments: &BTreeMap<u64, u64>,
     snapshots: &[Pos],
     store_id: StoreId,
-) -> StoreResult<(Option<Loaded>, Vec<Pos>)> {
+) -> StoreResult<(Option<Loaded>, Option<Pos>, Vec<Pos>)> {
     let mut stale = Vec::new();
     let mut chosen = None;
+    let mut older = None;
     for &pos in snapshots.iter().rev() {
-        if chosen.is_some() || !segments.contains_key(&pos.0) {
+        if !segments.contains_key(&pos.0) || older.is_some() {
             stale.push(pos);
+            continue;
+        }
+        if chosen.is_some() {
+            older = Some(pos);
             continue;
         }
         let path = snap_dir.join(record::snapshot_name(pos));
         match snapshot::load(fs, &path, store_id)? {
             Some((index, bytes)) => chosen = Some((pos, index, bytes)),
             None => {
-                tracing::warn!(snapshot = %path.display(), "a snapshot is not whole (a crash while it was written); an older one or the log replaces it");
+                tracing::warn!(
+                    snapshot = %path.display(),
+                    "a snapshot does not load: its checksum does not match (a bit changed since it was \
+                     written, or a crash tore it while it was written); the snapshot before it and the \
+                     log replace it, and it is removed"
+                );
                 stale.push(pos);
             }
         }
     }
-    Ok((chosen, stale))
+    Ok((chosen, older, stale))
 }
 
 /// What a restart would start from now: the snapshot it would load (or an
@@ -834,8 +885,10 @@ pub(super) fn walk_chain(
     }
 }
 
-/// The segment files no longer needed: those before the replay that no
-/// deposit lives in (a reclamation cut short), and those past the end of
+/// The segment files no longer needed: those before the replay (and
+/// before `kept`, where the log is kept from: the fallback of a restart
+/// whose latest snapshot does not load) that no deposit lives in (a
+/// reclamation cut short), and those past the end of
 /// the chain that hold no header (a segment zero-filled ahead of use, or
 /// begun by a rotation cut short). A segment past the end of the chain
 /// *with* a header is refused: a rotation makes the sealed segment durable
@@ -848,7 +901,7 @@ fn classify(
     segments: &BTreeMap<u64, u64>,
     walk: &Walk,
     referenced: &BTreeSet<u64>,
-    from: u64,
+    (from, kept): (u64, u64),
     store_id: StoreId,
 ) -> OpenResult<Vec<u64>> {
     let on_chain: BTreeSet<u64> = walk.chain.iter().copied().collect();
@@ -858,7 +911,9 @@ fn classify(
             continue;
         }
         if id < from {
-            obsolete.push(id);
+            if id < kept {
+                obsolete.push(id);
+            }
             continue;
         }
         let file = open_segment(fs, log_dir, id)?;
@@ -880,17 +935,21 @@ fn classify(
                 )));
             }
             Some(h) => {
+                let read = if h.prev.0 == walk.end.0 {
+                    walk.end.1
+                } else {
+                    SEGMENT_HEADER
+                };
+                let held = segments.get(&h.prev.0).copied().unwrap_or(0);
                 return Err(damaged(format!(
-                    "the log in {} is damaged: segment {:016x} reads back up to offset {} only, \
-                     but segment {id:016x} says it went on to offset {} (a durable record no longer reads back)",
+                    "the log in {} is damaged: segment {:016x} reads back up to offset {read} only, \
+                     but segment {id:016x} says it went on to offset {} (a durable record no longer reads back: \
+                     bytes {read}..{} of that segment, whose file holds {held} bytes, are missing or damaged, \
+                     and segment {id:016x} and those after it cannot be replayed)",
                     log_dir.display(),
                     h.prev.0,
-                    if h.prev.0 == walk.end.0 {
-                        walk.end.1
-                    } else {
-                        SEGMENT_HEADER
-                    },
-                    h.prev.1
+                    h.prev.1,
+                    h.prev.1,
                 )));
             }
         }
@@ -948,232 +1007,4 @@ pub(super) fn catch_up(inner: &Inner, state: &mut WriterState) -> StoreResult<()
     state.redb_ops = 0;
     inner.publish_bounds(state);
     Ok(())
-}
-
-/// Applies replayed records: each operation to the index if it lies at or
-/// past `memory_from`, to redb if at or past `redb_from`. Idempotent (the
-/// log holds absolute values): a key the snapshot already holds in a later
-/// state is set again and then changed by the later records the same way.
-pub(super) struct Apply<'a> {
-    pub(super) index: &'a mut Index,
-    pub(super) txn: Option<&'a WriteTransaction>,
-    pub(super) memory_from: Pos,
-    pub(super) redb_from: Pos,
-    /// redb's bindings and tombstones.
-    pub(super) counts: &'a mut (u64, u64),
-    pub(super) ops: u64,
-}
-
-impl Apply<'_> {
-    pub(super) fn record(&mut self, segment: u64, rec: &record::Record) -> StoreResult<()> {
-        let at = (segment, rec.at);
-        let memory = at >= self.memory_from;
-        let redb = at >= self.redb_from && self.txn.is_some();
-        if !memory && !redb {
-            return Ok(());
-        }
-        let mut c = Cursor::new(&rec.body);
-        while !c.done() {
-            let op = c.u8()?;
-            self.ops += 1;
-            let at = Place {
-                segment,
-                body_at: rec.body_at,
-                memory,
-            };
-            if !self.index_op(op, &mut c, at)? && !self.redb_op(op, &mut c, memory, redb)? {
-                return Err(corrupt(format!("log record: operation tag {op}")));
-            }
-        }
-        // Each record is its own transaction of the index.
-        self.index.commit(false, None)?;
-        Ok(())
-    }
-
-    /// Applies `op` if it changes the in-memory index only (the queue
-    /// data); returns whether it was one.
-    fn index_op(&mut self, op: u8, c: &mut Cursor<'_>, at: Place) -> StoreResult<bool> {
-        let Place {
-            segment,
-            body_at,
-            memory,
-        } = at;
-        match op {
-            tag::APPEND => {
-                let rkid = Rkid::from_bytes(c.arr32()?);
-                let seq = c.u64()?;
-                let id = DepositId(c.arr32()?);
-                let (admitted_at, give_up_at, len) = (c.u64()?, c.u64()?, c.u32()?);
-                let offset = body_at + c.pos() as u64;
-                c.take(len as usize)?;
-                if memory {
-                    let deposit = Deposit {
-                        seq,
-                        id,
-                        len,
-                        admitted_at,
-                        give_up_at,
-                    };
-                    self.place(&rkid, &deposit, location(segment, offset)?)?;
-                }
-            }
-            tag::REMOVE => {
-                let rkid = Rkid::from_bytes(c.arr32()?);
-                let seq = c.u64()?;
-                if memory {
-                    let ix = &mut *self.index;
-                    if let Some(slot) = ix.queue(&rkid).and_then(|q| ix.find_seq(q, seq)) {
-                        ix.remove_deposit(slot)?;
-                    }
-                }
-            }
-            tag::MOVE => {
-                let rkid = Rkid::from_bytes(c.arr32()?);
-                let seq = c.u64()?;
-                let len = c.u32()?;
-                let offset = body_at + c.pos() as u64;
-                c.take(len as usize)?;
-                if memory {
-                    let (seg, off) = location(segment, offset)?;
-                    let ix = &mut *self.index;
-                    if let Some(slot) = ix.queue(&rkid).and_then(|q| ix.find_seq(q, seq)) {
-                        ix.move_deposit(slot, seg, off);
-                    }
-                }
-            }
-            tag::PUT_DEPARTURE => {
-                let rkid = Rkid::from_bytes(c.arr32()?);
-                let id = DepositId(c.arr32()?);
-                let record = rs::decode_departure(c.take(9)?)?;
-                if memory {
-                    self.index.put_departure(&rkid, &id, &record)?;
-                }
-            }
-            tag::REMOVE_DEPARTURE => {
-                let rkid = Rkid::from_bytes(c.arr32()?);
-                let id = DepositId(c.arr32()?);
-                if memory {
-                    self.index.remove_departure(&rkid, &id)?;
-                }
-            }
-            tag::SCHEDULE | tag::UNSCHEDULE => {
-                let (at, due) = rs::decode_due(record::take_u8_len(c)?)?;
-                if memory {
-                    if op == tag::SCHEDULE {
-                        self.index.schedule(at, &due)?;
-                    } else {
-                        self.index.unschedule(at, &due);
-                    }
-                }
-            }
-            tag::ELASTIC => {
-                let value = c.u64()?;
-                if memory {
-                    self.index.occupancy_mut().elastic_bytes = value;
-                }
-            }
-            tag::QUARANTINE => {
-                let rkid = Rkid::from_bytes(c.arr32()?);
-                let seq = c.u64()?;
-                let len = c.u32()?;
-                let value = c.take(len as usize)?.to_vec();
-                if memory {
-                    self.index.put_quarantine((rkid, seq), value);
-                }
-            }
-            tag::NEXT_SEQ => {
-                let rkid = Rkid::from_bytes(c.arr32()?);
-                let next = c.u64()?;
-                if memory {
-                    self.index.raise_next_seq(&rkid, next)?;
-                }
-            }
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-
-    /// Puts replayed deposit `deposit` of `rkid` at `(seg, off)`: added,
-    /// or moved there if the index holds it elsewhere already.
-    fn place(&mut self, rkid: &Rkid, deposit: &Deposit, (seg, off): (u32, u32)) -> StoreResult<()> {
-        let ix = &mut *self.index;
-        match ix.queue(rkid).and_then(|q| ix.find_seq(q, deposit.seq)) {
-            Some(slot) => {
-                let d = ix.deps.get(slot);
-                if (d.seg, d.off) != (seg, off) {
-                    ix.move_deposit(slot, seg, off);
-                }
-                Ok(())
-            }
-            None => ix.add_deposit(rkid, deposit, seg, off).map(drop),
-        }
-    }
-
-    /// Applies `op` if it changes redb (bindings, tombstones, the
-    /// declaration); returns whether it was one.
-    fn redb_op(
-        &mut self,
-        op: u8,
-        c: &mut Cursor<'_>,
-        memory: bool,
-        redb: bool,
-    ) -> StoreResult<bool> {
-        match op {
-            tag::PUT_BINDING => {
-                let rkid = Rkid::from_bytes(c.arr32()?);
-                let value = c.take(57)?;
-                rs::decode_binding(value)?;
-                if memory {
-                    self.index.set_bound(&rkid, true)?;
-                }
-                if let (true, Some(txn)) = (redb, self.txn)
-                    && rs::put(txn, BINDINGS, rkid.as_bytes(), value)?.is_none()
-                {
-                    self.counts.0 += 1;
-                }
-            }
-            tag::REMOVE_BINDING => {
-                let rkid = Rkid::from_bytes(c.arr32()?);
-                if memory {
-                    self.index.set_bound(&rkid, false)?;
-                }
-                if let (true, Some(txn)) = (redb, self.txn)
-                    && rs::del(txn, BINDINGS, rkid.as_bytes())?.is_some()
-                {
-                    self.counts.0 = self.counts.0.saturating_sub(1);
-                }
-            }
-            tag::PUT_TOMBSTONE => {
-                let rkid = Rkid::from_bytes(c.arr32()?);
-                let tombstone = rs::decode_tombstone(c.take(16)?)?;
-                if let (true, Some(txn)) = (redb, self.txn)
-                    && rs::put_tombstone(txn, &rkid, &tombstone)?
-                {
-                    self.counts.1 += 1;
-                }
-            }
-            tag::REMOVE_TOMBSTONE => {
-                let rkid = Rkid::from_bytes(c.arr32()?);
-                if let (true, Some(txn)) = (redb, self.txn)
-                    && rs::remove_tombstone(txn, &rkid)?.is_some()
-                {
-                    self.counts.1 = self.counts.1.saturating_sub(1);
-                }
-            }
-            tag::PUT_DECLARATION => {
-                let len = c.u32()?;
-                let value = c.take(len as usize)?;
-                let record = DeclarationRecord {
-                    revision: rs::u64_at(value, 0)?,
-                    document: value.get(8..).unwrap_or_default().to_vec(),
-                };
-                if let (true, Some(txn)) = (redb, self.txn) {
-                    let value = rs::cat(&[&record.revision.to_be_bytes(), &record.document]);
-                    rs::put(txn, META, rs::META_DECLARATION, &value)?;
-                }
-            }
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
 }

@@ -15,7 +15,9 @@
 //! redb is made durable with `applied` there (a checkpoint), so a restart
 //! replays from one position for both. The file is `fdatasync`ed and its
 //! name made durable before anything depends on it; until then the
-//! previous snapshot (and the log it needs) stays.
+//! previous snapshot (and the log it needs) stays. Two snapshots are kept,
+//! with the log from the older one: a restart that cannot load the latest
+//! (a bit flipped since it was written) loads the older and replays more.
 //!
 //! ## Format (little-endian)
 //! `RLTPSNP1` ‖ version u32 = 1 ‖ store id (16) ‖ segment u64 ‖ offset u64,
@@ -254,28 +256,21 @@ fn take_inner(inner: &Inner) -> StoreResult<()> {
         let mut state = inner.gate();
         inner.void_if_pending(&mut state)?;
         let pos = (state.active.id, state.active.end());
-        if pos == state.snapshot_base {
+        if pos == state.latest_snapshot {
             return Ok(());
         }
+        if inner.db_failed.load(Ordering::SeqCst) {
+            // The writer reopens it first (`Inner::reopen_if_failed`).
+            return Err(crate::StoreError::Unavailable(
+                "the database is being reopened after an i/o error",
+            ));
+        }
         inner.sync_active(&mut state)?;
-        let db = inner.db()?;
-        let mut txn = rs::begin(&db, true)?;
-        let o = inner.index_read().occupancy;
-        rs::put(
-            &txn,
-            META,
-            rs::META_APPLIED,
-            &rs::cat(&[&pos.0.to_be_bytes(), &pos.1.to_be_bytes()]),
-        )?;
-        rs::put(
-            &txn,
-            META,
-            crate::schema::META_COUNTS,
-            &rs::cat(&[&o.bindings.to_be_bytes(), &o.tombstones.to_be_bytes()]),
-        )?;
-        txn.set_durability(Durability::Immediate)
-            .map_err(db_error)?;
-        txn.commit().map_err(db_error)?;
+        checkpoint_at(inner, pos).inspect_err(|_| {
+            // redb latches a failed write (a full disk): the writer reopens
+            // it before its next transaction.
+            inner.db_failed.store(true, Ordering::SeqCst);
+        })?;
         state.redb_applied = pos;
         state.redb_ops = 0;
         state.since_snapshot = 0;
@@ -308,16 +303,22 @@ fn take_inner(inner: &Inner) -> StoreResult<()> {
     file.sync_data()?;
     fs.sync_dir(&inner.snap_dir)?;
     super::kill_point("snapshot-durable");
-    // Durable: it replaces every older snapshot, and the segments before it
-    // are needed by no replay.
-    {
+    // Durable: a restart loads it. The previous one stays, and the log
+    // from it, so that a restart whose latest snapshot does not load (a bit
+    // flipped since) replays from the previous one (issue 27): only the
+    // snapshots and segments before the previous one are needed by no
+    // replay.
+    let previous = {
         let mut state = inner.gate();
-        state.snapshot_base = pos;
+        let previous = state.latest_snapshot;
+        state.latest_snapshot = pos;
+        state.snapshot_base = previous;
         state.last_snapshot_bytes = size;
         inner.publish_bounds(&state);
-    }
+        previous
+    };
     for name in fs.list(&inner.snap_dir)? {
-        if record::parse_snapshot_name(&name).is_some_and(|p| p < pos) {
+        if record::parse_snapshot_name(&name).is_some_and(|p| p < previous) {
             fs.remove_file(&inner.snap_dir.join(name))?;
         }
     }
@@ -329,6 +330,29 @@ fn take_inner(inner: &Inner) -> StoreResult<()> {
         "snapshot taken"
     );
     Ok(())
+}
+
+/// Commits redb durably with `applied` at `pos` and the current counts (the
+/// checkpoint a snapshot begins with).
+fn checkpoint_at(inner: &Inner, pos: (u64, u64)) -> StoreResult<()> {
+    let db = inner.db()?;
+    let mut txn = rs::begin(&db, true)?;
+    let o = inner.index_read().occupancy;
+    rs::put(
+        &txn,
+        META,
+        rs::META_APPLIED,
+        &rs::cat(&[&pos.0.to_be_bytes(), &pos.1.to_be_bytes()]),
+    )?;
+    rs::put(
+        &txn,
+        META,
+        crate::schema::META_COUNTS,
+        &rs::cat(&[&o.bindings.to_be_bytes(), &o.tombstones.to_be_bytes()]),
+    )?;
+    txn.set_durability(Durability::Immediate)
+        .map_err(db_error)?;
+    txn.commit().map_err(db_error)
 }
 
 /// Writes the header, then the chunks as they come (copying them itself

@@ -25,7 +25,8 @@ impl Drop for LogWrite<'_> {
         }
         self.store.index_write().rollback();
         let start = self.record.take().map(|(start, _)| start);
-        if let Some(reached) = self.state.active.abandon_record(start) {
+        let min_void = RECORD_HEADER as u64;
+        if let Some(reached) = self.state.active.abandon_record(start, min_void) {
             self.state.void_pending = Some(reached);
         }
         if self.state.void_pending.is_some() {

@@ -52,7 +52,8 @@ impl Drop for RedbWrite<'_> {
         // A record that reached the file (spilled, or synced before a
         // failed commit) is voided before anything else is written.
         let start = self.record.take().map(|(start, _)| start);
-        if let Some(reached) = self.state.active.abandon_record(start) {
+        let min_void = oplog::HEADER as u64;
+        if let Some(reached) = self.state.active.abandon_record(start, min_void) {
             self.state.void_pending = Some(reached);
         }
         if self.state.void_pending.is_some() {

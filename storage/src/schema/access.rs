@@ -159,6 +159,13 @@ pub(crate) fn open_db(fs: &dyn StoreFs, path: &Path, cache_bytes: usize) -> Stor
 #[derive(Debug)]
 pub(crate) struct Boxed(Box<dyn redb::StorageBackend>);
 
+impl Boxed {
+    /// `backend`, as a [`redb::StorageBackend`].
+    pub(crate) fn new(backend: Box<dyn redb::StorageBackend>) -> Boxed {
+        Boxed(backend)
+    }
+}
+
 impl redb::StorageBackend for Boxed {
     fn len(&self) -> Result<u64, std::io::Error> {
         self.0.len()

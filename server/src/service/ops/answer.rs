@@ -68,6 +68,22 @@ pub(super) fn clock_refusal<S: Store>(ctx: &Ctx<S>, op: Op) -> Option<ErrorAnswe
     })
 }
 
+/// Logs that `op` was answered `unavailable` because of `error`: one line
+/// per 10 s at most (a full disk fails every request for as long as it
+/// lasts: issue 27), saying how many more were answered so meanwhile.
+pub(super) fn log_unavailable(op: Op, error: &dyn std::fmt::Display) {
+    static LOGGED: rltp_storage::LogThrottle =
+        rltp_storage::LogThrottle::new(std::time::Duration::from_secs(10));
+    if let Some(suppressed) = LOGGED.admit(std::time::Instant::now()) {
+        tracing::warn!(
+            op = op.as_str(),
+            %error,
+            suppressed,
+            "answered unavailable (a storage failure; `suppressed` more were answered so since the last line)"
+        );
+    }
+}
+
 /// Counts an `unavailable` answer of `op` for the metrics.
 pub(super) fn count_unavailable<S: Store>(ctx: &Ctx<S>, op: Op) {
     if let Some(m) = &ctx.metrics {

@@ -1,7 +1,7 @@
 //! `register` (§5a.3): r1–r3 inline (one Ed25519 verification), r4–r5 in
 //! the writer, the verdict once durable.
 
-use super::answer::{count, count_unavailable, unavailable, write};
+use super::answer::{count, count_unavailable, log_unavailable, unavailable, write};
 use crate::service::Ctx;
 use crate::service::metrics::Op;
 use rltp_quic::stream::SendHalf;
@@ -14,7 +14,7 @@ pub(super) async fn serve<S: Store>(ctx: &Ctx<S>, body: Vec<u8>, send: &mut Send
         Ok(verdict) => verdict,
         Err(e) => {
             count_unavailable(ctx, Op::Register);
-            tracing::warn!(op = "register", error = %e, "register answered unavailable");
+            log_unavailable(Op::Register, &e);
             write(send, |out| unavailable(e).encode_frame_into(out)).await;
             return;
         }

@@ -4,7 +4,9 @@
 //! A storage failure is answered `unavailable` (retriable, not a verdict:
 //! `PROTOCOL.md` §6), never `refused(capacity)`.
 
-use super::answer::{clock_refusal, count, count_unavailable, encode_submit, unavailable, write};
+use super::answer::{
+    clock_refusal, count, count_unavailable, encode_submit, log_unavailable, unavailable, write,
+};
 use crate::service::Ctx;
 use crate::service::metrics::Op;
 use rltp_proofs::multikey::{Rkid, RkidText};
@@ -43,7 +45,7 @@ pub(super) fn answered<S: Store>(
         Ok(verdict) => verdict,
         Err(e) => {
             count_unavailable(ctx, Op::Submit);
-            tracing::warn!(op = "submit", error = %e, "submit answered unavailable");
+            log_unavailable(Op::Submit, &e);
             return Err(unavailable(e));
         }
     };
@@ -72,7 +74,7 @@ pub(in crate::service) async fn submit_unread<S: Store>(
         Ok(verdict) => verdict,
         Err(e) => {
             count_unavailable(ctx, Op::Submit);
-            tracing::warn!(op = "submit", error = %e, "submit answered unavailable");
+            log_unavailable(Op::Submit, &e);
             return Err(unavailable(e));
         }
     };
