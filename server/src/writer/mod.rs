@@ -53,7 +53,7 @@
 //! ([`WriteTxn::prefetch`], `PROTOCOL.md` §13 "Per-queue locks"): the
 //! operations on a queue another node's transaction holds are **put off**
 //! to the next batch, in their order, rather than waited for; after
-//! an operation has been put off [`PUT_OFF_ROUNDS`] times (or when every
+//! an operation has been put off three times (or when every
 //! operation of a batch would be), its batch waits for its queues' locks
 //! instead, so none is put off for ever. The batch's instant is read
 //! once its queues are held.

@@ -90,7 +90,7 @@ impl PgStore {
     /// The limits the database holds, storing `proposed` first if it holds
     /// none (the first node of a database; of two first nodes racing, one
     /// stores both rows and the other reads them); then the pool is
-    /// recomputed from what is held ([`escrow::rebalance`]: a node's start
+    /// recomputed from what is held (`escrow.rs`, the rebalance: a node's start
     /// also settles what a lowered `queue-floor` or a restore moved).
     /// `floor` is the carrier's `queue-floor` (bytes).
     ///
@@ -128,7 +128,7 @@ impl PgStore {
 
     /// Replaces the limits every node judges capacity against (running
     /// nodes adopt them within one `sweep-interval-ms`), and recomputes the
-    /// pool under them ([`escrow::rebalance`]: a lowered limit below what
+    /// pool under them (`escrow.rs`, the rebalance: a lowered limit below what
     /// is held leaves the pool in debt, so no lane refills and a return is
     /// refused). `floor` is the carrier's `queue-floor` (bytes).
     ///
@@ -147,7 +147,7 @@ impl PgStore {
         Ok(())
     }
 
-    /// The audit of the escrowed budgets ([`escrow`]): `(bytes, slots)`
+    /// The audit of the escrowed budgets (`escrow.rs`): `(bytes, slots)`
     /// not accounted for by the pool, the lanes and what is held under the
     /// limits the database holds (both 0 when conserved; `None` without
     /// limits). Exact only while no write transaction runs (tests, after

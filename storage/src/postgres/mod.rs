@@ -3,7 +3,7 @@
 //! as the embedded store.
 //!
 //! ## One database, many nodes, every rule exact
-//! - **Per-queue locks and escrowed budgets** ([`escrow`], `PROTOCOL.md`
+//! - **Per-queue locks and escrowed budgets** (`escrow.rs`, `PROTOCOL.md`
 //!   §13): a write transaction holds the lock of every queue it touches
 //!   (taken in `rkid` order for the batch, without waiting: a queue another
 //!   node's transaction holds goes into the writer's next batch), so the
