@@ -80,6 +80,12 @@ pub struct NodeRun {
     /// 100 ms through the window (0 for the embedded store).
     #[serde(default)]
     pub lock_wait_share: f64,
+    /// The waits of [`NodeRun::lock_wait_share`] by `pg_locks.locktype`
+    /// (`advisory`: a queue's lock; `transactionid`/`tuple`: a row another
+    /// transaction changed, e.g. the pool's), each as a share of the active
+    /// sessions sampled.
+    #[serde(default)]
+    pub lock_waits_by_kind: std::collections::BTreeMap<String, f64>,
 }
 
 /// One pgbench run.
@@ -240,7 +246,8 @@ async fn cell(
     let before = batches(&ports)?;
     let sampler = (store == "postgres").then(|| LockSampler::start(cluster.conninfo()));
     let result = load::run(System::Nodes(&procs), spec, &targets).await?;
-    let lock_wait_share = sampler.map_or(0.0, LockSampler::stop);
+    let (lock_wait_share, lock_waits_by_kind) =
+        sampler.map_or((0.0, Default::default()), LockSampler::stop);
     let after = batches(&ports)?;
     for proc in procs {
         proc.stop().await?;
@@ -257,6 +264,7 @@ async fn cell(
         refused: result.refused.values().sum(),
         foreign_cpu_cores: result.foreign_cpu_cores,
         lock_wait_share,
+        lock_waits_by_kind,
     })
 }
 
@@ -265,7 +273,15 @@ async fn cell(
 /// many of those wait for a lock.
 struct LockSampler {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    thread: std::thread::JoinHandle<(u64, u64)>,
+    thread: std::thread::JoinHandle<Sampled>,
+}
+
+/// What the sampler counted: active sessions, waiting ones, waits by kind.
+#[derive(Default)]
+struct Sampled {
+    active: u64,
+    waiting: u64,
+    by_kind: std::collections::BTreeMap<String, u64>,
 }
 
 impl LockSampler {
@@ -273,28 +289,30 @@ impl LockSampler {
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let flag = std::sync::Arc::clone(&stop);
         let thread = std::thread::spawn(move || {
-            let (mut active, mut waiting) = (0u64, 0u64);
+            let mut sampled = Sampled::default();
             let Ok(mut client) = postgres_sampler(&conninfo) else {
-                return (0, 0);
+                return sampled;
             };
             while !flag.load(std::sync::atomic::Ordering::Relaxed) {
-                if let Ok((a, w)) = sample(&mut client) {
-                    active += a;
-                    waiting += w;
-                }
+                let _ = sample(&mut client, &mut sampled);
                 std::thread::sleep(Duration::from_millis(100));
             }
-            (active, waiting)
+            sampled
         });
         LockSampler { stop, thread }
     }
 
-    /// Stops sampling: the share of active sessions found waiting.
-    fn stop(self) -> f64 {
+    /// Stops sampling: the share of active sessions found waiting, and
+    /// by kind.
+    fn stop(self) -> (f64, std::collections::BTreeMap<String, f64>) {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         match self.thread.join() {
-            Ok((active, waiting)) if active > 0 => waiting as f64 / active as f64,
-            _ => 0.0,
+            Ok(s) if s.active > 0 => {
+                let share = |n: u64| n as f64 / s.active as f64;
+                let by_kind = s.by_kind.iter().map(|(k, n)| (k.clone(), share(*n))).collect();
+                (share(s.waiting), by_kind)
+            }
+            _ => (0.0, Default::default()),
         }
     }
 }
@@ -320,20 +338,32 @@ fn postgres_sampler(conninfo: &str) -> anyhow::Result<PsqlSession> {
     })
 }
 
-/// One sample: `(active, waiting for a lock)`.
-fn sample(session: &mut PsqlSession) -> anyhow::Result<(u64, u64)> {
+/// One sample into `into`: active sessions, those waiting for a lock, and
+/// the ungranted locks by kind.
+fn sample(session: &mut PsqlSession, into: &mut Sampled) -> anyhow::Result<()> {
     use std::io::BufRead as _;
     let stdin = session.child.stdin.as_mut().context("psql's stdin")?;
     stdin.write_all(
-        b"SELECT count(*) FILTER (WHERE state = 'active') || '|' || \
-          count(*) FILTER (WHERE state = 'active' AND wait_event_type = 'Lock') \
-          FROM pg_stat_activity WHERE application_name = 'rltp-carrier';\n",
+        b"SELECT (SELECT count(*) FILTER (WHERE state = 'active') || '|' || \
+                  count(*) FILTER (WHERE state = 'active' AND wait_event_type = 'Lock') \
+                  FROM pg_stat_activity WHERE application_name = 'rltp-carrier') || '|' || \
+          coalesce((SELECT string_agg(locktype || ':' || n, ',') FROM \
+            (SELECT l.locktype, count(*) AS n FROM pg_locks l JOIN pg_stat_activity a USING (pid) \
+             WHERE NOT l.granted AND a.application_name = 'rltp-carrier' GROUP BY 1) k), '');\n",
     )?;
     stdin.flush()?;
     let mut line = String::new();
     session.lines.read_line(&mut line)?;
-    let (a, w) = line.trim().split_once('|').context("a sample")?;
-    Ok((a.parse()?, w.parse()?))
+    let mut parts = line.trim().splitn(3, '|');
+    let active: u64 = parts.next().context("a sample")?.parse()?;
+    let waiting: u64 = parts.next().context("a sample")?.parse()?;
+    into.active += active;
+    into.waiting += waiting;
+    for kind in parts.next().unwrap_or("").split(',').filter(|k| !k.is_empty()) {
+        let (name, n) = kind.split_once(':').context("a lock kind")?;
+        *into.by_kind.entry(name.to_owned()).or_default() += n.parse::<u64>()?;
+    }
+    Ok(())
 }
 
 impl Drop for PsqlSession {
@@ -451,6 +481,23 @@ async fn ceiling(
     })
 }
 
+/// The waits by kind of `runs`, their mean share each ("-" without any).
+fn kinds(runs: &[&NodeRun]) -> String {
+    let mut sum: std::collections::BTreeMap<&str, f64> = std::collections::BTreeMap::new();
+    for r in runs {
+        for (k, v) in &r.lock_waits_by_kind {
+            *sum.entry(k).or_default() += v / runs.len() as f64;
+        }
+    }
+    if sum.is_empty() {
+        return "-".into();
+    }
+    sum.iter()
+        .map(|(k, v)| format!("{k} {v:.2}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The section as Markdown: per round and configuration, ours next to
 /// the ceilings, and the medians.
 pub fn markdown(r: &ScaleOutReport) -> String {
@@ -466,8 +513,8 @@ pub fn markdown(r: &ScaleOutReport) -> String {
     };
     let mut out = format!(
         "PostgreSQL {}, {} s windows, 64 senders x 4 in flight, 1 KiB envelopes, 100 queues.\n\n\
-         | store | nodes | admitted/s (median) | of one node | of serial ceiling | p50 ms | p99 ms | deposits per commit | lock-wait share |\n\
-         |---|---|---|---|---|---|---|---|---|\n",
+         | store | nodes | admitted/s (median) | of one node | of serial ceiling | p50 ms | p99 ms | deposits per commit | lock-wait share | waits by kind |\n\
+         |---|---|---|---|---|---|---|---|---|---|\n",
         r.postgres, r.measure_s
     );
     for (store, nodes) in [
@@ -498,7 +545,7 @@ pub fn markdown(r: &ScaleOutReport) -> String {
             })
             .collect();
         out.push_str(&format!(
-            "| {store} | {nodes} | {:.0} | {} | {} | {:.2} | {:.2} | {:.1} | {:.2} |\n",
+            "| {store} | {nodes} | {:.0} | {} | {} | {:.2} | {:.2} | {:.1} | {:.2} | {} |\n",
             median(runs.iter().map(|x| x.admitted_per_s).collect()),
             if store == "postgres" {
                 format!("{:.2}x", median(of_one))
@@ -514,6 +561,7 @@ pub fn markdown(r: &ScaleOutReport) -> String {
             median(runs.iter().map(|x| x.p99_ms).collect()),
             median(runs.iter().map(|x| x.mean_batch).collect()),
             median(runs.iter().map(|x| x.lock_wait_share).collect()),
+            kinds(&runs),
         ));
     }
     out.push_str(
