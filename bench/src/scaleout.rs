@@ -309,7 +309,11 @@ impl LockSampler {
         match self.thread.join() {
             Ok(s) if s.active > 0 => {
                 let share = |n: u64| n as f64 / s.active as f64;
-                let by_kind = s.by_kind.iter().map(|(k, n)| (k.clone(), share(*n))).collect();
+                let by_kind = s
+                    .by_kind
+                    .iter()
+                    .map(|(k, n)| (k.clone(), share(*n)))
+                    .collect();
                 (share(s.waiting), by_kind)
             }
             _ => (0.0, Default::default()),
@@ -359,7 +363,12 @@ fn sample(session: &mut PsqlSession, into: &mut Sampled) -> anyhow::Result<()> {
     let waiting: u64 = parts.next().context("a sample")?.parse()?;
     into.active += active;
     into.waiting += waiting;
-    for kind in parts.next().unwrap_or("").split(',').filter(|k| !k.is_empty()) {
+    for kind in parts
+        .next()
+        .unwrap_or("")
+        .split(',')
+        .filter(|k| !k.is_empty())
+    {
         let (name, n) = kind.split_once(':').context("a lock kind")?;
         *into.by_kind.entry(name.to_owned()).or_default() += n.parse::<u64>()?;
     }
