@@ -176,6 +176,16 @@ pub struct SectionSummary<'a> {
     pub checks: Vec<&'a Check>,
 }
 
+impl SectionSummary<'_> {
+    /// How many of its checks passed.
+    pub fn passed(&self) -> usize {
+        self.checks
+            .iter()
+            .filter(|c| c.outcome == Outcome::Pass)
+            .count()
+    }
+}
+
 impl Report {
     /// Records a check.
     pub fn record(
@@ -253,11 +263,7 @@ impl Report {
         let mut out = String::new();
         let sections = self.sections();
         for s in &sections {
-            let passed = s
-                .checks
-                .iter()
-                .filter(|c| c.outcome == Outcome::Pass)
-                .count();
+            let passed = s.passed();
             out.push_str(&format!(
                 "{:<16} {:<15} {:>3}/{:<3} {}\n",
                 s.section,
@@ -339,11 +345,7 @@ pub fn side_by_side(reports: &[(&str, &Report)]) -> String {
         out.push_str(&format!("{section:<16}"));
         for ((transport, _), sections) in reports.iter().zip(&columns) {
             if let Some(s) = sections.get(i) {
-                let passed = s
-                    .checks
-                    .iter()
-                    .filter(|c| c.outcome == Outcome::Pass)
-                    .count();
+                let passed = s.passed();
                 out.push_str(&format!(
                     " {transport} {:<15} {passed:>3}/{:<3}",
                     s.outcome.as_str(),

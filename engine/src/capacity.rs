@@ -37,7 +37,7 @@
 //!   too, so a return outranks an arrival (§5a.9).
 
 use crate::config::Limits;
-use rltp_store::{Escrow, Occupancy};
+use rltp_store::{Escrow, Need, Occupancy};
 
 /// §4.4 guarantee 5: a queue's elastic bytes, `max(0, queue_bytes −
 /// floor)` (bytes).
@@ -105,20 +105,28 @@ pub fn global_refused(
     floor: u64,
     limits: Limits,
 ) -> bool {
-    let after = queue_bytes.saturating_add(len);
-    if after <= floor {
+    let Some(growth) = growth_above_floor(queue_bytes, len, floor) else {
         return false;
-    }
-    let grown = usage(occupancy, floor)
-        .saturating_add(excess(after, floor).saturating_sub(excess(queue_bytes, floor)));
-    grown > limits.capacity_bytes
+    };
+    usage(occupancy, floor).saturating_add(growth) > limits.capacity_bytes
 }
 
 /// §4.4 guarantee 5: the growth of the carrier's elastic bytes when a
 /// deposit of `len` bytes joins a queue holding `queue_bytes` bytes under
-/// `floor` (bytes; 0 within the floor).
-pub fn growth(queue_bytes: u64, len: u64, floor: u64) -> u64 {
-    excess(queue_bytes.saturating_add(len), floor).saturating_sub(excess(queue_bytes, floor))
+/// `floor` (bytes); `None` when the queue stays within its floor, where
+/// nothing global is consulted (the one home of that rule for s6).
+pub fn growth_above_floor(queue_bytes: u64, len: u64, floor: u64) -> Option<u64> {
+    let after = queue_bytes.saturating_add(len);
+    (after > floor).then(|| excess(after, floor).saturating_sub(excess(queue_bytes, floor)))
+}
+
+/// §5a.3 r4: what an arrival needs from an escrowed budget: its floor's
+/// bytes and one binding slot.
+pub fn arrival_need(floor: u64) -> Need {
+    Need {
+        bytes: floor,
+        slots: 1,
+    }
 }
 
 /// §5a.5 s6 under escrowed budgets (`PROTOCOL.md` §13): refused when the

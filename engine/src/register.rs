@@ -28,7 +28,7 @@ use rltp_proofs::Ms;
 use rltp_proofs::identity::CarrierId;
 use rltp_proofs::multikey::Rkid;
 use rltp_proofs::proof::{self, CarrierProof, Purpose};
-use rltp_store::{Need, Store, StoreResult, WriteTxn};
+use rltp_store::{Store, StoreResult, WriteTxn};
 use rltp_wire::Verdict;
 
 /// Which operation a proof is presented to; its `purpose` must match.
@@ -157,11 +157,7 @@ pub(crate) fn r4_capacity(
     let escrowed = if returning {
         txn.over_limits()?
     } else {
-        let need = Need {
-            bytes: floor,
-            slots: 1,
-        };
-        txn.escrow(need)?
+        txn.escrow(capacity::arrival_need(floor))?
             .map(|escrow| capacity::escrow_refuses_arrival(&escrow, floor))
     };
     let refused = match escrowed {

@@ -182,11 +182,10 @@ pub fn s6_global_capacity(
     let queue_bytes = txn.queue_bytes(&submission.rkid)?;
     let len = submission.bytes.len() as u64;
     let floor = engine.constants().queue_floor;
-    if queue_bytes.saturating_add(len) <= floor {
+    let Some(growth) = capacity::growth_above_floor(queue_bytes, len, floor) else {
         // Guarantee 5: within the floor nothing global is consulted.
         return Ok(Ok(()));
-    }
-    let growth = capacity::growth(queue_bytes, len, floor);
+    };
     let need = Need {
         bytes: growth,
         slots: 0,
